@@ -1,0 +1,181 @@
+package awsinfra
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/fsx"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+)
+
+// Services whose endpoint can be overridden, in the order the docs list them.
+var Services = []string{"ec2", "eks", "fsx", "iam", "servicequotas", "sts"}
+
+// Settings are the provider-level AWS settings, free of Terraform types.
+type Settings struct {
+	// Region is the AWS region; empty falls back to the environment and shared config.
+	Region string
+	// Profile names a shared-config profile; empty uses the default chain.
+	Profile string
+	// AssumeRole, when set, wraps the base credentials in an STS AssumeRole provider.
+	AssumeRole *AssumeRole
+	// Endpoints maps a service name from Services to a base URL overriding its endpoint.
+	Endpoints map[string]string
+	// DefaultTags are applied to every object the provider creates.
+	DefaultTags map[string]string
+	// MaxRetries is the maximum number of attempts per API call; 0 keeps the SDK default.
+	MaxRetries int
+	// RetryMode is "standard" or "adaptive"; empty keeps the SDK default (standard).
+	RetryMode string
+	// UserAgent is appended to every request's User-Agent, e.g. "terraform-provider-llmd/0.1.0".
+	UserAgent string
+}
+
+// AssumeRole configures role assumption through STS.
+type AssumeRole struct {
+	RoleARN     string
+	SessionName string
+	ExternalID  string
+	Duration    time.Duration
+}
+
+// Validate checks settings that the SDK would only reject at the first call,
+// naming the field and the fix.
+func (s Settings) Validate() error {
+	known := map[string]bool{}
+	for _, svc := range Services {
+		known[svc] = true
+	}
+	names := make([]string, 0, len(s.Endpoints))
+	for name := range s.Endpoints {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !known[name] {
+			return fmt.Errorf("endpoints.%s: unknown service; endpoints can be overridden for %v", name, Services)
+		}
+		u, err := url.Parse(s.Endpoints[name])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("endpoints.%s: %q is not an absolute http(s) URL; give e.g. https://eks.us-west-2.amazonaws.com", name, s.Endpoints[name])
+		}
+	}
+	switch s.RetryMode {
+	case "", string(aws.RetryModeStandard), string(aws.RetryModeAdaptive):
+	default:
+		return fmt.Errorf("retry_mode: %q is not supported; use \"standard\" or \"adaptive\"", s.RetryMode)
+	}
+	if s.MaxRetries < 0 {
+		return fmt.Errorf("max_retries: %d is negative; use 0 for the SDK default or a positive attempt count", s.MaxRetries)
+	}
+	if s.AssumeRole != nil && s.AssumeRole.RoleARN == "" {
+		return fmt.Errorf("assume_role.role_arn: required when assume_role is set")
+	}
+	return nil
+}
+
+// LoadConfig builds the aws.Config every client shares: the default credential
+// chain (or a profile), optional role assumption, retries and the user agent.
+func LoadConfig(ctx context.Context, s Settings) (aws.Config, error) {
+	if err := s.Validate(); err != nil {
+		return aws.Config{}, err
+	}
+	opts := []func(*config.LoadOptions) error{}
+	if s.Region != "" {
+		opts = append(opts, config.WithRegion(s.Region))
+	}
+	if s.Profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(s.Profile))
+	}
+	if s.RetryMode != "" {
+		opts = append(opts, config.WithRetryMode(aws.RetryMode(s.RetryMode)))
+	}
+	if s.MaxRetries > 0 {
+		opts = append(opts, config.WithRetryMaxAttempts(s.MaxRetries))
+	}
+	if s.UserAgent != "" {
+		opts = append(opts, config.WithAppID(s.UserAgent))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, fmt.Errorf("region: no AWS region configured; set region in the provider block or AWS_REGION")
+	}
+	if ar := s.AssumeRole; ar != nil {
+		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = s.endpoint("sts") })
+		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, ar.RoleARN, func(o *stscreds.AssumeRoleOptions) {
+			if ar.SessionName != "" {
+				o.RoleSessionName = ar.SessionName
+			}
+			if ar.ExternalID != "" {
+				o.ExternalID = aws.String(ar.ExternalID)
+			}
+			if ar.Duration > 0 {
+				o.Duration = ar.Duration
+			}
+		}))
+	}
+	if s.MaxRetries > 0 || s.RetryMode != "" {
+		// Retries apply to waiters' polling calls as well, so keep them bounded.
+		cfg.Retryer = func() aws.Retryer {
+			return retry.AddWithMaxAttempts(retryerFor(s.RetryMode), max(s.MaxRetries, 1))
+		}
+	}
+	return cfg, nil
+}
+
+func retryerFor(mode string) aws.Retryer {
+	if mode == string(aws.RetryModeAdaptive) {
+		return retry.NewAdaptiveMode()
+	}
+	return retry.NewStandard()
+}
+
+// Clients are the service clients the provider uses, each honouring its endpoint override.
+type Clients struct {
+	EC2           *ec2.Client
+	EKS           *eks.Client
+	FSx           *fsx.Client
+	IAM           *iam.Client
+	ServiceQuotas *servicequotas.Client
+	STS           *sts.Client
+	// Config is the shared configuration the clients were built from (region, credentials).
+	Config aws.Config
+	// DefaultTags are the provider's default_tags, merged into every create.
+	DefaultTags map[string]string
+}
+
+// NewClients builds every service client from one configuration.
+func NewClients(cfg aws.Config, s Settings) *Clients {
+	return &Clients{
+		EC2:           ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = s.endpoint("ec2") }),
+		EKS:           eks.NewFromConfig(cfg, func(o *eks.Options) { o.BaseEndpoint = s.endpoint("eks") }),
+		FSx:           fsx.NewFromConfig(cfg, func(o *fsx.Options) { o.BaseEndpoint = s.endpoint("fsx") }),
+		IAM:           iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = s.endpoint("iam") }),
+		ServiceQuotas: servicequotas.NewFromConfig(cfg, func(o *servicequotas.Options) { o.BaseEndpoint = s.endpoint("servicequotas") }),
+		STS:           sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = s.endpoint("sts") }),
+		Config:        cfg,
+		DefaultTags:   s.DefaultTags,
+	}
+}
+
+// endpoint is the override for a service, or nil to let the SDK resolve it.
+func (s Settings) endpoint(service string) *string {
+	if ep := s.Endpoints[service]; ep != "" {
+		return aws.String(ep)
+	}
+	return nil
+}

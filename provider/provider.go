@@ -1,0 +1,226 @@
+// Package provider maps Terraform schemas to the internal packages: the
+// provider configuration, and one file per resource or data source.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
+)
+
+var _ provider.Provider = (*llmdProvider)(nil)
+
+// New returns a constructor of the provider at the given version; the version
+// names the router image the provider pins and is sent in the user agent.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &llmdProvider{version: version} }
+}
+
+type llmdProvider struct {
+	version string
+}
+
+// providerModel is the provider block. It deliberately holds no Kubernetes
+// settings: resources build their Kubernetes clients from the cluster they are
+// given, so one apply can create the cluster and deploy onto it.
+type providerModel struct {
+	Region      types.String      `tfsdk:"region"`
+	Profile     types.String      `tfsdk:"profile"`
+	MaxRetries  types.Int64       `tfsdk:"max_retries"`
+	RetryMode   types.String      `tfsdk:"retry_mode"`
+	AssumeRole  *assumeRoleModel  `tfsdk:"assume_role"`
+	Endpoints   *endpointsModel   `tfsdk:"endpoints"`
+	DefaultTags *defaultTagsModel `tfsdk:"default_tags"`
+}
+
+type assumeRoleModel struct {
+	RoleARN     types.String `tfsdk:"role_arn"`
+	SessionName types.String `tfsdk:"session_name"`
+	ExternalID  types.String `tfsdk:"external_id"`
+	Duration    types.String `tfsdk:"duration"`
+}
+
+type endpointsModel struct {
+	EC2           types.String `tfsdk:"ec2"`
+	EKS           types.String `tfsdk:"eks"`
+	FSx           types.String `tfsdk:"fsx"`
+	IAM           types.String `tfsdk:"iam"`
+	ServiceQuotas types.String `tfsdk:"servicequotas"`
+	STS           types.String `tfsdk:"sts"`
+}
+
+type defaultTagsModel struct {
+	Tags types.Map `tfsdk:"tags"`
+}
+
+// providerData is what Configure hands to every resource and data source.
+type providerData struct {
+	AWS     *awsinfra.Clients
+	Version string
+}
+
+func (p *llmdProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "llmd"
+	resp.Version = p.version
+}
+
+func (p *llmdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	endpoint := func(service string) schema.StringAttribute {
+		return schema.StringAttribute{
+			Optional:            true,
+			MarkdownDescription: fmt.Sprintf("Base URL that replaces the %s endpoint, e.g. for a VPC endpoint or a local emulator.", service),
+		}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Runs LLM inference with prefix-cache-aware routing on AWS EKS: " +
+			"`llmd_inference_cluster`, `llmd_model_fleet` and `llmd_prefix_router` come up in one `terraform apply`. " +
+			"The provider block holds AWS settings only; Kubernetes access is derived per resource from the cluster it targets.",
+		Attributes: map[string]schema.Attribute{
+			"region": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "AWS region, e.g. `us-west-2`. Defaults to `AWS_REGION` or the shared config.",
+			},
+			"profile": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Shared-config profile to take credentials and settings from. Defaults to `AWS_PROFILE` or the default chain.",
+			},
+			"max_retries": schema.Int64Attribute{
+				Optional:            true,
+				MarkdownDescription: "Maximum attempts per AWS API call, including the first. Defaults to the SDK's (3).",
+			},
+			"retry_mode": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "AWS SDK retry mode: `standard` (default) or `adaptive` (client-side rate limiting).",
+				Validators:          []validator.String{stringvalidator.OneOf("standard", "adaptive")},
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"assume_role": schema.SingleNestedBlock{
+				MarkdownDescription: "Assume this IAM role through STS for every call.",
+				Attributes: map[string]schema.Attribute{
+					"role_arn": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "ARN of the role to assume. Required when the block is present.",
+					},
+					"session_name": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "Session name; shows in CloudTrail and in the assumed-role ARN.",
+					},
+					"external_id": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "External ID the role's trust policy requires, if any.",
+					},
+					"duration": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "Session duration as a Go duration (`1h`, `30m`); 15m to 12h. Defaults to 15m.",
+					},
+				},
+			},
+			"endpoints": schema.SingleNestedBlock{
+				MarkdownDescription: "Per-service endpoint overrides.",
+				Attributes: map[string]schema.Attribute{
+					"ec2":           endpoint("EC2"),
+					"eks":           endpoint("EKS"),
+					"fsx":           endpoint("FSx"),
+					"iam":           endpoint("IAM"),
+					"servicequotas": endpoint("Service Quotas"),
+					"sts":           endpoint("STS"),
+				},
+			},
+			"default_tags": schema.SingleNestedBlock{
+				MarkdownDescription: "Tags applied to every AWS object the provider creates, beneath each resource's own tags.",
+				Attributes: map[string]schema.Attribute{
+					"tags": schema.MapAttribute{
+						ElementType:         types.StringType,
+						Optional:            true,
+						MarkdownDescription: "Key-value tags.",
+					},
+				},
+			},
+		},
+	}
+}
+
+func (p *llmdProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	settings, err := cfg.settings(ctx, p.version)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid provider configuration", err.Error())
+		return
+	}
+	awsCfg, err := awsinfra.LoadConfig(ctx, settings)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("region"), "Configuring AWS", err.Error())
+		return
+	}
+	tflog.Debug(ctx, "configured AWS", map[string]any{"region": awsCfg.Region, "endpoint_overrides": len(settings.Endpoints)})
+	data := &providerData{AWS: awsinfra.NewClients(awsCfg, settings), Version: p.version}
+	resp.ResourceData = data
+	resp.DataSourceData = data
+}
+
+// settings converts the provider block to awsinfra.Settings. Unknown values
+// (from resources not yet created) cannot configure a provider and are refused.
+func (m providerModel) settings(ctx context.Context, version string) (awsinfra.Settings, error) {
+	s := awsinfra.Settings{
+		Region:     m.Region.ValueString(),
+		Profile:    m.Profile.ValueString(),
+		MaxRetries: int(m.MaxRetries.ValueInt64()),
+		RetryMode:  m.RetryMode.ValueString(),
+		UserAgent:  "terraform-provider-llmd/" + version,
+		Endpoints:  map[string]string{},
+	}
+	if ar := m.AssumeRole; ar != nil {
+		s.AssumeRole = &awsinfra.AssumeRole{
+			RoleARN:     ar.RoleARN.ValueString(),
+			SessionName: ar.SessionName.ValueString(),
+			ExternalID:  ar.ExternalID.ValueString(),
+		}
+		if d := ar.Duration.ValueString(); d != "" {
+			dur, err := time.ParseDuration(d)
+			if err != nil || dur < 15*time.Minute || dur > 12*time.Hour {
+				return s, fmt.Errorf("assume_role.duration: %q must be a Go duration between 15m and 12h, e.g. \"1h\"", d)
+			}
+			s.AssumeRole.Duration = dur
+		}
+	}
+	if e := m.Endpoints; e != nil {
+		for name, v := range map[string]types.String{"ec2": e.EC2, "eks": e.EKS, "fsx": e.FSx, "iam": e.IAM, "servicequotas": e.ServiceQuotas, "sts": e.STS} {
+			if v.ValueString() != "" {
+				s.Endpoints[name] = v.ValueString()
+			}
+		}
+	}
+	if m.DefaultTags != nil && !m.DefaultTags.Tags.IsNull() {
+		tags := map[string]string{}
+		if diags := m.DefaultTags.Tags.ElementsAs(ctx, &tags, false); diags.HasError() {
+			return s, fmt.Errorf("default_tags.tags: every value must be a known string")
+		}
+		s.DefaultTags = tags
+	}
+	return s, s.Validate()
+}
+
+func (p *llmdProvider) Resources(context.Context) []func() resource.Resource {
+	return nil
+}
+
+func (p *llmdProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{newCallerIdentityDataSource}
+}

@@ -1,0 +1,79 @@
+// Command llmd-router is the prefix-cache-aware router for vLLM fleets, with
+// two companions that share its code: a simulated vLLM fleet (sim) and the A/B
+// benchmark that compares routing policies on it (bench).
+//
+//	llmd-router serve [flags]   route OpenAI-compatible requests to the fleet
+//	llmd-router sim [flags]     serve simulated vLLM replicas (HTTP + KV events)
+//	llmd-router bench [flags]   run the A/B benchmark of routing policies
+//	llmd-router version         print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at release time by goreleaser; the provider pins the image of the same tag.
+var version = "dev"
+
+// command is one subcommand: its one-line summary and its entry point.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// errNotImplemented marks a subcommand whose issue has not landed yet.
+var errNotImplemented = errors.New("not implemented yet")
+
+var commands = map[string]command{
+	"serve": {"route OpenAI-compatible requests to the fleet by cached prefix and load", notImplemented},
+	"sim":   {"serve simulated vLLM replicas (OpenAI HTTP, /metrics, KV events over ZeroMQ)", notImplemented},
+	"bench": {"run the A/B benchmark of routing policies on the simulated fleet", notImplemented},
+	"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+		_, err := fmt.Fprintln(stdout, version)
+		return err
+	}},
+}
+
+func notImplemented(context.Context, []string, io.Writer, io.Writer) error { return errNotImplemented }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and maps its outcome to an exit code:
+// 0 success, 2 usage error, 1 any other failure.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "llmd-router: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "llmd-router %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: llmd-router <command> [flags]\n\ncommands:")
+	for _, name := range []string{"serve", "sim", "bench", "version"} {
+		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
+	}
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestRunDispatch(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{args: nil, wantCode: 2, wantErr: "usage: llmd-router"},
+		{args: []string{"help"}, wantCode: 0, wantErr: "serve"},
+		{args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
+		{args: []string{"version"}, wantCode: 0, wantOut: version + "\n"},
+	}
+	for _, tc := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr)
+		if code != tc.wantCode {
+			t.Errorf("run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr.String())
+		}
+		if tc.wantOut != "" && stdout.String() != tc.wantOut {
+			t.Errorf("run(%q) stdout = %q, want %q", tc.args, stdout.String(), tc.wantOut)
+		}
+		if !strings.Contains(stderr.String(), tc.wantErr) {
+			t.Errorf("run(%q) stderr = %q, want it to contain %q", tc.args, stderr.String(), tc.wantErr)
+		}
+	}
+}
