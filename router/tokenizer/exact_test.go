@@ -1,0 +1,155 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// variant is one tokenizer the exactness tests compare: a family's real
+// tokenizer.json, possibly edited the same way on the Go and the JS side.
+type variant struct {
+	name       string
+	family     string
+	addSpecial bool
+	// dropAddedAbove removes added tokens with a larger id (Qwen2.5 is Qwen3
+	// without the four tokens after 151664).
+	dropAddedAbove *uint32
+	// postProcessor replaces the file's post_processor.
+	postProcessor json.RawMessage
+}
+
+var qwen25Last = uint32(151664)
+
+// llama3Template is the post_processor of Meta's later Llama 3 tokenizer.json,
+// which prepends <|begin_of_text|>; the packaged file predates it.
+var llama3Template = json.RawMessage(`{"type":"Sequence","processors":[
+	{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true},
+	{"type":"TemplateProcessing",
+	 "single":[{"SpecialToken":{"id":"<|begin_of_text|>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],
+	 "pair":[{"SpecialToken":{"id":"<|begin_of_text|>","type_id":0}},{"Sequence":{"id":"A","type_id":0}},
+	         {"SpecialToken":{"id":"<|begin_of_text|>","type_id":1}},{"Sequence":{"id":"B","type_id":1}}],
+	 "special_tokens":{"<|begin_of_text|>":{"id":"<|begin_of_text|>","ids":[128000],"tokens":["<|begin_of_text|>"]}}}]}`)
+
+var variants = []variant{
+	{name: "qwen3", family: "qwen3"},
+	{name: "qwen3+special", family: "qwen3", addSpecial: true},
+	{name: "qwen2.5", family: "qwen3", dropAddedAbove: &qwen25Last},
+	{name: "llama3", family: "llama3"},
+	{name: "llama3-template+special", family: "llama3", postProcessor: llama3Template, addSpecial: true},
+	{name: "llama3-template", family: "llama3", postProcessor: llama3Template},
+	{name: "deepseek_v3", family: "deepseek_v3"},
+}
+
+func (v variant) refOptions() refOptions {
+	return refOptions{AddSpecialTokens: v.addSpecial, DropAddedAbove: v.dropAddedAbove, PostProcessor: v.postProcessor}
+}
+
+// load builds the variant's Go tokenizer (fast: scanner, else regex oracle).
+func (v variant) load(t testing.TB, fast bool) *Tokenizer {
+	t.Helper()
+	data, err := os.ReadFile(testenv.Tokenizer(t, v.family).TokenizerJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.dropAddedAbove != nil || v.postProcessor != nil {
+		data = editTokenizerJSON(t, data, v.dropAddedAbove, v.postProcessor)
+	}
+	tk, err := parse(data, fast)
+	if err != nil {
+		t.Fatalf("loading %s: %v", v.name, err)
+	}
+	return tk
+}
+
+func editTokenizerJSON(t testing.TB, data []byte, dropAbove *uint32, post json.RawMessage) []byte {
+	t.Helper()
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if dropAbove != nil {
+		var added []map[string]any
+		if err := json.Unmarshal(doc["added_tokens"], &added); err != nil {
+			t.Fatal(err)
+		}
+		kept := added[:0]
+		for _, a := range added {
+			if uint32(a["id"].(float64)) <= *dropAbove {
+				kept = append(kept, a)
+			}
+		}
+		if len(kept) == len(added) {
+			t.Fatalf("no added token above id %d to drop", *dropAbove)
+		}
+		doc["added_tokens"], _ = json.Marshal(kept)
+	}
+	if post != nil {
+		doc["post_processor"] = post
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// jsDiverges reports whether s holds a construct on which the JS reference
+// departs from Hugging Face's tokenizers, whose split regex runs on
+// Oniguruma: JavaScript's \s includes U+FEFF and excludes U+0085 (Oniguruma's
+// is Unicode White_Space: the reverse), and the JS port rewrites (?i:'s|...)
+// as ASCII-only classes where Oniguruma's case folding also matches U+017F
+// (long s). Such texts are checked against the regex oracle instead.
+func jsDiverges(s string) bool {
+	return strings.ContainsAny(s, "\u0085\ufeff") || strings.Contains(s, "'\u017f")
+}
+
+// checkExact compares texts with the JS reference for one variant, and the
+// texts where the reference is known to diverge with the regex oracle.
+func checkExact(t *testing.T, v variant, texts []string) {
+	fast := v.load(t, true)
+	var ref, oracle []string
+	for _, s := range texts {
+		if jsDiverges(s) {
+			oracle = append(oracle, s)
+		} else {
+			ref = append(ref, s)
+		}
+	}
+	want := runReference(t, v.family, v.refOptions(), ref)
+	compareIDs(t, fast, ref, want, v.addSpecial)
+	if len(oracle) > 0 {
+		slow := v.load(t, false)
+		compareIDs(t, fast, oracle, encodeAll(t, slow, oracle, v.addSpecial), v.addSpecial)
+	}
+	var bytes int
+	for _, s := range ref {
+		bytes += len(s)
+	}
+	t.Logf("%s: %d texts (%d bytes) identical to the JS reference, %d checked against the regex oracle", v.name, len(ref), bytes, len(oracle))
+}
+
+func encodeAll(t testing.TB, tk *Tokenizer, texts []string, addSpecial bool) [][]uint32 {
+	t.Helper()
+	out := make([][]uint32, len(texts))
+	for i, s := range texts {
+		ids, err := tk.Encode(s, addSpecial)
+		if err != nil {
+			t.Fatalf("oracle Encode(%q): %v", clip(s), err)
+		}
+		out[i] = ids
+	}
+	return out
+}
+
+// TestExactGenerated compares 22,000 generated texts (2,000 per category, see
+// generate_test.go) with the JS reference on every variant.
+func TestExactGenerated(t *testing.T) {
+	texts := generatedTexts(2000)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) { checkExact(t, v, texts) })
+	}
+}

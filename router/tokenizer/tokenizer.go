@@ -1,0 +1,274 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"unicode/utf8"
+)
+
+// Tokenizer encodes text to the token ids of one model, as Hugging Face's
+// tokenizers library does with the model's tokenizer.json. It is immutable
+// after Load and safe for concurrent use; each call borrows its working
+// buffers from a pool, so there is no lock shared between requests.
+type Tokenizer struct {
+	model      *bpeModel
+	normalizer normalizer
+	stages     []preTokenizer
+	raw        *addedMatcher // added tokens matched before normalization
+	normalized *addedMatcher // added tokens matched after it
+	added      []AddedToken
+	special    map[uint32]bool
+	template   template
+	tokens     map[string]uint32 // token as spelled in tokenizer.json -> id
+	names      []string          // id -> token as spelled in tokenizer.json
+	bytes      [][]byte          // id -> the bytes it decodes to
+	pool       sync.Pool
+}
+
+// scratch holds one call's working buffers.
+type scratch struct {
+	outer, inner  []addedSplit
+	pieces, spare []string
+	spans         []span
+	runs, segs    []segment
+	symbols       []symbol
+	heap          candidateHeap
+}
+
+// Load reads a Hugging Face tokenizer.json of the byte-level BPE family.
+func Load(path string) (*Tokenizer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading tokenizer: %w", err)
+	}
+	t, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Parse builds a Tokenizer from the contents of a tokenizer.json. A component
+// outside the byte-level BPE family is an error wrapping ErrUnsupported.
+func Parse(data []byte) (*Tokenizer, error) {
+	return parse(data, true)
+}
+
+// parse builds the tokenizer; fast=false keeps every split on regexp2, the
+// oracle the hand-written scanner is tested against.
+func parse(data []byte, fast bool) (*Tokenizer, error) {
+	var spec fileSpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("decoding tokenizer.json: %w", err)
+	}
+	if !isNull(spec.Truncation) {
+		return nil, unsupported("setting", "truncation")
+	}
+	if !isNull(spec.Padding) {
+		return nil, unsupported("setting", "padding")
+	}
+	t := &Tokenizer{special: map[uint32]bool{}}
+	var err error
+	if t.model, err = buildBPE(spec.Model); err != nil {
+		return nil, err
+	}
+	if t.normalizer, err = buildNormalizer(spec.Normalizer); err != nil {
+		return nil, err
+	}
+	var byteLevel bool
+	if t.stages, byteLevel, err = buildPreTokenizer(spec.PreTokenizer, fast); err != nil {
+		return nil, err
+	}
+	if !byteLevel {
+		return nil, fmt.Errorf("%w: pre_tokenizer has no ByteLevel step (only byte-level BPE is supported)", ErrUnsupported)
+	}
+	if t.template, err = buildPostProcessor(spec.PostProcessor); err != nil {
+		return nil, err
+	}
+	if err := checkDecoder(spec.Decoder); err != nil {
+		return nil, err
+	}
+	if err := t.buildVocab(spec); err != nil {
+		return nil, err
+	}
+	t.pool.New = func() any { return new(scratch) }
+	return t, nil
+}
+
+func (t *Tokenizer) buildVocab(spec fileSpec) error {
+	size := 0
+	for _, id := range spec.Model.Vocab {
+		size = max(size, int(id)+1)
+	}
+	for _, a := range spec.AddedTokens {
+		size = max(size, int(a.ID)+1)
+	}
+	t.names = make([]string, size)
+	t.bytes = make([][]byte, size)
+	t.tokens = make(map[string]uint32, size)
+	set := func(tok string, id uint32) {
+		t.names[id] = tok
+		t.tokens[tok] = id
+		if raw, ok := byteLevelToBytes(tok); ok {
+			t.bytes[id] = raw
+		} else {
+			t.bytes[id] = []byte(tok)
+		}
+	}
+	for tok, id := range spec.Model.Vocab {
+		set(tok, id)
+	}
+	var raw, normalized []AddedToken
+	for _, a := range spec.AddedTokens {
+		if id, ok := spec.Model.Vocab[a.Content]; ok && id != a.ID {
+			return fmt.Errorf("added token %q has id %d but the vocab gives it %d", a.Content, a.ID, id)
+		}
+		set(a.Content, a.ID)
+		tok := AddedToken{ID: a.ID, Content: a.Content, Special: a.Special, SingleWord: a.SingleWord,
+			LStrip: a.LStrip, RStrip: a.RStrip, Normalized: a.Normalized}
+		t.added = append(t.added, tok)
+		if a.Special {
+			t.special[a.ID] = true
+		}
+		if a.Normalized && t.normalizer != nil {
+			normalized = append(normalized, withContent(tok, t.normalizer.normalize(tok.Content)))
+		} else {
+			raw = append(raw, tok)
+		}
+	}
+	t.raw, t.normalized = newAddedMatcher(raw), newAddedMatcher(normalized)
+	return nil
+}
+
+// withContent returns tok matched as content (a normalized token is looked
+// for in its normalized form).
+func withContent(tok AddedToken, content string) AddedToken {
+	tok.Content = content
+	return tok
+}
+
+// Encode returns the ids of text. With addSpecial the post-processor's
+// special tokens are added, as vLLM does for /v1/completions prompts; rendered
+// chat text is encoded without them. Special tokens written in the text are
+// matched either way. Text that is not valid UTF-8 is an error wrapping
+// ErrUntokenizable.
+func (t *Tokenizer) Encode(text string, addSpecial bool) ([]uint32, error) {
+	return t.AppendEncode(nil, text, addSpecial)
+}
+
+// AppendEncode is Encode appending to dst, for callers that reuse buffers.
+func (t *Tokenizer) AppendEncode(dst []uint32, text string, addSpecial bool) ([]uint32, error) {
+	if !utf8.ValidString(text) {
+		return dst, fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrUntokenizable, invalidAt(text))
+	}
+	sc := t.pool.Get().(*scratch)
+	defer t.pool.Put(sc)
+	if addSpecial {
+		dst = append(dst, t.template.prefix...)
+	}
+	sc.outer = t.raw.split(sc.outer[:0], text)
+	for _, part := range sc.outer {
+		if part.token >= 0 {
+			dst = append(dst, t.raw.tokens[part.token].ID)
+			continue
+		}
+		s := part.text
+		if t.normalizer != nil {
+			s = t.normalizer.normalize(s)
+		}
+		sc.inner = t.normalized.split(sc.inner[:0], s)
+		for _, p := range sc.inner {
+			if p.token >= 0 {
+				dst = append(dst, t.normalized.tokens[p.token].ID)
+				continue
+			}
+			dst = t.encodeText(dst, p.text, sc)
+		}
+	}
+	if addSpecial {
+		dst = append(dst, t.template.suffix...)
+	}
+	return dst, nil
+}
+
+// encodeText pre-tokenizes normalized text between added tokens and runs BPE
+// on each piece.
+func (t *Tokenizer) encodeText(dst []uint32, s string, sc *scratch) []uint32 {
+	if s == "" {
+		return dst
+	}
+	pieces := append(sc.pieces[:0], s)
+	for _, st := range t.stages {
+		out := st.apply(sc.spare[:0], pieces, sc)
+		sc.spare = pieces
+		pieces = out
+	}
+	sc.pieces = pieces
+	for _, p := range pieces {
+		if p != "" {
+			dst = t.model.encodeWord(dst, p, sc)
+		}
+	}
+	return dst
+}
+
+func invalidAt(s string) int {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(s)
+}
+
+// Decode turns ids back into text as the ByteLevel decoder does: tokens are
+// joined as bytes, and bytes that do not form valid UTF-8 (a multi-byte
+// character cut between tokens) become U+FFFD. skipSpecial drops special
+// tokens. An id outside the vocabulary is an error.
+func (t *Tokenizer) Decode(ids []uint32, skipSpecial bool) (string, error) {
+	var raw []byte
+	for i, id := range ids {
+		if int(id) >= len(t.bytes) || t.bytes[id] == nil {
+			return "", fmt.Errorf("decoding: id %d at position %d is not in the vocabulary", id, i)
+		}
+		if skipSpecial && t.special[id] {
+			continue
+		}
+		raw = append(raw, t.bytes[id]...)
+	}
+	return string(appendLossy(make([]byte, 0, len(raw)), raw)), nil
+}
+
+// TokenToID returns the id of a token spelled as in tokenizer.json (byte-level
+// alphabet for vocabulary tokens, plain text for added tokens).
+func (t *Tokenizer) TokenToID(token string) (uint32, bool) {
+	id, ok := t.tokens[token]
+	return id, ok
+}
+
+// IDToToken returns the token of an id, spelled as in tokenizer.json.
+func (t *Tokenizer) IDToToken(id uint32) (string, bool) {
+	if int(id) >= len(t.names) || t.bytes[id] == nil {
+		return "", false
+	}
+	return t.names[id], true
+}
+
+// VocabSize is one more than the largest id, counting added tokens.
+func (t *Tokenizer) VocabSize() int { return len(t.names) }
+
+// AddedTokens returns the added tokens in tokenizer.json order; those with
+// Special set are the model's special tokens.
+func (t *Tokenizer) AddedTokens() []AddedToken { return slices.Clone(t.added) }
+
+// SpecialPrefix and SpecialSuffix return the ids Encode adds around the text
+// when asked for special tokens (from a TemplateProcessing post-processor).
+func (t *Tokenizer) SpecialPrefix() []uint32 { return slices.Clone(t.template.prefix) }
+
+// SpecialSuffix: see SpecialPrefix.
+func (t *Tokenizer) SpecialSuffix() []uint32 { return slices.Clone(t.template.suffix) }
