@@ -16,12 +16,13 @@ import (
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
+// components are the names the binary answers to.
+var components = map[string]bool{"etcd": true, "kube-apiserver": true, "kube-controller-manager": true, "kube-scheduler": true}
+
 func main() {
-	name := filepath.Base(os.Args[0])
-	args := os.Args
-	if name == "kubebin" && len(os.Args) > 1 {
-		name = os.Args[1]
-		args = os.Args[1:]
+	name, args := filepath.Base(os.Args[0]), os.Args
+	if !components[name] && len(os.Args) > 1 {
+		name, args = os.Args[1], os.Args[1:]
 	}
 	switch name {
 	case "etcd":

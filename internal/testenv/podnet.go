@@ -1,0 +1,130 @@
+package testenv
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// podNetwork is the range that ServePodIPs routes to loopback; every control
+// plane takes one /24 of it for kwok's pod IPs.
+const podNetwork = "10.250.0.0/16"
+
+var (
+	cidrLocks   = map[string]*os.File{}
+	routeOnce   sync.Once
+	routeErr    error
+	routeCIDRMu sync.Mutex
+)
+
+// claimPodCIDR reserves a 10.250.N.0/24 for this test binary's kwok, holding a
+// lock file for the life of the process so parallel test binaries never hand
+// out the same pod IPs.
+func claimPodCIDR() (string, error) {
+	dir, err := podCIDRDir()
+	if err != nil {
+		return "", err
+	}
+	for n := 1; n < 255; n++ {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.lock", n)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return "", err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		routeCIDRMu.Lock()
+		cidrLocks[f.Name()] = f
+		routeCIDRMu.Unlock()
+		onStop(func(bool) {
+			routeCIDRMu.Lock()
+			delete(cidrLocks, f.Name())
+			routeCIDRMu.Unlock()
+			f.Close()
+		})
+		return fmt.Sprintf("10.250.%d.1/24", n), nil
+	}
+	return "", fmt.Errorf("all pod CIDRs under %s are taken by other test binaries", podNetwork)
+}
+
+func podCIDRDir() (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "podcidr")
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// ServePodIPs makes kwok's fake pod IPs reachable on this machine: it routes
+// 10.250.0.0/16 to loopback (an AnyIP route, needs root), so a local process can
+// listen on a pod's IP and answer requests sent there, as a vLLM container would.
+// ClusterIPs still do not route (there is no kube-proxy): clients reach pods
+// through their IPs or a Service's EndpointSlices. The route is removed when the
+// last test binary using it stops.
+func ServePodIPs(t testing.TB) {
+	t.Helper()
+	routeOnce.Do(func() { routeErr = addPodRoute() })
+	if routeErr != nil {
+		unavailable(t, "pod IPs on loopback", routeErr, "run the tests as root with iproute2 installed (apt-get install iproute2)")
+	}
+}
+
+func addPodRoute() error {
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		return fmt.Errorf("ip (iproute2) not on PATH: %w", err)
+	}
+	show, err := exec.Command(ip, "route", "show", "table", "local", podNetwork).Output()
+	if err != nil {
+		return fmt.Errorf("ip route show: %w", err)
+	}
+	if strings.Contains(string(show), podNetwork) {
+		return nil // another test binary added it and owns its removal
+	}
+	if out, err := exec.Command(ip, "route", "add", "local", podNetwork, "dev", "lo").CombinedOutput(); err != nil {
+		return fmt.Errorf("ip route add local %s dev lo: %v: %s", podNetwork, err, out)
+	}
+	onStop(func(bool) {
+		if !otherPodCIDRsHeld() {
+			_ = exec.Command(ip, "route", "del", "local", podNetwork, "dev", "lo").Run()
+		}
+	})
+	return nil
+}
+
+// otherPodCIDRsHeld reports whether another test binary still holds a pod CIDR
+// and so may still serve on pod IPs.
+func otherPodCIDRsHeld() bool {
+	dir, err := podCIDRDir()
+	if err != nil {
+		return true
+	}
+	locks, _ := filepath.Glob(filepath.Join(dir, "*.lock"))
+	routeCIDRMu.Lock()
+	defer routeCIDRMu.Unlock()
+	for _, l := range locks {
+		if _, ours := cidrLocks[l]; ours {
+			continue
+		}
+		f, err := os.Open(l)
+		if err != nil {
+			continue
+		}
+		busy := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
+		f.Close()
+		if busy {
+			return true
+		}
+	}
+	return false
+}
+
+func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
