@@ -1,0 +1,100 @@
+package index
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// fill stores chains of 34 blocks of 64 tokens until the index holds n keys,
+// each chain on `copies` engines of 8, and returns the last chain's keys.
+func fill(tb testing.TB, ix *Index, n, copies int) []uint64 {
+	const bs, blocks, engines = 64, 34, 8
+	rng := rand.New(rand.NewPCG(1, uint64(n)))
+	tokens := make([]uint32, blocks*bs)
+	hashes := make([]uint64, blocks)
+	var keys []uint64
+	for c := 0; int(ix.Stats().Keys) < n; c++ {
+		for i := range tokens {
+			tokens[i] = uint32(rng.IntN(150000))
+		}
+		for i := range hashes {
+			hashes[i] = rng.Uint64()
+		}
+		m := min(blocks, n-int(ix.Stats().Keys))
+		for j := 0; j < copies; j++ {
+			e := Engine{Pod: fmt.Sprint("pod-", (c+j)%engines)}
+			if err := ix.Store(e, &Stored{Hashes: hashes[:m], Tokens: tokens[:m*bs], BlockSize: bs}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		keys = Keys(keys[:0], tokens, bs, "", nil)
+	}
+	return keys
+}
+
+// BenchmarkLookup measures a longest-prefix lookup of a 34-block prompt that
+// all 8 engines hold (the longest walk), in an index of 34 keys and of
+// 1,000,000 keys. Prompt keys are computed once, as the router computes them
+// once per request; BenchmarkKeys measures that step.
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range []int{34, 1_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			ix := New(Config{})
+			fill(b, ix, n-34, 1)
+			prompt := fill(b, ix, n, 8)
+			dst := make([]Match, 0, 8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				dst = ix.Lookup(prompt, dst)
+			}
+			if len(dst) != 8 || dst[0].Blocks != 34 {
+				b.Fatalf("lookup found %+v", dst)
+			}
+		})
+	}
+}
+
+// BenchmarkKeys measures chaining the keys of a 34-block prompt of 64-token blocks.
+func BenchmarkKeys(b *testing.B) {
+	tokens := make([]uint32, 34*64)
+	for i := range tokens {
+		tokens[i] = uint32(i * 7919 % 150000)
+	}
+	dst := make([]uint64, 0, 34)
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = Keys(dst[:0], tokens, 64, "", nil)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*34), "ns/block")
+}
+
+// BenchmarkMemory reports the HeapInuse growth, after GC, of an index holding
+// 1,000,000 keys each on one engine (B/key equals B/(key,engine) there), and
+// of 125,000 keys each on all 8 engines. Run it with -benchtime=1x.
+func BenchmarkMemory(b *testing.B) {
+	for _, tc := range []struct{ keys, copies int }{{1_000_000, 1}, {125_000, 8}} {
+		b.Run(fmt.Sprintf("keys=%d/engines=%d", tc.keys, tc.copies), func(b *testing.B) {
+			for b.Loop() {
+				before := heapInuse()
+				ix := New(Config{})
+				fill(b, ix, tc.keys, tc.copies)
+				after := heapInuse()
+				s := ix.Stats()
+				b.ReportMetric(float64(after-before)/float64(s.Keys), "B/key")
+				b.ReportMetric(float64(after-before)/float64(s.Pairs), "B/pair")
+				runtime.KeepAlive(ix)
+			}
+		})
+	}
+}
+
+func heapInuse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}

@@ -1,0 +1,159 @@
+package index
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxEngines is how many engines one Index tracks: a key's holders are a
+// 64-bit mask per tier, which keeps an entry at 16 bytes and a lookup free of
+// allocations. A fleet larger than that needs one Index per model fleet.
+const MaxEngines = 64
+
+// Tier is where an engine holds a block.
+type Tier uint8
+
+const (
+	// TierGPU is vLLM's GPU KV cache, the only tier a request reuses directly.
+	TierGPU Tier = iota
+	// TierCPU is the CPU offload cache.
+	TierCPU
+	// TierStorage is any other offload medium (disk, remote store).
+	TierStorage
+)
+
+// TierOf maps a KV-event medium to its tier; vLLM means GPU when it sends none.
+func TierOf(medium string) Tier {
+	switch medium {
+	case "", "GPU":
+		return TierGPU
+	case "CPU":
+		return TierCPU
+	}
+	return TierStorage
+}
+
+// Engine identifies one vLLM engine core: a pod, and the data-parallel rank
+// inside it (0 without data parallelism). Each rank has its own KV cache,
+// hash map and event sequence.
+type Engine struct {
+	Pod  string
+	Rank int
+}
+
+// String renders the engine as pod or pod#dpN.
+func (e Engine) String() string {
+	if e.Rank == 0 {
+		return e.Pod
+	}
+	return fmt.Sprintf("%s#dp%d", e.Pod, e.Rank)
+}
+
+// Config sets an Index's bounds.
+type Config struct {
+	// BlockSize is the fleet's block size in tokens; 0 learns it from the
+	// first BlockStored. Events of another size count as mismatches.
+	BlockSize int
+	// MaxKeys bounds the number of keys; beyond it blocks are evicted. 0 means
+	// no bound (vLLM's own evictions, reported as BlockRemoved, still apply).
+	MaxKeys int
+	// MaxOrphansPerEngine bounds orphans kept per engine (default 1<<16).
+	MaxOrphansPerEngine int
+	// SpeculationTTL is how long a speculative entry lives unless an event
+	// confirms it (default 2s).
+	SpeculationTTL time.Duration
+	// Now is the clock, replaced in tests (default time.Now).
+	Now func() time.Time
+}
+
+// Index maps block keys to the engines holding them. Writers (one goroutine
+// per engine's event stream, plus speculation) lock one shard per block;
+// readers take a shard's read lock per key and never a global lock.
+type Index struct {
+	cfg       Config
+	blockSize atomic.Int64
+	shards    [numShards]shard
+
+	mu      sync.Mutex // guards engines and slot assignment
+	engines map[Engine]*engine
+	// slots maps a slot number to its engine for readers, replaced whole on
+	// every change so Lookup reads it without the lock.
+	slots atomic.Pointer[[MaxEngines]Engine]
+	used  uint64
+
+	spec    specQueue
+	evictMu sync.Mutex
+	c       counters
+}
+
+// New returns an empty Index.
+func New(cfg Config) *Index {
+	if cfg.MaxOrphansPerEngine <= 0 {
+		cfg.MaxOrphansPerEngine = 1 << 16
+	}
+	if cfg.SpeculationTTL <= 0 {
+		cfg.SpeculationTTL = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ix := &Index{cfg: cfg, engines: make(map[Engine]*engine)}
+	ix.blockSize.Store(int64(cfg.BlockSize))
+	ix.slots.Store(new([MaxEngines]Engine))
+	for i := range ix.shards {
+		ix.shards[i].init()
+	}
+	return ix
+}
+
+// BlockSize is the fleet's block size: configured, or learned from the first
+// BlockStored; 0 until known.
+func (ix *Index) BlockSize() int { return int(ix.blockSize.Load()) }
+
+// engineFor returns e's state, assigning a slot on first use.
+func (ix *Index) engineFor(e Engine) (*engine, error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if es := ix.engines[e]; es != nil {
+		return es, nil
+	}
+	if ix.used == ^uint64(0) {
+		return nil, fmt.Errorf("indexing engine %s: all %d engine slots in use", e, MaxEngines)
+	}
+	slot := 0
+	for ix.used&(1<<slot) != 0 {
+		slot++
+	}
+	ix.used |= 1 << slot
+	es := newEngine(e, uint8(slot))
+	ix.engines[e] = es
+	ix.publishSlot(slot, e)
+	return es, nil
+}
+
+// existing returns e's state or nil, without assigning a slot.
+func (ix *Index) existing(e Engine) *engine {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.engines[e]
+}
+
+// publishSlot swaps in a new slot table; callers hold ix.mu.
+func (ix *Index) publishSlot(slot int, e Engine) {
+	t := *ix.slots.Load()
+	t[slot] = e
+	ix.slots.Store(&t)
+}
+
+// Engines lists the engines the index currently tracks.
+func (ix *Index) Engines() []Engine {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	out := make([]Engine, 0, len(ix.engines))
+	for e := range ix.engines {
+		out = append(out, e)
+	}
+	return out
+}

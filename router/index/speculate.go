@@ -1,0 +1,123 @@
+package index
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// specItem is one speculative entry in expiry order. The TTL is the same for
+// all, so insertion order is expiry order and the queue needs no heap.
+type specItem struct {
+	key   uint64
+	until int64
+	slot  uint8
+}
+
+type specQueue struct {
+	mu      sync.Mutex
+	items   []specItem
+	head    int
+	pending atomic.Int64 // len(items)-head, checked without the lock
+}
+
+// Speculate records that the router just sent a request whose prompt has
+// these keys to engine e, so the next decisions see the blocks the engine is
+// about to cache before its BlockStored arrives. Entries expire after the
+// TTL unless an event confirms them; keys e already holds on GPU are skipped.
+func (ix *Index) Speculate(e Engine, keys []uint64) error {
+	es, err := ix.engineFor(e)
+	if err != nil {
+		return err
+	}
+	until := ix.cfg.Now().UnixNano() + int64(ix.cfg.SpeculationTTL)
+	var d delta
+	q := &ix.spec
+	q.mu.Lock()
+	for _, k := range keys {
+		sh := ix.shardOf(k)
+		sh.mu.Lock()
+		queued := false
+		if gpu, _ := sh.gpu.get(k); gpu&es.bit == 0 {
+			m := sh.spec[k]
+			if m&es.bit == 0 {
+				d.spec++
+			}
+			sh.spec[k] = m | es.bit
+			sh.specUntil[specKey{k, es.slot}] = until
+			queued = true
+		}
+		sh.mu.Unlock()
+		if queued {
+			q.items = append(q.items, specItem{key: k, until: until, slot: es.slot})
+			q.pending.Add(1)
+		}
+	}
+	q.mu.Unlock()
+	ix.c.apply(&d)
+	ix.sweepSpec()
+	return nil
+}
+
+// sweepSpec removes expired speculative entries. Lookup already ignores
+// them; sweeping frees their memory.
+func (ix *Index) sweepSpec() {
+	q := &ix.spec
+	if q.pending.Load() == 0 {
+		return
+	}
+	now := ix.cfg.Now().UnixNano()
+	var d delta
+	q.mu.Lock()
+	for q.head < len(q.items) && q.items[q.head].until <= now {
+		it := q.items[q.head]
+		q.head++
+		q.pending.Add(-1)
+		sh := ix.shardOf(it.key)
+		sh.mu.Lock()
+		// A later Speculate of the same (key, slot) moved its expiry: leave it.
+		if u, ok := sh.specUntil[specKey{it.key, it.slot}]; ok && u == it.until {
+			sh.dropSpec(it.key, sh.spec[it.key], 1<<it.slot, it.slot)
+			d.spec--
+			d.specExpired++
+		}
+		sh.mu.Unlock()
+	}
+	if q.head > len(q.items)/2 {
+		q.items = append(q.items[:0], q.items[q.head:]...)
+		q.head = 0
+	}
+	q.mu.Unlock()
+	ix.c.apply(&d)
+}
+
+// clearSpec drops every speculative entry of slot and returns how many.
+// Queue items left behind find nothing when they expire.
+func (ix *Index) clearSpec(slot uint8) int64 {
+	var n int64
+	bit := uint64(1) << slot
+	for i := range ix.shards {
+		sh := &ix.shards[i]
+		sh.mu.Lock()
+		for k, m := range sh.spec {
+			if m&bit != 0 {
+				sh.dropSpec(k, m, bit, slot)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// liveSpec filters a key's speculative holders to those not yet expired.
+// Callers hold s.mu (read).
+func (s *shard) liveSpec(k, m uint64, now int64) uint64 {
+	live := m
+	for b := m; b != 0; b &= b - 1 {
+		slot := uint8(trailingZeros(b))
+		if s.specUntil[specKey{k, slot}] <= now {
+			live &^= 1 << slot
+		}
+	}
+	return live
+}

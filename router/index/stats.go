@@ -1,0 +1,84 @@
+package index
+
+import "sync/atomic"
+
+// Per-entry memory, measured by BenchmarkMemory (HeapInuse delta after GC
+// over 1,000,000 keys) and used for Stats.MemoryBytes.
+const (
+	bytesPerKey    = 24 // GPU table entry of a key
+	bytesPerPair   = 26 // engine-hash table entry of each (key, engine)
+	bytesPerOrphan = 80 // map entries by hash and by parent, not measured
+)
+
+// Stats are the index's counters and gauges for export as metrics.
+type Stats struct {
+	// Gauges.
+	Keys        int64 // distinct block keys held by any engine on any tier
+	Pairs       int64 // (key, engine) holdings
+	Orphans     int64 // blocks waiting for their parent
+	Speculative int64 // live speculative (key, engine) entries
+	MemoryBytes int64 // estimate from the measured per-entry sizes
+
+	// Counters.
+	BlocksStored        int64 // blocks applied from BlockStored
+	BlocksRemoved       int64 // blocks applied from BlockRemoved
+	Purges              int64 // engines wiped (cleared, restarted, gap, removed)
+	Evicted             int64 // (key, engine) holdings dropped by the memory bound
+	OrphansLinked       int64 // orphans that got a key when their parent appeared
+	OrphansDropped      int64 // orphans refused past MaxOrphansPerEngine
+	Unresolved          int64 // token-less blocks (offload tiers) of unknown hash
+	BlockSizeMismatches int64 // BlockStored events whose block size disagrees
+	SpecConfirmed       int64 // speculative entries confirmed by an event
+	SpecExpired         int64 // speculative entries that outlived their TTL
+}
+
+type counters struct {
+	keys, pairs, orphans, spec                               atomic.Int64
+	stored, removed, purges, evicted, linked, orphansDropped atomic.Int64
+	unresolved, mismatches, specConfirmed, specExpired       atomic.Int64
+}
+
+// delta gathers one operation's counter changes so that they are published
+// with a handful of atomic adds instead of several per block.
+type delta struct {
+	keys, pairs, orphans, spec                               int64
+	stored, removed, purges, evicted, linked, orphansDropped int64
+	unresolved, mismatches, specConfirmed, specExpired       int64
+}
+
+func add(c *atomic.Int64, v int64) {
+	if v != 0 {
+		c.Add(v)
+	}
+}
+
+func (c *counters) apply(d *delta) {
+	add(&c.keys, d.keys)
+	add(&c.pairs, d.pairs)
+	add(&c.orphans, d.orphans)
+	add(&c.spec, d.spec)
+	add(&c.stored, d.stored)
+	add(&c.removed, d.removed)
+	add(&c.purges, d.purges)
+	add(&c.evicted, d.evicted)
+	add(&c.linked, d.linked)
+	add(&c.orphansDropped, d.orphansDropped)
+	add(&c.unresolved, d.unresolved)
+	add(&c.mismatches, d.mismatches)
+	add(&c.specConfirmed, d.specConfirmed)
+	add(&c.specExpired, d.specExpired)
+}
+
+// Stats returns a snapshot of the counters.
+func (ix *Index) Stats() Stats {
+	c := &ix.c
+	s := Stats{
+		Keys: c.keys.Load(), Pairs: c.pairs.Load(), Orphans: c.orphans.Load(), Speculative: c.spec.Load(),
+		BlocksStored: c.stored.Load(), BlocksRemoved: c.removed.Load(), Purges: c.purges.Load(),
+		Evicted: c.evicted.Load(), OrphansLinked: c.linked.Load(), OrphansDropped: c.orphansDropped.Load(),
+		Unresolved: c.unresolved.Load(), BlockSizeMismatches: c.mismatches.Load(),
+		SpecConfirmed: c.specConfirmed.Load(), SpecExpired: c.specExpired.Load(),
+	}
+	s.MemoryBytes = s.Keys*bytesPerKey + s.Pairs*bytesPerPair + s.Orphans*bytesPerOrphan
+	return s
+}

@@ -1,0 +1,55 @@
+package index
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestTableMatchesGoMap runs random puts and deletes, with keys drawn from a
+// small range so they collide, displace and shift, against a Go map.
+func TestTableMatchesGoMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tb table
+	model := map[uint64]uint64{}
+	for step := 0; step < 200_000; step++ {
+		k := uint64(rng.IntN(3000))
+		if rng.IntN(8) == 0 {
+			k = rng.Uint64() // the whole range, and 0 sometimes via IntN
+		}
+		switch rng.IntN(3) {
+		case 0, 1:
+			v := rng.Uint64()
+			tb.put(k, v)
+			model[k] = v
+		default:
+			tb.del(k)
+			delete(model, k)
+		}
+		if step%1000 == 0 || step > 199_000 {
+			if tb.len() != len(model) {
+				t.Fatalf("step %d: table has %d entries, model %d", step, tb.len(), len(model))
+			}
+			for mk, mv := range model {
+				if v, ok := tb.get(mk); !ok || v != mv {
+					t.Fatalf("step %d: get(%d) = %d,%v, want %d", step, mk, v, ok, mv)
+				}
+			}
+			seen := 0
+			tb.each(rng.IntN(100), func(k, v uint64) bool {
+				if model[k] != v {
+					t.Fatalf("each yields %d=%d, model has %d", k, v, model[k])
+				}
+				seen++
+				return true
+			})
+			if seen != len(model) {
+				t.Fatalf("each yielded %d entries, want %d", seen, len(model))
+			}
+		}
+		if _, ok := tb.get(k); ok != hasKey(model, k) {
+			t.Fatalf("step %d: presence of %d disagrees", step, k)
+		}
+	}
+}
+
+func hasKey(m map[uint64]uint64, k uint64) bool { _, ok := m[k]; return ok }
