@@ -95,7 +95,7 @@ func kwokPaths() (bin string, stages []string, err error) {
 		filepath.Join(stageDir, "pod", "fast", "pod-complete.yaml"),
 		filepath.Join(stageDir, "pod", "fast", "pod-delete.yaml"),
 	}
-	heartbeat, err := filepath.Glob(filepath.Join(stageDir, "node", "heartbeat-with-lease", "*.yaml"))
+	heartbeat, err := filepath.Glob(filepath.Join(stageDir, "node", "heartbeat-with-lease", "node-*.yaml"))
 	if err != nil || len(heartbeat) == 0 {
 		return "", nil, fmt.Errorf("no heartbeat-with-lease stages under %s", stageDir)
 	}

@@ -161,7 +161,7 @@ func startCluster() (*Cluster, error) {
 	common := []string{"--kubeconfig", c.Kubeconfig, "--leader-elect=false", "--secure-port=0"}
 	cm, err := startProcess("kube-controller-manager", kubebin, append([]string{"kube-controller-manager",
 		"--service-account-private-key-file", keys.SAKey, "--root-ca-file", keys.CACert,
-		"--use-service-account-credentials=false", "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle",
+		"--use-service-account-credentials=false", "--controllers=*,-nodeipam,-cloud-node-lifecycle",
 	}, common...), nil)
 	if err != nil {
 		return nil, err

@@ -65,7 +65,7 @@ func TestGPUDeploymentRollsOutOnFakeNodes(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return d.Status.ReadyReplicas == 3, fmt.Sprintf("ready %d", d.Status.ReadyReplicas)
+		return d.Status.ReadyReplicas == 3, fmt.Sprintf("ready %d; %s", d.Status.ReadyReplicas, describePods(c, ns))
 	})
 
 	if _, err := deps.UpdateScale(ctx, "decode", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "decode", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 4}}, metav1.UpdateOptions{}); err != nil {
@@ -119,7 +119,7 @@ func TestProcessAnswersOnPodIP(t *testing.T) {
 			return false, fmt.Sprint(err)
 		}
 		podIP = pods.Items[0].Status.PodIP
-		return podIP != "", "phase " + string(pods.Items[0].Status.Phase)
+		return podIP != "", describePods(c, ns)
 	})
 	l, err := net.Listen("tcp", net.JoinHostPort(podIP, "8000"))
 	if err != nil {
@@ -173,4 +173,27 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// describePods summarises a namespace's pods and events for failure messages.
+func describePods(c *Cluster, ns string) string {
+	ctx := context.Background()
+	var b strings.Builder
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "\n  pod %s node=%q phase=%s ip=%q", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
+		for _, cond := range p.Status.Conditions {
+			fmt.Fprintf(&b, " %s=%s(%s)", cond.Type, cond.Status, cond.Message)
+		}
+	}
+	events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, e := range events.Items {
+			fmt.Fprintf(&b, "\n  event %s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	return b.String()
 }

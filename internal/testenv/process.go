@@ -124,20 +124,26 @@ func (p *process) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// registerStop makes Main stop the processes and report or remove the log directory.
+// registerStop makes Main stop the processes.
 func registerStop(procs ...*process) {
-	onStop(func(keepLogs bool) {
+	onStop(func(bool) {
 		for i := len(procs) - 1; i >= 0; i-- {
 			procs[i].stop()
 		}
-		if dir, err := runLogDir(); err == nil {
-			if keepLogs {
-				fmt.Fprintf(os.Stderr, "testenv: logs of the parts kept in %s\n", dir)
-			} else {
-				os.RemoveAll(dir)
-			}
-		}
 	})
+}
+
+// finishLogs keeps the parts' logs (printing where) after a failed run and
+// removes them after a clean one.
+func finishLogs(keep bool) {
+	if logDir == "" {
+		return
+	}
+	if keep {
+		fmt.Fprintf(os.Stderr, "testenv: logs of the parts kept in %s\n", logDir)
+		return
+	}
+	os.RemoveAll(logDir)
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.

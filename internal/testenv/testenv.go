@@ -89,5 +89,6 @@ func Main(m *testing.M) int {
 		stoppers[i](code != 0)
 	}
 	stoppers = nil
+	finishLogs(code != 0)
 	return code
 }
