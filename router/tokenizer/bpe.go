@@ -21,10 +21,24 @@ type merge struct{ rank, id uint32 }
 
 func pairKey(left, right uint32) uint64 { return uint64(left)<<32 | uint64(right) }
 
-func buildBPE(spec modelSpec) (*bpeModel, error) {
-	if spec.Type != "BPE" {
-		return nil, unsupported("model", spec.Type)
+// decodeModel decodes the model, checking its type first: other models have
+// vocabularies of other shapes.
+func decodeModel(raw json.RawMessage) (modelSpec, error) {
+	var spec modelSpec
+	var kind struct{ Type string }
+	if err := json.Unmarshal(raw, &kind); err != nil {
+		return spec, fmt.Errorf("decoding model: %w", err)
 	}
+	if kind.Type != "BPE" {
+		return spec, unsupported("model", kind.Type)
+	}
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return spec, fmt.Errorf("decoding BPE model: %w", err)
+	}
+	return spec, nil
+}
+
+func buildBPE(spec modelSpec) (*bpeModel, error) {
 	switch {
 	case spec.Dropout != nil && *spec.Dropout != 0:
 		return nil, unsupported("BPE option", "dropout")

@@ -11,7 +11,7 @@ type fileSpec struct {
 	AddedTokens   []addedTokenSpec `json:"added_tokens"`
 	Normalizer    json.RawMessage  `json:"normalizer"`
 	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
-	Model         modelSpec        `json:"model"`
+	Model         json.RawMessage  `json:"model"`
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
 	Truncation    json.RawMessage  `json:"truncation"`

@@ -70,9 +70,12 @@ func parse(data []byte, fast bool) (*Tokenizer, error) {
 	if !isNull(spec.Padding) {
 		return nil, unsupported("setting", "padding")
 	}
+	model, err := decodeModel(spec.Model)
+	if err != nil {
+		return nil, err
+	}
 	t := &Tokenizer{special: map[uint32]bool{}}
-	var err error
-	if t.model, err = buildBPE(spec.Model); err != nil {
+	if t.model, err = buildBPE(model); err != nil {
 		return nil, err
 	}
 	if t.normalizer, err = buildNormalizer(spec.Normalizer); err != nil {
@@ -91,19 +94,19 @@ func parse(data []byte, fast bool) (*Tokenizer, error) {
 	if err := checkDecoder(spec.Decoder); err != nil {
 		return nil, err
 	}
-	if err := t.buildVocab(spec); err != nil {
+	if err := t.buildVocab(model.Vocab, spec.AddedTokens); err != nil {
 		return nil, err
 	}
 	t.pool.New = func() any { return new(scratch) }
 	return t, nil
 }
 
-func (t *Tokenizer) buildVocab(spec fileSpec) error {
+func (t *Tokenizer) buildVocab(vocab map[string]uint32, addedTokens []addedTokenSpec) error {
 	size := 0
-	for _, id := range spec.Model.Vocab {
+	for _, id := range vocab {
 		size = max(size, int(id)+1)
 	}
-	for _, a := range spec.AddedTokens {
+	for _, a := range addedTokens {
 		size = max(size, int(a.ID)+1)
 	}
 	t.names = make([]string, size)
@@ -118,12 +121,12 @@ func (t *Tokenizer) buildVocab(spec fileSpec) error {
 			t.bytes[id] = []byte(tok)
 		}
 	}
-	for tok, id := range spec.Model.Vocab {
+	for tok, id := range vocab {
 		set(tok, id)
 	}
 	var raw, normalized []AddedToken
-	for _, a := range spec.AddedTokens {
-		if id, ok := spec.Model.Vocab[a.Content]; ok && id != a.ID {
+	for _, a := range addedTokens {
+		if id, ok := vocab[a.Content]; ok && id != a.ID {
 			return fmt.Errorf("added token %q has id %d but the vocab gives it %d", a.Content, a.ID, id)
 		}
 		set(a.Content, a.ID)
