@@ -36,6 +36,8 @@ type scratch struct {
 	runs, segs    []segment
 	symbols       []symbol
 	heap          candidateHeap
+	cache         map[string]cachedIDs // see cache.go
+	arena         []uint32
 }
 
 // Load reads a Hugging Face tokenizer.json of the byte-level BPE family.
@@ -211,8 +213,18 @@ func (t *Tokenizer) encodeText(dst []uint32, s string, sc *scratch) []uint32 {
 	}
 	sc.pieces = pieces
 	for _, p := range pieces {
-		if p != "" {
-			dst = t.model.encodeWord(dst, p, sc)
+		switch {
+		case len(p) <= 1 || len(p) > maxCachedPiece:
+			if p != "" {
+				dst = t.model.encodeWord(dst, p, sc)
+			}
+		default:
+			var hit bool
+			if dst, hit = sc.lookup(dst, p); !hit {
+				start := len(dst)
+				dst = t.model.encodeWord(dst, p, sc)
+				sc.remember(p, dst[start:])
+			}
 		}
 	}
 	return dst

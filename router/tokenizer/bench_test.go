@@ -1,0 +1,141 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Benchmarks. Run on one core so MB/s compares with node's single thread:
+//
+//	go test -run '^$' -bench . -benchtime 3x -cpu 1 ./router/tokenizer/
+
+// benchTexts is about 4 MB of the real corpus (its first 1,000 chunks).
+func benchTexts(b *testing.B) []string {
+	b.Helper()
+	texts := realCorpus(b)
+	return texts[:min(len(texts), 1000)]
+}
+
+func totalBytes(texts []string) int {
+	n := 0
+	for _, s := range texts {
+		n += len(s)
+	}
+	return n
+}
+
+// BenchmarkEncodeVersusJS encodes the same text as the JS reference, which
+// times its own encode loop (after loading) in the same run, and reports both
+// speeds and their ratio.
+func BenchmarkEncodeVersusJS(b *testing.B) {
+	texts := benchTexts(b)
+	tk := variants[0].load(b, true)
+	var js struct {
+		Bytes int
+		Ms    float64
+	}
+	if err := json.Unmarshal(runNode(b, "qwen3", refOptions{Bench: true}, texts), &js); err != nil || js.Ms <= 0 {
+		b.Fatalf("reading the JS timing: %v (%+v)", err, js)
+	}
+	b.SetBytes(int64(totalBytes(texts)))
+	b.ReportAllocs()
+	dst := make([]uint32, 0, 1<<16)
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		for _, s := range texts {
+			dst, _ = tk.AppendEncode(dst[:0], s, false)
+		}
+	}
+	ours := float64(b.N*totalBytes(texts)) / time.Since(start).Seconds() / 1e6
+	jsMBs := float64(js.Bytes) / js.Ms / 1e3
+	b.ReportMetric(jsMBs, "js-MB/s")
+	b.ReportMetric(ours/jsMBs, "x-js")
+}
+
+// prompt2176 returns real text that encodes to exactly 2,176 Qwen3 tokens,
+// built from the corpus starting at chunk first.
+func prompt2176(b *testing.B, tk *Tokenizer, texts []string, first int) string {
+	b.Helper()
+	const want = 2176
+	var sb strings.Builder
+	for i := first; ; i++ {
+		sb.WriteString(texts[i%len(texts)])
+		ids, err := tk.Encode(sb.String(), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ids) < want {
+			continue
+		}
+		// Cut at the text of the first 2,176 tokens, then trim a rune at a
+		// time until the text re-encodes to exactly that many.
+		s, _ := tk.Decode(ids[:want], false)
+		for s != "" {
+			n, _ := tk.Encode(s, false)
+			if len(n) == want {
+				return s
+			}
+			_, size := lastRune(s)
+			s = s[:len(s)-size]
+		}
+	}
+}
+
+func lastRune(s string) (rune, int) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i]&0xC0 != 0x80 {
+			return []rune(s[i:])[0], len(s) - i
+		}
+	}
+	return 0, 0
+}
+
+// BenchmarkCold2176 times one 2,176-token prompt never seen before, with the
+// tokenizer's buffers dropped first, so nothing from an earlier call helps.
+func BenchmarkCold2176(b *testing.B) {
+	texts := benchTexts(b)
+	tk := variants[0].load(b, true)
+	prompts := make([]string, 64)
+	for i := range prompts {
+		prompts[i] = prompt2176(b, tk, texts, i*7)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		tk.pool = sync.Pool{New: func() any { return new(scratch) }}
+		p := prompts[i%len(prompts)]
+		i++
+		b.StartTimer()
+		if _, err := tk.Encode(p, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUniqueSuffix encodes chat-sized prompts that share a long system
+// prefix and end in a unique suffix, and reports the p50 and p99 latency.
+func BenchmarkUniqueSuffix(b *testing.B) {
+	texts := benchTexts(b)
+	tk := variants[0].load(b, true)
+	prefix := prompt2176(b, tk, texts, 0)
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		p := prefix + texts[(i+100)%len(texts)][:min(600, len(texts[(i+100)%len(texts)]))] + "\nrequest " + strings.Repeat("x", i%13)
+		i++
+		start := time.Now()
+		if _, err := tk.Encode(p, false); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
