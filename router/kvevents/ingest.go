@@ -1,0 +1,211 @@
+package kvevents
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+)
+
+// Config configures an Ingestor.
+type Config struct {
+	// Index receives the events.
+	Index *index.Index
+	// Transport opens the endpoints' sockets.
+	Transport Transport
+	// ReplayWait bounds one replay (default 2s): a replay that does not end
+	// in time counts as failed, and the lifecycle rules fall back to a purge.
+	ReplayWait time.Duration
+	// Poll is how long a follower waits for a message before it checks
+	// whether it was stopped (default 100ms).
+	Poll time.Duration
+	// Logf receives one line per notable event (gap, restart, purge); nil
+	// discards them.
+	Logf func(format string, args ...any)
+}
+
+// Ingestor follows every endpoint's KV events, one goroutine per endpoint,
+// so each engine's events apply in order and different engines in parallel.
+type Ingestor struct {
+	cfg Config
+	c   counters
+
+	mu        sync.Mutex
+	followers map[followKey]*follower
+	closed    bool
+}
+
+type followKey struct{ pod, addr string }
+
+type follower struct {
+	ep   Endpoint
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New returns an Ingestor following no endpoint yet.
+func New(cfg Config) (*Ingestor, error) {
+	if cfg.Index == nil || cfg.Transport == nil {
+		return nil, errors.New("kvevents: Config needs an Index and a Transport")
+	}
+	if cfg.ReplayWait <= 0 {
+		cfg.ReplayWait = 2 * time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 100 * time.Millisecond
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return &Ingestor{cfg: cfg, followers: make(map[followKey]*follower)}, nil
+}
+
+// Add starts following ep. Its first contact asks for a replay from seq 0.
+func (in *Ingestor) Add(ep Endpoint) error {
+	if ep.Pod == "" || ep.Addr == "" {
+		return fmt.Errorf("following KV events: endpoint %+v needs a Pod and an Addr", ep)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return errors.New("following KV events: ingestor closed")
+	}
+	key := followKey{ep.Pod, ep.Addr}
+	if in.followers[key] != nil {
+		return fmt.Errorf("following KV events of %s at %s: already followed", ep.Pod, ep.Addr)
+	}
+	f := &follower{ep: ep, stop: make(chan struct{}), done: make(chan struct{})}
+	in.followers[key] = f
+	in.c.pods.Add(1)
+	go in.follow(f)
+	return nil
+}
+
+// Remove stops following every endpoint of pod, closes their sockets and
+// drops the pod's engines from the index.
+func (in *Ingestor) Remove(pod string) {
+	in.mu.Lock()
+	var stopping []*follower
+	for k, f := range in.followers {
+		if k.pod == pod {
+			stopping = append(stopping, f)
+			delete(in.followers, k)
+		}
+	}
+	in.mu.Unlock()
+	in.stop(stopping)
+	for _, e := range in.cfg.Index.Engines() {
+		if e.Pod == pod {
+			in.cfg.Index.Drop(e)
+		}
+	}
+}
+
+// Sync makes the followed endpoints equal eps, as discovery reports them:
+// new endpoints are added, pods no longer listed removed.
+func (in *Ingestor) Sync(eps []Endpoint) error {
+	want := make(map[string]bool)
+	for _, ep := range eps {
+		want[ep.Pod] = true
+	}
+	in.mu.Lock()
+	var gone []string
+	for k := range in.followers {
+		if !want[k.pod] {
+			gone = append(gone, k.pod)
+		}
+	}
+	in.mu.Unlock()
+	for _, pod := range gone {
+		in.Remove(pod)
+	}
+	var errs []error
+	for _, ep := range eps {
+		in.mu.Lock()
+		followed := in.followers[followKey{ep.Pod, ep.Addr}] != nil
+		in.mu.Unlock()
+		if !followed {
+			errs = append(errs, in.Add(ep))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every follower. The index keeps what it learned.
+func (in *Ingestor) Close() {
+	in.mu.Lock()
+	in.closed = true
+	var all []*follower
+	for k, f := range in.followers {
+		all = append(all, f)
+		delete(in.followers, k)
+	}
+	in.mu.Unlock()
+	in.stop(all)
+}
+
+func (in *Ingestor) stop(fs []*follower) {
+	for _, f := range fs {
+		close(f.stop)
+	}
+	for _, f := range fs {
+		<-f.done
+		in.c.pods.Add(-1)
+	}
+}
+
+// Stats returns a snapshot of the ingestion counters.
+func (in *Ingestor) Stats() Stats { return in.c.snapshot() }
+
+// follow owns one endpoint's feed: it opens it (retrying with backoff),
+// replays from 0, then applies live messages until stopped.
+func (in *Ingestor) follow(f *follower) {
+	defer close(f.done)
+	feed := in.open(f)
+	if feed == nil {
+		return
+	}
+	defer feed.Close()
+	s := &stream{ep: f.ep, feed: feed, ix: in.cfg.Index, c: &in.c, replayWait: in.cfg.ReplayWait,
+		logf: in.cfg.Logf, ranks: make(map[int]*rankState)}
+	s.contact()
+	for {
+		select {
+		case <-f.stop:
+			return
+		default:
+		}
+		m, ok, err := feed.Recv(in.cfg.Poll)
+		if err != nil {
+			in.c.transportErrors.Add(1)
+			in.cfg.Logf("kvevents: %s at %s: %v", f.ep.Pod, f.ep.Addr, err)
+			continue
+		}
+		if ok {
+			s.onLive(m)
+		}
+	}
+}
+
+// open opens f's feed, backing off from 100ms to 5s between failures (a bind
+// address still held by a previous router, a malformed address fixed by a
+// later discovery update). It returns nil when stopped first.
+func (in *Ingestor) open(f *follower) Feed {
+	backoff := 100 * time.Millisecond
+	for {
+		feed, err := in.cfg.Transport.Open(f.ep)
+		if err == nil {
+			return feed
+		}
+		in.c.transportErrors.Add(1)
+		in.cfg.Logf("kvevents: opening %s at %s: %v (retrying in %s)", f.ep.Pod, f.ep.Addr, err, backoff)
+		select {
+		case <-f.stop:
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

@@ -1,0 +1,221 @@
+package kvevents
+
+import (
+	"errors"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+)
+
+// rankState is the sequence position of one (pod, DP rank).
+type rankState struct {
+	rank   int
+	seen   bool    // a baseline exists; false at first contact and after a purge
+	next   uint64  // the seq expected next
+	lastTS float64 // ts of the last applied batch
+}
+
+// stream applies one endpoint's messages to the index under the ordering
+// rules of DESIGN.md decision 4: in sequence order per (pod, rank); a gap is
+// filled by replay or, failing that, the engine is purged and rebuilt; a
+// sequence that goes backwards is an engine restart. It is driven by one
+// goroutine and holds no locks of its own.
+type stream struct {
+	ep         Endpoint
+	feed       Feed // nil without a transport (benchmarks)
+	ix         *index.Index
+	c          *counters
+	replayWait time.Duration
+	logf       func(string, ...any)
+
+	ranks    map[int]*rankState
+	live     Batch // decoded live message; replay decodes into its own Batch
+	replayed Batch
+	stored   index.Stored
+
+	afterMalformed bool // the next baseline must not replay (see malformed)
+}
+
+func (s *stream) rank(b *Batch) *rankState {
+	r := 0
+	if b.HasDPRank {
+		r = b.DPRank
+	}
+	rs := s.ranks[r]
+	if rs == nil {
+		rs = &rankState{rank: r}
+		s.ranks[r] = rs
+	}
+	return rs
+}
+
+func (s *stream) canReplay() bool { return s.feed != nil && s.ep.ReplayAddr != "" }
+
+// contact runs on first contact with the endpoint: prefixes that stay cached
+// never emit BlockStored again, so only a replay from 0 can reveal them.
+func (s *stream) contact() {
+	if s.canReplay() {
+		s.replay(0, nil)
+	}
+}
+
+// onLive handles one message from the live subscription.
+func (s *stream) onLive(m Message) {
+	if err := DecodeBatch(m.Payload, &s.live); err != nil {
+		s.malformed(m, err)
+		return
+	}
+	rs := s.rank(&s.live)
+	switch {
+	case !rs.seen:
+		s.baseline(rs, m)
+	case m.Seq == rs.next:
+		s.apply(rs, m.Seq, &s.live)
+	case m.Seq < rs.next && s.live.TS <= rs.lastTS:
+		// A live copy of a message a replay already applied: it carries that
+		// message's engine time, which is no newer than the last one applied.
+		s.c.duplicates.Add(1)
+	case m.Seq < rs.next:
+		s.c.restarts.Add(1)
+		s.logf("kvevents: %s rank %d: seq went back from %d to %d: engine restarted", s.ep.Pod, rs.rank, rs.next, m.Seq)
+		s.rebuild(rs, m)
+	default:
+		s.c.gaps.Add(1)
+		s.logf("kvevents: %s rank %d: gap, expected seq %d, got %d", s.ep.Pod, rs.rank, rs.next, m.Seq)
+		s.fill(rs, m)
+	}
+}
+
+// malformed handles a message that does not decode. Its rank is unknown and
+// a replay would return the same bytes, so every rank of the endpoint is
+// purged and the next good message starts a new baseline: a lost
+// BlockRemoved would otherwise leave the index claiming blocks that are gone.
+func (s *stream) malformed(m Message, err error) {
+	s.c.decodeErrors.Add(1)
+	s.logf("kvevents: %s seq %d: %v", s.ep.Pod, m.Seq, err)
+	for _, rs := range s.ranks {
+		s.purge(rs)
+	}
+	s.afterMalformed = true
+}
+
+// fill recovers the messages between rs.next and live message m.
+func (s *stream) fill(rs *rankState, m Message) {
+	if s.canReplay() {
+		if !s.replay(rs.next, s.bound(rs, m)) {
+			s.restartedDuringReplay(rs)
+			return
+		}
+		if s.settle(rs, m) {
+			return
+		}
+	}
+	s.rebuild(rs, m)
+}
+
+// rebuild purges the engine and rebuilds it from whatever the publisher
+// still keeps, then continues with m.
+func (s *stream) rebuild(rs *rankState, m Message) {
+	s.purge(rs)
+	s.baseline(rs, m)
+}
+
+// baseline starts rank rs's sequence at live message m. Messages before m
+// may still sit in the publisher's replay buffer (the subscription joined
+// late, or the router purged), so they are replayed first; only seq 0, a
+// publisher without replay, or the message after a malformed one (whose
+// replay would bring the same bytes back) start directly at m.
+func (s *stream) baseline(rs *rankState, m Message) {
+	if m.Seq > 0 && s.canReplay() && !s.afterMalformed {
+		if !s.replay(0, s.bound(rs, m)) {
+			s.restartedDuringReplay(rs)
+			return
+		}
+		if s.settle(rs, m) {
+			return
+		}
+		// The replay stopped short of m: what it applied has a hole after it.
+		s.purge(rs)
+	}
+	s.afterMalformed = false
+	s.apply(rs, m.Seq, &s.live)
+}
+
+// settle applies live message m after a replay if it is next, and reports
+// whether the stream is continuous again.
+func (s *stream) settle(rs *rankState, m Message) bool {
+	switch {
+	case !rs.seen || m.Seq == rs.next:
+		s.apply(rs, m.Seq, &s.live)
+		return true
+	case m.Seq < rs.next:
+		s.c.duplicates.Add(1)
+		return true
+	}
+	return false
+}
+
+func (s *stream) purge(rs *rankState) {
+	s.ix.Purge(index.Engine{Pod: s.ep.Pod, Rank: rs.rank})
+	*rs = rankState{rank: rs.rank}
+	s.c.purges.Add(1)
+}
+
+// liveBound is the live message a replay fills in before.
+type liveBound struct {
+	rank int
+	seq  uint64
+	ts   float64
+}
+
+func (s *stream) bound(rs *rankState, m Message) *liveBound {
+	return &liveBound{rank: rs.rank, seq: m.Seq, ts: s.live.TS}
+}
+
+// restartedDuringReplay handles a replay that came from a newer engine
+// process than the live message it was to fill in before: the live message
+// is from a dead process, so the engine is rebuilt from the new one's replay.
+func (s *stream) restartedDuringReplay(rs *rankState) {
+	s.c.restarts.Add(1)
+	s.logf("kvevents: %s rank %d: replay came from a restarted engine", s.ep.Pod, rs.rank)
+	s.purge(rs)
+	s.replay(0, nil)
+}
+
+// errRestarted ends a replay that turned out to come from a newer process.
+var errRestarted = errors.New("publisher restarted during replay")
+
+// replay applies the publisher's kept messages from start, in order, for
+// every rank: a rank without a baseline takes its first replayed message as
+// one; a rank with a baseline applies only its next seq, so a hole inside the
+// replay leaves it short, which the caller sees. With a live bound it checks
+// that the replay comes from the same process as that message: engine time
+// must be older before its seq and equal at it. It reports false when the
+// process changed (a restart racing the replay, which seq alone cannot see).
+func (s *stream) replay(start uint64, live *liveBound) bool {
+	s.c.replays.Add(1)
+	err := s.feed.Replay(start, s.replayWait, func(m Message) error {
+		if err := DecodeBatch(m.Payload, &s.replayed); err != nil {
+			s.c.decodeErrors.Add(1)
+			s.logf("kvevents: %s replayed seq %d: %v", s.ep.Pod, m.Seq, err)
+			return nil // the rank stays short of it
+		}
+		rs := s.rank(&s.replayed)
+		if live != nil && rs.rank == live.rank &&
+			((m.Seq < live.seq && s.replayed.TS > live.ts) || (m.Seq == live.seq && s.replayed.TS != live.ts)) {
+			return errRestarted
+		}
+		if !rs.seen || m.Seq == rs.next {
+			s.apply(rs, m.Seq, &s.replayed)
+		}
+		return nil
+	})
+	if errors.Is(err, errRestarted) {
+		return false
+	}
+	if err != nil {
+		s.c.replayFailures.Add(1)
+		s.logf("kvevents: %s replay from %d: %v", s.ep.Pod, start, err)
+	}
+	return true
+}

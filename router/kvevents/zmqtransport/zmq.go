@@ -1,0 +1,147 @@
+// Package zmqtransport implements kvevents.Transport with libzmq through
+// github.com/pebbe/zmq4 (cgo). It is its own package so that code which only
+// decodes events or queries the index never links libzmq.
+//
+// Each endpoint gets a SUB socket (connected, or bound when the publisher
+// connects) with libzmq's own reconnect backoff, and, for replays, a fresh
+// DEALER per request so a reply to an abandoned replay can never be mistaken
+// for the next one's.
+package zmqtransport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+)
+
+// Transport opens ZeroMQ feeds. The zero value uses the defaults.
+type Transport struct {
+	// ReconnectMin and ReconnectMax bound libzmq's exponential reconnect
+	// backoff towards a vanished publisher (defaults 100ms and 5s).
+	ReconnectMin, ReconnectMax time.Duration
+	// RcvHWM is the SUB queue limit in messages (default 100000, vLLM's
+	// default publisher hwm); messages beyond it are dropped and show up as
+	// sequence gaps.
+	RcvHWM int
+}
+
+var _ kvevents.Transport = (*Transport)(nil)
+
+// Open creates ep's SUB socket and connects or binds it.
+func (t *Transport) Open(ep kvevents.Endpoint) (kvevents.Feed, error) {
+	f := &feed{ep: ep, t: t}
+	if err := f.openSub(); err != nil {
+		return nil, fmt.Errorf("opening KV-event feed of %s at %s: %w", ep.Pod, ep.Addr, err)
+	}
+	return f, nil
+}
+
+type feed struct {
+	ep      kvevents.Endpoint
+	t       *Transport
+	sub     *zmq.Socket
+	poller  *zmq.Poller
+	backoff time.Duration
+}
+
+func (f *feed) openSub() error {
+	sub, err := zmq.NewSocket(zmq.SUB)
+	if err != nil {
+		return err
+	}
+	hwm := f.t.RcvHWM
+	if hwm <= 0 {
+		hwm = 100000
+	}
+	lo, hi := f.t.ReconnectMin, f.t.ReconnectMax
+	if lo <= 0 {
+		lo = 100 * time.Millisecond
+	}
+	if hi <= 0 {
+		hi = 5 * time.Second
+	}
+	err = errors.Join(sub.SetLinger(0), sub.SetRcvhwm(hwm), sub.SetReconnectIvl(lo), sub.SetReconnectIvlMax(hi),
+		sub.SetSubscribe(f.ep.Topic))
+	if err == nil {
+		if f.ep.Bind {
+			err = sub.Bind(f.ep.Addr)
+		} else {
+			err = sub.Connect(f.ep.Addr)
+		}
+	}
+	if err != nil {
+		sub.Close()
+		return err
+	}
+	f.sub = sub
+	f.poller = zmq.NewPoller()
+	f.poller.Add(sub, zmq.POLLIN)
+	return nil
+}
+
+// Recv polls the SUB socket. libzmq reconnects TCP by itself; a socket-level
+// error recreates the socket after a growing pause.
+func (f *feed) Recv(timeout time.Duration) (kvevents.Message, bool, error) {
+	if f.sub == nil {
+		if err := f.reopen(); err != nil {
+			return kvevents.Message{}, false, err
+		}
+	}
+	polled, err := f.poller.Poll(timeout)
+	if err == nil && len(polled) == 0 {
+		return kvevents.Message{}, false, nil
+	}
+	var frames [][]byte
+	if err == nil {
+		frames, err = f.sub.RecvMessageBytes(0)
+	}
+	if err != nil {
+		if zmq.AsErrno(err) == zmq.Errno(syscall.EINTR) { // a signal, not a fault
+			return kvevents.Message{}, false, nil
+		}
+		f.sub.Close()
+		f.sub = nil
+		return kvevents.Message{}, false, fmt.Errorf("receiving from %s: %w", f.ep.Addr, err)
+	}
+	f.backoff = 0
+	m, err := parseFrames(frames)
+	if err != nil {
+		return kvevents.Message{}, false, fmt.Errorf("message from %s: %w", f.ep.Addr, err)
+	}
+	return m, true, nil
+}
+
+func (f *feed) reopen() error {
+	f.backoff = min(max(2*f.backoff, 100*time.Millisecond), 5*time.Second)
+	time.Sleep(f.backoff)
+	if err := f.openSub(); err != nil {
+		return fmt.Errorf("reopening %s: %w", f.ep.Addr, err)
+	}
+	return nil
+}
+
+// parseFrames splits a PUB message [topic, seq(8), payload].
+func parseFrames(frames [][]byte) (kvevents.Message, error) {
+	if len(frames) != 3 {
+		return kvevents.Message{}, fmt.Errorf("%d frames, want [topic, seq, payload]", len(frames))
+	}
+	if len(frames[1]) != 8 {
+		return kvevents.Message{}, fmt.Errorf("seq frame has %d bytes, want 8", len(frames[1]))
+	}
+	return kvevents.Message{Topic: frames[0], Seq: binary.BigEndian.Uint64(frames[1]), Payload: frames[2]}, nil
+}
+
+func (f *feed) Close() error {
+	if f.sub == nil {
+		return nil
+	}
+	err := f.sub.Close()
+	f.sub = nil
+	return err
+}
