@@ -1,0 +1,27 @@
+package testenv
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Prepare builds or fetches every cached part and reports each one's time.
+func Prepare(w io.Writer) error {
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"control plane " + KubernetesVersion, func() error { _, err := kubebinPath(); return err }},
+		{"kwok " + kwokVersion, func() error { _, _, err := kwokPaths(); return err }},
+		{"npm test packages", func() error { _, err := installNodeModules(); return err }},
+	}
+	for _, s := range steps {
+		began := time.Now()
+		if err := s.run(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		fmt.Fprintf(w, "testenv: %-28s ready in %s\n", s.name, time.Since(began).Round(time.Millisecond))
+	}
+	return nil
+}
