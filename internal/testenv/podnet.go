@@ -54,12 +54,10 @@ func claimPodCIDR() (string, error) {
 	return "", fmt.Errorf("all pod CIDRs under %s are taken by other test binaries", podNetwork)
 }
 
+// podCIDRDir holds the pod-CIDR locks. It is machine-wide (not in the cache,
+// which a run may relocate) because the route and the IPs are machine-wide.
 func podCIDRDir() (string, error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(cache, "podcidr")
+	dir := filepath.Join(os.TempDir(), "llmd-testenv-podcidr")
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
