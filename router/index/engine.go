@@ -40,7 +40,7 @@ func newEngine(id Engine, slot uint8) *engine {
 }
 
 func (es *engine) reset() {
-	es.blocks = table{}
+	es.blocks.clear()
 	es.waiting = make(map[uint64][]orphan)
 	es.orphanOf = make(map[uint64]uint64)
 	es.size.Store(0)

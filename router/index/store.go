@@ -129,14 +129,13 @@ func (ix *Index) storeKnown(es *engine, s *Stored, d *delta) {
 // hold records that es holds key k (engine hash h) on tier t and links the
 // orphans that were waiting on h.
 func (ix *Index) hold(es *engine, h, k uint64, t Tier, d *delta) {
-	old, had := es.blocks.get(h)
+	old, had := es.blocks.swap(h, k)
 	if had && old != k {
 		ix.release(es, old, d)
 	}
 	if !had {
 		d.pairs++
 	}
-	es.blocks.put(h, k)
 	sh := ix.shardOf(k)
 	sh.mu.Lock()
 	newKey, confirmed := sh.add(k, t, es.bit, es.slot)

@@ -74,19 +74,30 @@ func (t *table) get(k uint64) (uint64, bool) {
 	return 0, false
 }
 
-func (t *table) put(k, v uint64) {
+func (t *table) put(k, v uint64) { t.swap(k, v) }
+
+// swap sets k to v and returns the previous value, in one probe.
+func (t *table) swap(k, v uint64) (old uint64, had bool) {
 	if k == 0 {
+		old, had = t.zeroVal, t.hasZero
 		t.zeroVal, t.hasZero = v, true
-		return
+		return old, had
 	}
 	if i := t.find(k); i >= 0 {
-		t.slots[i].val = v
-		return
+		old, t.slots[i].val = t.slots[i].val, v
+		return old, true
 	}
 	if (t.n+1)*8 > len(t.slots)*7 {
 		t.grow()
 	}
 	t.insert(slot{k, v})
+	return 0, false
+}
+
+// clear empties the table but keeps its size: a purged engine refills.
+func (t *table) clear() {
+	clear(t.slots)
+	t.n, t.zeroVal, t.hasZero = 0, 0, false
 }
 
 // insert places a key known to be absent.

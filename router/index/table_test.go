@@ -19,7 +19,10 @@ func TestTableMatchesGoMap(t *testing.T) {
 		switch rng.IntN(3) {
 		case 0, 1:
 			v := rng.Uint64()
-			tb.put(k, v)
+			old, had := tb.swap(k, v)
+			if mv, ok := model[k]; had != ok || old != mv {
+				t.Fatalf("step %d: swap(%d) returned %d,%v, model had %d,%v", step, k, old, had, mv, ok)
+			}
 			model[k] = v
 		default:
 			tb.del(k)
@@ -45,6 +48,10 @@ func TestTableMatchesGoMap(t *testing.T) {
 			if seen != len(model) {
 				t.Fatalf("each yielded %d entries, want %d", seen, len(model))
 			}
+		}
+		if step == 150_000 {
+			tb.clear()
+			clear(model)
 		}
 		if _, ok := tb.get(k); ok != hasKey(model, k) {
 			t.Fatalf("step %d: presence of %d disagrees", step, k)

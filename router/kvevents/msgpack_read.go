@@ -213,24 +213,6 @@ func (r *reader) smallInt() (int, error) {
 
 // token reads a token id, which vLLM vocabularies keep well inside uint32.
 func (r *reader) token() (uint32, error) {
-	// Fast path: positive fixint and uint8/16/32 cover every real vocabulary.
-	if r.off < len(r.b) {
-		c := r.b[r.off]
-		if c <= 0x7f {
-			r.off++
-			return uint32(c), nil
-		}
-		if c == 0xcd && len(r.b)-r.off >= 3 {
-			v := binary.BigEndian.Uint16(r.b[r.off+1:])
-			r.off += 3
-			return uint32(v), nil
-		}
-		if c == 0xce && len(r.b)-r.off >= 5 {
-			v := binary.BigEndian.Uint32(r.b[r.off+1:])
-			r.off += 5
-			return v, nil
-		}
-	}
 	u, neg, err := r.integer()
 	if err != nil {
 		return 0, err

@@ -144,6 +144,20 @@ func (p *goPub) publish(t testing.TB, events []simEvent, drop bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.send(t, payload, drop)
+}
+
+// publishRaw sends payload as the next message, whatever it holds.
+func (p *goPub) publishRaw(t testing.TB, payload []byte) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.send(t, payload, false)
+}
+
+// send numbers, keeps and (unless dropped) sends a payload; callers hold p.mu.
+func (p *goPub) send(t testing.TB, payload []byte, drop bool) {
+	t.Helper()
 	seq := p.seq
 	p.seq++
 	p.kept = append(p.kept, kept{seq, payload})

@@ -1,0 +1,234 @@
+package zmqtransport
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+)
+
+// eventually polls cond for up to 15s, publishing heartbeats from pubs every
+// 200ms as serving engines keep stepping.
+func eventually(t *testing.T, what string, pubs []*simEngine, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for tick := 0; ; tick++ {
+		if tick%20 == 0 {
+			for _, e := range pubs {
+				e.send(t, heartbeat)
+			}
+		}
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func blocksOf(ix *index.Index, keys []uint64) map[index.Engine]int {
+	out := map[index.Engine]int{}
+	for _, m := range ix.Lookup(keys, nil) {
+		out[m.Engine] = m.Blocks
+	}
+	return out
+}
+
+func newEngines(t *testing.T, chains, blocks int, opts ...pubOptions) []*simEngine {
+	t.Helper()
+	var out []*simEngine
+	for i, o := range opts {
+		e := &simEngine{id: index.Engine{Pod: "pod-" + string(rune('a'+i))}, salt: uint64(i + 1), held: make([][]bool, chains)}
+		for c := range e.held {
+			e.held[c] = make([]bool, blocks)
+		}
+		if i == 1 {
+			e.pub = newPyPub(t, o)
+		} else {
+			e.pub = newGoPub(t, o)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestRouterRestart starts a fresh router after the engines cached their
+// prefixes. Replay from 0 returns only the last 20 messages: the prefix
+// stored inside that window is known at once, the blocks whose parents fell
+// out of it are orphans, not chained from the root, and they link when the
+// engine stores their chain again.
+func TestRouterRestart(t *testing.T) {
+	const long, short, window = 40, 5, 20
+	// The window keeps messages 21-40: blocks 21-39 of the long chain and the
+	// short chain; blocks 0-20 are missing.
+	const kept, missing = window - 1, long - (window - 1)
+	rng := rand.New(rand.NewPCG(3, 3))
+	tokens := randomTokens(rng, 2, long)
+	engines := newEngines(t, 2, long,
+		pubOptions{form: kvevents.FormArray, rank: 0, buffer: window},
+		pubOptions{form: kvevents.FormMap, rank: 0, buffer: window})
+	for _, e := range engines {
+		for i := 1; i <= long; i++ { // one block per engine step: 40 messages
+			ev, _ := e.store(tokens, 0, i)
+			e.send(t, []simEvent{ev})
+		}
+		ev, _ := e.store(tokens, 1, short)
+		e.send(t, []simEvent{ev})
+	}
+	keysLong := index.Keys(nil, tokens[0], bs, "", nil)
+	keysShort := index.Keys(nil, tokens[1][:short*bs], bs, "", nil)
+
+	ix := index.New(index.Config{})
+	in := startIngestor(t, ix, engines)
+	// No engine publishes now: what the router learns comes from the replay.
+	deadline := time.Now().Add(15 * time.Second)
+	for ix.Stats().Orphans != 2*kept || len(blocksOf(ix, keysShort)) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after replay: short prefix %v, index %+v, ingest %+v", blocksOf(ix, keysShort), ix.Stats(), in.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, e := range engines {
+		if got := blocksOf(ix, keysShort)[e.id]; got != short {
+			t.Fatalf("%s holds %d blocks of the prefix inside the replay window, want %d", e.id, got, short)
+		}
+	}
+	if got := blocksOf(ix, keysLong); len(got) != 0 {
+		t.Fatalf("blocks beyond the replay window were matched from the root: %v", got)
+	}
+	if got := blocksOf(ix, keysLong[missing:]); len(got) != 0 {
+		t.Fatalf("orphans were chained from the root: %v", got)
+	}
+
+	// The engines evict and recompute the blocks the router never saw.
+	for _, e := range engines {
+		ev, _ := e.remove(0, 0, missing)
+		e.send(t, []simEvent{ev})
+		ev, _ = e.store(tokens, 0, missing)
+		e.send(t, []simEvent{ev})
+	}
+	eventually(t, "orphans linking", engines, func() string {
+		got := blocksOf(ix, keysLong)
+		for _, e := range engines {
+			if got[e.id] != long {
+				return "long prefix matches " + fmtMap(got)
+			}
+		}
+		return ""
+	})
+	is, st := ix.Stats(), in.Stats()
+	if is.Orphans != 0 || is.OrphansLinked != 2*kept || st.Purges != 0 {
+		t.Fatalf("index %+v ingest %+v", is, st)
+	}
+}
+
+func fmtMap(m map[index.Engine]int) string { return fmt.Sprint(m) }
+
+// TestRemoveAndReaddPod removes a pod (its engines leave the index and its
+// later messages are ignored), then adds it again: first contact replays
+// from 0 and rebuilds it.
+func TestRemoveAndReaddPod(t *testing.T) {
+	const blocks = 6
+	tokens := randomTokens(rand.New(rand.NewPCG(4, 4)), 1, blocks)
+	engines := newEngines(t, 1, blocks,
+		pubOptions{form: kvevents.FormMap, rank: 0, buffer: 1000},
+		pubOptions{form: kvevents.FormArray, rank: 0, buffer: 1000})
+	for _, e := range engines {
+		ev, _ := e.store(tokens, 0, blocks)
+		e.send(t, []simEvent{ev})
+	}
+	keys := index.Keys(nil, tokens[0], bs, "", nil)
+	ix := index.New(index.Config{})
+	in := startIngestor(t, ix, engines)
+	eventually(t, "initial replay", nil, func() string {
+		if len(blocksOf(ix, keys)) != 2 {
+			return fmtMap(blocksOf(ix, keys))
+		}
+		return ""
+	})
+	gone := engines[0]
+	in.Remove(gone.id.Pod)
+	if got := blocksOf(ix, keys); len(got) != 1 || got[engines[1].id] != blocks {
+		t.Fatalf("after removing %s: %s", gone.id, fmtMap(got))
+	}
+	for i := 0; i < 5; i++ {
+		gone.send(t, heartbeat)
+		gone.pub.publish(t, []simEvent{{Type: "AllBlocksCleared"}}, false)
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, e := range ix.Engines() {
+		if e.Pod == gone.id.Pod {
+			t.Fatalf("removed pod %s came back into the index", e)
+		}
+	}
+	if st := in.Stats(); st.Pods != 1 {
+		t.Fatalf("pods gauge %d after removal", st.Pods)
+	}
+	// The removed pod's engine cleared its cache meanwhile; re-adding it
+	// replays from 0: the stored chain, then the clears.
+	eps := []kvevents.Endpoint{}
+	for _, e := range engines {
+		ep := e.pub.endpoint()
+		ep.Pod = e.id.Pod
+		eps = append(eps, ep)
+	}
+	if err := in.Sync(eps); err != nil {
+		t.Fatal(err)
+	}
+	gone.forget() // the clears
+	ev, _ := gone.store(tokens, 0, 2)
+	gone.send(t, []simEvent{ev})
+	eventually(t, "re-added pod", []*simEngine{gone}, func() string {
+		got := blocksOf(ix, keys)
+		if got[gone.id] != 2 || got[engines[1].id] != blocks {
+			return fmtMap(got)
+		}
+		return ""
+	})
+}
+
+// TestMalformedMessagePurges sends an undecodable payload: the pod's engine
+// is purged (a lost BlockRemoved must not leave stale blocks) and the next
+// good message starts a new baseline without replaying the bad one again.
+func TestMalformedMessagePurges(t *testing.T) {
+	const blocks = 4
+	tokens := randomTokens(rand.New(rand.NewPCG(5, 5)), 2, blocks)
+	engines := newEngines(t, 2, blocks, pubOptions{form: kvevents.FormMap, rank: 0, buffer: 1000})
+	e := engines[0]
+	ev, _ := e.store(tokens, 0, blocks)
+	e.send(t, []simEvent{ev})
+	ix := index.New(index.Config{})
+	in := startIngestor(t, ix, engines)
+	keys0 := index.Keys(nil, tokens[0], bs, "", nil)
+	keys1 := index.Keys(nil, tokens[1], bs, "", nil)
+	eventually(t, "initial replay", engines, func() string {
+		if blocksOf(ix, keys0)[e.id] != blocks {
+			return fmtMap(blocksOf(ix, keys0))
+		}
+		return ""
+	})
+	e.pub.(*goPub).publishRaw(t, []byte{0x92, 0xcb, 1, 2})
+	eventually(t, "purge after a malformed message", nil, func() string {
+		if in.Stats().DecodeErrors == 0 || len(blocksOf(ix, keys0)) != 0 {
+			return fmtMap(blocksOf(ix, keys0))
+		}
+		return ""
+	})
+	ev, _ = e.store(tokens, 1, blocks)
+	e.send(t, []simEvent{ev})
+	eventually(t, "new baseline", nil, func() string {
+		if blocksOf(ix, keys1)[e.id] != blocks {
+			return fmtMap(blocksOf(ix, keys1))
+		}
+		return ""
+	})
+	if got := blocksOf(ix, keys0); len(got) != 0 {
+		t.Fatalf("the history before the malformed message was replayed again: %s", fmtMap(got))
+	}
+}
