@@ -1,0 +1,14 @@
+// Package zmqtransport implements kvevents.Transport with libzmq through
+// github.com/pebbe/zmq4 (cgo). It is its own package so that code which only
+// decodes events or queries the index never links libzmq.
+//
+// Each endpoint gets a SUB socket (connected, or bound when the publisher
+// connects) with libzmq's own reconnect backoff, and, for replays, a fresh
+// DEALER per request so a reply to an abandoned replay can never be mistaken
+// for the next one's.
+//
+// Tests run against real sockets on loopback ports: publishers written with
+// pebbe/zmq4 and kvevents.EncodeBatch, and router/kvevents/testdata/publisher.py
+// written with
+// pyzmq and python3-msgpack.
+package zmqtransport
