@@ -4,9 +4,11 @@ one vLLM engine's ZMQ side (PUB [topic, seq, payload] and the replay ROUTER)
 with pyzmq, encoding batches with Debian's python3-msgpack.
 
     /usr/bin/python3 publisher.py --form map|array [--connect ADDR] [--rank N] [--buffer N] [--topic T]
+                                  [--replay-topic]
 
 It prints one JSON line {"pub": ..., "replay": ...} with its bound addresses
-(PUB binds 127.0.0.1 unless --connect names the router's bound SUB), then reads
+(PUB binds 127.0.0.1 unless --connect names the router's bound SUB; with
+--replay-topic replies carry the topic frame some vLLM versions add), then reads
 one JSON command per line on stdin and answers "ok" after each:
   {"op": "publish", "events": [{"type": ..., field: value}], "drop": false}
       encodes and keeps the batch for replay; sends it unless drop is set
@@ -37,6 +39,7 @@ def main():
     ap.add_argument("--rank", type=int, default=None)
     ap.add_argument("--buffer", type=int, default=10000)
     ap.add_argument("--topic", default="kv@python@model")
+    ap.add_argument("--replay-topic", action="store_true")
     args = ap.parse_args()
 
     ctx = zmq.Context()
@@ -64,7 +67,8 @@ def main():
             with lock:
                 kept = [(s, p) for s, p in state["buffer"] if s >= start]
             for s, p in kept:
-                router.send_multipart([ident, b"", s.to_bytes(8, "big"), p])
+                head = [ident, b""] + ([args.topic.encode()] if args.replay_topic else [])
+                router.send_multipart(head + [s.to_bytes(8, "big"), p])
             router.send_multipart([ident, b"", END, b""])
 
     threading.Thread(target=serve_replay, daemon=True).start()

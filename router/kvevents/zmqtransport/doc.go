@@ -8,7 +8,6 @@
 // for the next one's.
 //
 // Tests run against real sockets on loopback ports: publishers written with
-// pebbe/zmq4 and kvevents.EncodeBatch, and router/kvevents/testdata/publisher.py
-// written with
-// pyzmq and python3-msgpack.
+// pebbe/zmq4 and kvevents.EncodeBatch, and
+// router/kvevents/testdata/publisher.py written with pyzmq and python3-msgpack.
 package zmqtransport

@@ -176,3 +176,23 @@ func TestFeedSurvivesPublisherRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicFilter subscribes two feeds to one publisher: the one whose topic
+// prefix matches receives, the other sees nothing.
+func TestTopicFilter(t *testing.T) {
+	p := newGoPub(t, pubOptions{form: kvevents.FormMap, rank: 0, buffer: 10})
+	ep := p.endpoint()
+	ep.Topic = "kv@"
+	match := must((&Transport{}).Open(ep))(t)
+	defer match.Close()
+	ep.Topic = "kv@other-model"
+	other := must((&Transport{}).Open(ep))(t)
+	defer other.Close()
+	joined(t, p, match)
+	for i := 0; i < 10; i++ {
+		p.publish(t, heartbeat, false)
+		if _, ok, err := other.Recv(50 * time.Millisecond); ok || err != nil {
+			t.Fatalf("feed subscribed to another topic received a message (%v)", err)
+		}
+	}
+}

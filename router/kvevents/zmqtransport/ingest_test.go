@@ -160,9 +160,9 @@ func waitConverged(t *testing.T, in *kvevents.Ingestor, ix *index.Index, engines
 // TestIngestMatchesPublishersTruth is the model-based test: thousands of
 // random stores, evictions, clears, engine restarts and dropped messages over
 // 8 engines publishing through real ZeroMQ sockets, in both wire forms, two
-// of them from Python (pyzmq + python3-msgpack), one connecting to the
-// router's bound socket, one a DP rank 1, one sending legacy rank-less
-// batches. After every quiet point the index must equal the truth.
+// of them from Python (pyzmq + python3-msgpack), two connecting to the
+// router's bound socket, one replaying with topic frames, one a DP rank 1,
+// one sending legacy rank-less batches. After every quiet point the index must equal the truth.
 func TestIngestMatchesPublishersTruth(t *testing.T) {
 	const chains, blocks, steps, quiet = 16, 12, 3000, 60
 	seed := uint64(time.Now().UnixNano())
@@ -175,7 +175,7 @@ func TestIngestMatchesPublishersTruth(t *testing.T) {
 	}
 	opts := []pubOptions{
 		{form: kvevents.FormMap, rank: 0},
-		{form: kvevents.FormArray, rank: 0, bind: true},
+		{form: kvevents.FormArray, rank: 0, bind: true, replayTopic: true},
 		{form: kvevents.FormMap, rank: 0},
 		{form: kvevents.FormArray, rank: 0},
 		{form: kvevents.FormMap, rank: 0, bind: true},

@@ -66,6 +66,9 @@ type pubOptions struct {
 	rank   int // -1: legacy batches without a rank
 	buffer int // messages kept for replay
 	bind   bool
+	// replayTopic makes the Python publisher's replay replies carry the topic
+	// frame (["", topic, seq, payload]) some vLLM versions send.
+	replayTopic bool
 }
 
 // freeAddr returns a tcp address on a free loopback port, for the side that
@@ -226,6 +229,9 @@ func newPyPub(t testing.TB, opt pubOptions) *pyPub {
 	args := []string{"../testdata/publisher.py", "--form", opt.form.String(), "--buffer", fmt.Sprint(opt.buffer)}
 	if opt.rank >= 0 {
 		args = append(args, "--rank", fmt.Sprint(opt.rank))
+	}
+	if opt.replayTopic {
+		args = append(args, "--replay-topic")
 	}
 	p := &pyPub{}
 	if opt.bind {
