@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 )
 
 // version is set at release time by goreleaser; the provider pins the image of the same tag.
@@ -32,7 +34,7 @@ var errNotImplemented = errors.New("not implemented yet")
 
 var commands = map[string]command{
 	"serve": {"route OpenAI-compatible requests to the fleet by cached prefix and load", notImplemented},
-	"sim":   {"serve simulated vLLM replicas (OpenAI HTTP, /metrics, KV events over ZeroMQ)", notImplemented},
+	"sim":   {"serve simulated vLLM replicas (OpenAI HTTP, /metrics, KV events over ZeroMQ)", sim.Command},
 	"bench": {"run the A/B benchmark of routing policies on the simulated fleet", notImplemented},
 	"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 		_, err := fmt.Fprintln(stdout, version)

@@ -1,0 +1,87 @@
+package sim
+
+// CostModel prices one engine step of a dense decoder on one GPU with a
+// roofline: a step takes the longer of its compute time and its memory time,
+// plus a fixed per-step overhead. Prefill is compute-bound (thousands of
+// tokens share one read of the weights); decode is memory-bound (every step
+// reads all weights and every running sequence's KV cache). DefaultCost
+// gives the values and their sources; doc.go tabulates them.
+type CostModel struct {
+	// FLOPsPerToken is the forward cost of one token through the
+	// non-embedding weights: 2 x non-embedding parameters.
+	FLOPsPerToken float64
+	// FLOPsPerSample is the LM head, run once per sequence that samples a
+	// token in the step (vLLM computes logits only at sampled positions).
+	FLOPsPerSample float64
+	// AttnFLOPsPerPair is attention's cost of one (query token, context
+	// position) pair over all layers: 2 (QK^T) + 2 (AV) multiply-adds per
+	// head dimension per query head.
+	AttnFLOPsPerPair float64
+	// WeightBytes is read once per step.
+	WeightBytes float64
+	// KVBytesPerToken is read for every context token of every scheduled
+	// sequence.
+	KVBytesPerToken float64
+	// PeakFLOPS and MemBandwidth are the GPU's datasheet figures.
+	PeakFLOPS    float64
+	MemBandwidth float64
+	// MFU is the share of PeakFLOPS that prefill achieves (fitted).
+	MFU float64
+	// StepOverhead is the per-step time outside the roofline: scheduling,
+	// input preparation, sampling, kernel launches (fitted), in seconds.
+	StepOverhead float64
+}
+
+// DefaultCost is Qwen2.5-7B-Instruct in bf16 on one NVIDIA A10G.
+func DefaultCost() CostModel {
+	const (
+		layers     = 28   // config.json num_hidden_layers
+		qHeads     = 28   // config.json num_attention_heads
+		kvHeads    = 4    // config.json num_key_value_heads
+		headDim    = 128  // hidden_size 3584 / 28 heads
+		hidden     = 3584 // config.json hidden_size
+		vocab      = 152064
+		nonEmbed   = 6.53e9 // model card: non-embedding parameters
+		totalParam = 7.61e9 // model card: parameters
+		bf16       = 2
+	)
+	return CostModel{
+		FLOPsPerToken:    2 * nonEmbed,
+		FLOPsPerSample:   2 * hidden * vocab,
+		AttnFLOPsPerPair: 4 * layers * qHeads * headDim,
+		WeightBytes:      totalParam * bf16,
+		KVBytesPerToken:  KVBytesPerToken(layers, kvHeads, headDim, bf16),
+		PeakFLOPS:        125e12, // A10 datasheet: bf16 tensor, dense
+		MemBandwidth:     600e9,  // A10 datasheet: GDDR6
+		MFU:              fittedMFU,
+		StepOverhead:     fittedStepOverhead,
+	}
+}
+
+// The two fitted parameters (see doc.go, "Calibration").
+const (
+	fittedMFU          = 0.40
+	fittedStepOverhead = 0.004
+)
+
+// KVBytesPerToken is K and V for every layer and KV head: 28 x 4 x 128 x 2 x
+// 2 bytes = 57,344 bytes for Qwen2.5-7B in bf16.
+func KVBytesPerToken(layers, kvHeads, headDim, bytesPerValue int) float64 {
+	return float64(layers * kvHeads * headDim * 2 * bytesPerValue)
+}
+
+// stepShape is what a step's cost depends on.
+type stepShape struct {
+	tokens   int     // tokens computed (prefill chunks + one per decode)
+	samples  int     // sequences that sample a token
+	pairs    float64 // attention (query, context) pairs
+	kvTokens float64 // context tokens whose KV is read
+}
+
+// StepTime is the duration of a step of the given shape, in seconds.
+func (c *CostModel) stepTime(s *stepShape) float64 {
+	flops := c.FLOPsPerToken*float64(s.tokens) + c.FLOPsPerSample*float64(s.samples) + c.AttnFLOPsPerPair*s.pairs
+	compute := flops / (c.PeakFLOPS * c.MFU)
+	memory := (c.WeightBytes + c.KVBytesPerToken*s.kvTokens) / c.MemBandwidth
+	return max(compute, memory) + c.StepOverhead
+}

@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+)
+
+// EngineConfig sizes one simulated vLLM engine. DefaultEngineConfig holds
+// vLLM's defaults for the modelled GPU.
+type EngineConfig struct {
+	// NumGPUBlocks is the KV cache's capacity in blocks (see GPUBlocks).
+	NumGPUBlocks int
+	// BlockSize is tokens per KV block (vLLM --block-size, 16 on CUDA).
+	BlockSize int
+	// MaxNumSeqs bounds the running batch (vLLM --max-num-seqs).
+	MaxNumSeqs int
+	// MaxBatchedTokens is the per-step token budget of chunked prefill
+	// (vLLM --max-num-batched-tokens).
+	MaxBatchedTokens int
+	// Cost prices a step.
+	Cost CostModel
+	// Seed picks the engine's random hash root.
+	Seed uint64
+}
+
+// DefaultEngineConfig is vLLM V1 serving Qwen2.5-7B-Instruct on one A10G:
+// vLLM's engine defaults for a GPU under 70 GiB with the OpenAI server
+// (max_num_seqs 256, max_num_batched_tokens 2048; vllm/engine/arg_utils.py),
+// block size 16, and the capacity derived in GPUBlocks.
+func DefaultEngineConfig() EngineConfig {
+	return EngineConfig{
+		NumGPUBlocks:     DefaultA10G().GPUBlocks(),
+		BlockSize:        16,
+		MaxNumSeqs:       256,
+		MaxBatchedTokens: 2048,
+		Cost:             DefaultCost(),
+	}
+}
+
+// Engine is one vLLM V1 engine core: an FCFS waiting queue, a running batch
+// scheduled with continuous batching and chunked prefill under a token
+// budget, and a paged KV cache with prefix caching. It is driven one step at
+// a time (Schedule, then Finish) by a virtual-time loop or a wall-clock
+// driver, and is not safe for concurrent use.
+type Engine struct {
+	cfg     EngineConfig
+	pool    *blockPool
+	ev      eventLog
+	h       hasher
+	waiting queue
+	running []*Request
+
+	stepReqs []*Request // scheduled in the current step
+	progress []*Request // produced a token in the last step
+	shape    stepShape
+	inStep   bool
+	hitBuf   []int32
+
+	stats EngineStats
+}
+
+// EngineStats are an engine's cumulative counters, named after vLLM's.
+type EngineStats struct {
+	// PrefixQueries and PrefixHits count prompt tokens looked up in and
+	// served by the prefix cache at admission.
+	PrefixQueries, PrefixHits uint64
+	Preemptions               uint64
+	PromptTokens              uint64 // tokens computed for prompts (prefill)
+	GenerationTokens          uint64
+	Steps                     uint64
+	Finished                  uint64
+}
+
+// NewEngine returns an idle engine with an empty cache.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	if cfg.NumGPUBlocks <= 0 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 {
+		return nil, fmt.Errorf("engine config %+v: blocks, block size, max seqs and token budget must be positive", cfg)
+	}
+	e := &Engine{cfg: cfg, h: hasher{root: splitmix(cfg.Seed ^ 0x6b76)}}
+	e.pool = newBlockPool(cfg.NumGPUBlocks, &e.ev)
+	return e, nil
+}
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() EngineConfig { return e.cfg }
+
+// Add queues r at the back of the waiting queue. A request that could not
+// fit the whole cache even alone is refused, as vLLM refuses prompts longer
+// than the KV cache holds.
+func (e *Engine) Add(r *Request) error {
+	total := len(r.Prompt) + r.MaxTokens
+	if len(r.Prompt) == 0 || r.MaxTokens <= 0 {
+		return fmt.Errorf("request %d: needs a prompt and max tokens > 0", r.ID)
+	}
+	if e.blocksFor(total) > e.pool.capacity() {
+		return fmt.Errorf("request %d: %d tokens exceed the KV cache of %d tokens", r.ID, total, e.pool.capacity()*e.cfg.BlockSize)
+	}
+	// A prompt with spare capacity for its output is extended in place.
+	r.tokens = r.Prompt
+	if cap(r.Prompt) < total {
+		r.tokens = append(make([]uint32, 0, total), r.Prompt...)
+	}
+	r.hashes = make([]uint64, 0, total/e.cfg.BlockSize)
+	e.h.extend(r, e.cfg.BlockSize)
+	e.waiting.push(r)
+	return nil
+}
+
+// Abort removes an unfinished request (its client went away) and frees its
+// blocks. It must not be called between Schedule and Finish.
+func (e *Engine) Abort(r *Request) {
+	if e.waiting.remove(r) {
+		return
+	}
+	for i, x := range e.running {
+		if x == r {
+			e.running = append(e.running[:i], e.running[i+1:]...)
+			e.pool.release(r.blocks)
+			r.blocks, r.running = r.blocks[:0], false
+			return
+		}
+	}
+}
+
+// Busy reports whether any request is waiting or running.
+func (e *Engine) Busy() bool { return len(e.running) > 0 || e.waiting.len() > 0 }
+
+// Running and Waiting are vllm:num_requests_running and _waiting.
+func (e *Engine) Running() int { return len(e.running) }
+
+// Waiting is the length of the waiting queue, preempted requests included.
+func (e *Engine) Waiting() int { return e.waiting.len() }
+
+// KVUsage is vllm:kv_cache_usage_perc.
+func (e *Engine) KVUsage() float64 { return e.pool.usage() }
+
+// Stats returns the cumulative counters.
+func (e *Engine) Stats() EngineStats { return e.stats }
+
+func (e *Engine) blocksFor(tokens int) int { return (tokens + e.cfg.BlockSize - 1) / e.cfg.BlockSize }
+
+// Schedule plans the next step as vLLM V1's scheduler does and returns its
+// duration in seconds, or ok=false when nothing can run. Running requests go
+// first, in order, each taking its remaining prefill (or one decode token)
+// within the budget; when the cache cannot grow a running request, the
+// latest-admitted running request is preempted (its blocks freed, the
+// request put back at the head of the waiting queue to recompute). Only a
+// step without preemption admits waiting requests, FCFS, each starting after
+// its longest cached prefix.
+func (e *Engine) Schedule() (seconds float64, ok bool) {
+	if e.inStep {
+		panic("sim: Schedule called twice without Finish")
+	}
+	e.shape = stepShape{}
+	e.stepReqs = e.stepReqs[:0]
+	budget := e.cfg.MaxBatchedTokens
+	preempted := false
+	for i := 0; i < len(e.running) && budget > 0; {
+		r := e.running[i]
+		n := min(len(r.tokens)-r.computed, budget)
+		need := e.blocksFor(r.computed+n) - len(r.blocks)
+		for need > e.pool.numFree() {
+			victim := e.running[len(e.running)-1]
+			e.running = e.running[:len(e.running)-1]
+			e.preempt(victim)
+			preempted = true
+			if victim == r {
+				break
+			}
+		}
+		if !r.running {
+			break
+		}
+		r.blocks = e.pool.allocate(r.blocks, need)
+		e.schedule(r, n)
+		budget -= n
+		i++
+	}
+	for !preempted && budget > 0 && e.waiting.len() > 0 && len(e.running) < e.cfg.MaxNumSeqs {
+		r := e.waiting.front()
+		// At least the last prompt token is always computed, to sample from.
+		maxHit := (len(r.tokens) - 1) / e.cfg.BlockSize
+		e.hitBuf = e.pool.hits(e.hitBuf[:0], r.hashes[:min(maxHit, len(r.hashes))])
+		computed := len(e.hitBuf) * e.cfg.BlockSize
+		n := min(len(r.tokens)-computed, budget)
+		need := e.blocksFor(computed+n) - len(e.hitBuf)
+		if need+e.pool.freeAmong(e.hitBuf) > e.pool.numFree() {
+			break
+		}
+		e.waiting.pop()
+		e.pool.touch(e.hitBuf)
+		r.blocks = append(r.blocks[:0], e.hitBuf...)
+		r.computed, r.cachedN, r.HitTokens, r.running = computed, len(e.hitBuf), computed, true
+		e.stats.PrefixQueries += uint64(len(r.tokens))
+		e.stats.PrefixHits += uint64(computed)
+		e.running = append(e.running, r)
+		r.blocks = e.pool.allocate(r.blocks, need)
+		e.schedule(r, n)
+		budget -= n
+	}
+	if len(e.stepReqs) == 0 {
+		return 0, false
+	}
+	e.inStep = true
+	e.stats.Steps++
+	return e.cfg.Cost.stepTime(&e.shape), true
+}
+
+// schedule adds n of r's tokens to the step and caches its newly full blocks.
+func (e *Engine) schedule(r *Request, n int) {
+	c := r.computed
+	e.shape.tokens += n
+	e.shape.pairs += float64(n)*float64(c) + float64(n)*float64(n+1)/2
+	e.shape.kvTokens += float64(c + n)
+	if c < len(r.Prompt) {
+		e.stats.PromptTokens += uint64(min(c+n, len(r.Prompt)) - c)
+	}
+	r.computed = c + n
+	r.sched = n
+	if r.computed == len(r.tokens) {
+		e.shape.samples++
+	}
+	e.stepReqs = append(e.stepReqs, r)
+	e.cacheFull(r)
+}
+
+// cacheFull registers r's full, computed blocks in the prefix cache and
+// records a BlockStored for each run of newly cached blocks.
+func (e *Engine) cacheFull(r *Request) {
+	bs := e.cfg.BlockSize
+	full := min(r.computed/bs, len(r.hashes))
+	start := -1
+	flush := func(end int) {
+		if start < 0 {
+			return
+		}
+		parent, hasParent := uint64(0), start > 0
+		if hasParent {
+			parent = r.hashes[start-1]
+		}
+		e.ev.stored(r.hashes[start:end], parent, hasParent, r.tokens[start*bs:end*bs], bs)
+		start = -1
+	}
+	for i := r.cachedN; i < full; i++ {
+		if e.pool.cache(r.blocks[i], r.hashes[i]) {
+			if start < 0 {
+				start = i
+			}
+		} else {
+			flush(i)
+		}
+	}
+	flush(full)
+	r.cachedN = max(r.cachedN, full)
+}
+
+func (e *Engine) preempt(r *Request) {
+	e.pool.release(r.blocks)
+	r.blocks, r.computed, r.cachedN, r.running = r.blocks[:0], 0, 0, false
+	r.Preemptions++
+	e.stats.Preemptions++
+	e.waiting.pushFront(r)
+}
+
+// Finish completes the planned step at engine time now: requests whose
+// known tokens are all computed sample one token, finished requests free
+// their blocks. It returns the step's KV events (nil if none; valid until
+// the next Schedule) and the requests that produced a token (valid until
+// the next Finish).
+func (e *Engine) Finish(now float64) (*kvevents.Batch, []*Request) {
+	if !e.inStep {
+		panic("sim: Finish without Schedule")
+	}
+	e.inStep = false
+	e.progress = e.progress[:0]
+	anyDone := false
+	for _, r := range e.stepReqs {
+		r.sched = 0
+		if !r.running || r.computed < len(r.tokens) {
+			continue
+		}
+		r.tokens = append(r.tokens, OutputToken(r.ID, r.Output))
+		r.Output++
+		e.stats.GenerationTokens++
+		if r.Output == 1 {
+			r.FirstToken = now
+		}
+		e.h.extend(r, e.cfg.BlockSize)
+		if r.Finished() {
+			r.Done = now
+			e.pool.release(r.blocks)
+			r.blocks, r.running = r.blocks[:0], false
+			e.stats.Finished++
+			anyDone = true
+		}
+		e.progress = append(e.progress, r)
+	}
+	if anyDone {
+		kept := e.running[:0]
+		for _, r := range e.running {
+			if r.running {
+				kept = append(kept, r)
+			}
+		}
+		clear(e.running[len(kept):])
+		e.running = kept
+	}
+	return e.ev.take(now), e.progress
+}
+
+// ResetPrefixCache drops every cached block, as vLLM's /reset_prefix_cache,
+// and reports false (changing nothing) while requests hold blocks. The
+// AllBlocksCleared event goes out with the next step's batch, or with
+// TakeEvents.
+func (e *Engine) ResetPrefixCache() bool { return !e.inStep && e.pool.clear() }
+
+// TakeEvents returns events recorded outside a step (a cache reset), stamped now.
+func (e *Engine) TakeEvents(now float64) *kvevents.Batch {
+	if e.inStep {
+		return nil
+	}
+	return e.ev.take(now)
+}

@@ -1,0 +1,251 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxModelLen is Qwen2.5-7B-Instruct's max_position_embeddings, reported
+// where vLLM reports max_model_len.
+const maxModelLen = 32768
+
+// Handler serves the replica's OpenAI-compatible HTTP surface
+// (PROTOCOLS.md section 4) and its /metrics.
+func (rp *Replica) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", rp.completions)
+	mux.HandleFunc("POST /v1/chat/completions", rp.chatCompletions)
+	mux.HandleFunc("POST /v1/chat/completions/render", rp.chatRender)
+	mux.HandleFunc("POST /tokenize", rp.tokenize)
+	mux.HandleFunc("GET /v1/models", rp.models)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, _ *http.Request) {
+		rp.resetPrefixCache()
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(rp.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (rp *Replica) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{
+		"id": rp.cfg.Model, "object": "model", "created": time.Now().Unix(), "owned_by": "vllm",
+		"root": rp.cfg.Model, "parent": nil, "max_model_len": maxModelLen,
+	}}})
+}
+
+// encode tokenizes text, or explains that this replica runs without a tokenizer.
+func (rp *Replica) encode(text string, addSpecial bool) ([]uint32, error) {
+	if rp.cfg.Tokenizer == nil {
+		return nil, badRequest("this simulated replica has no tokenizer (start it with --tokenizer): send prompts as token ids")
+	}
+	ids, err := rp.cfg.Tokenizer.Encode(text, addSpecial)
+	if err != nil {
+		return nil, badRequest("tokenizing prompt: %v", err)
+	}
+	return ids, nil
+}
+
+// chatTokens renders messages with the provisional ChatML template and tokenizes them.
+func (rp *Replica) chatTokens(msgs []chatMessage, addGen *bool) (string, []uint32, error) {
+	if len(msgs) == 0 {
+		return "", nil, badRequest("messages must not be empty")
+	}
+	text, err := renderChatML(msgs, addGen == nil || *addGen)
+	if err != nil {
+		return "", nil, badRequest("rendering messages: %v", err)
+	}
+	ids, err := rp.encode(text, false)
+	return text, ids, err
+}
+
+func (rp *Replica) checkModel(model string) error {
+	if model != "" && model != rp.cfg.Model {
+		return &httpError{status: http.StatusNotFound, msg: "The model `" + model + "` does not exist."}
+	}
+	return nil
+}
+
+func (rp *Replica) completions(w http.ResponseWriter, r *http.Request) {
+	var g genRequest
+	if err := decodeBody(r, &g); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := rp.checkModel(g.Model); err != nil {
+		writeError(w, err)
+		return
+	}
+	if g.Prompt == nil {
+		writeError(w, badRequest("prompt is required"))
+		return
+	}
+	ids := g.Prompt.tokens
+	if g.Prompt.isText {
+		var err error
+		if ids, err = rp.encode(g.Prompt.text, true); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	rp.generate(w, r, &g, ids, false)
+}
+
+func (rp *Replica) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var g genRequest
+	if err := decodeBody(r, &g); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := rp.checkModel(g.Model); err != nil {
+		writeError(w, err)
+		return
+	}
+	_, ids, err := rp.chatTokens(g.Messages, g.AddGenerationPrompt)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rp.generate(w, r, &g, ids, true)
+}
+
+func (rp *Replica) chatRender(w http.ResponseWriter, r *http.Request) {
+	var g genRequest
+	if err := decodeBody(r, &g); err != nil {
+		writeError(w, err)
+		return
+	}
+	text, ids, err := rp.chatTokens(g.Messages, g.AddGenerationPrompt)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": text, "prompt_token_ids": ids})
+}
+
+func (rp *Replica) tokenize(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Prompt              *string       `json:"prompt"`
+		Messages            []chatMessage `json:"messages"`
+		AddSpecialTokens    *bool         `json:"add_special_tokens"`
+		AddGenerationPrompt *bool         `json:"add_generation_prompt"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	var ids []uint32
+	var err error
+	switch {
+	case body.Prompt != nil:
+		ids, err = rp.encode(*body.Prompt, body.AddSpecialTokens == nil || *body.AddSpecialTokens)
+	case body.Messages != nil:
+		_, ids, err = rp.chatTokens(body.Messages, body.AddGenerationPrompt)
+	default:
+		err = badRequest("tokenize needs a prompt or messages")
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ids == nil {
+		ids = []uint32{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": maxModelLen, "tokens": ids, "token_strs": nil})
+}
+
+// generate runs one request on the engine and answers it, streamed as
+// server-sent events or whole.
+func (rp *Replica) generate(w http.ResponseWriter, r *http.Request, g *genRequest, ids []uint32, chat bool) {
+	n, err := g.maxTokens()
+	if err == nil && len(ids) == 0 {
+		err = badRequest("prompt must not be empty")
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	lr := rp.submit(ids, n)
+	resp := response{chat: chat, model: rp.cfg.Model, created: time.Now().Unix(), promptTokens: len(ids)}
+	if chat {
+		resp.id = completionID("chatcmpl-", lr.r.ID)
+	} else {
+		resp.id = completionID("cmpl-", lr.r.ID)
+	}
+	if g.Stream {
+		rp.stream(w, r, lr, &resp, g.StreamOptions != nil && g.StreamOptions.IncludeUsage)
+		return
+	}
+	var out []uint32
+	for {
+		more, done, err := lr.wait(r.Context(), len(out))
+		if err == errClientGone {
+			rp.abort(lr)
+			return
+		}
+		out = append(out, more...)
+		if err != nil {
+			writeError(w, &httpError{status: http.StatusBadRequest, msg: err.Error()})
+			return
+		}
+		if done {
+			break
+		}
+	}
+	writeJSON(w, http.StatusOK, resp.whole(out))
+}
+
+func (rp *Replica) stream(w http.ResponseWriter, r *http.Request, lr *liveReq, resp *response, includeUsage bool) {
+	flusher, _ := w.(http.Flusher)
+	started := false
+	have := 0
+	for {
+		more, done, err := lr.wait(r.Context(), have)
+		if err == errClientGone {
+			rp.abort(lr)
+			return
+		}
+		if err != nil && !started {
+			writeError(w, &httpError{status: http.StatusBadRequest, msg: err.Error()})
+			return
+		}
+		if !started {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		for i, id := range more {
+			last := done && i == len(more)-1
+			writeEvent(w, resp.chunk(TokenText(id), have == 0 && i == 0, last))
+		}
+		have += len(more)
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if done {
+			break
+		}
+	}
+	if includeUsage {
+		writeEvent(w, resp.usageChunk(have))
+	}
+	_, _ = w.Write([]byte("data: [DONE]\n\n"))
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+func writeEvent(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	var sb strings.Builder
+	sb.Grow(len(b) + 8)
+	sb.WriteString("data: ")
+	sb.Write(b)
+	sb.WriteString("\n\n")
+	_, _ = w.Write([]byte(sb.String()))
+}
