@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+)
+
+// smallEngine is tight enough that preemption and eviction happen often.
+func smallEngine(t *testing.T, blocks int) *Engine {
+	t.Helper()
+	cfg := DefaultEngineConfig()
+	cfg.NumGPUBlocks, cfg.MaxNumSeqs, cfg.MaxBatchedTokens, cfg.Seed = blocks, 16, 256, 7
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// checkPool verifies the block accounting: reference counts match the
+// blocks requests hold, the free queue holds exactly the unreferenced
+// blocks, and the hash map points at blocks carrying that hash.
+func checkPool(t *testing.T, e *Engine) {
+	t.Helper()
+	p := e.pool
+	refs := make([]int32, len(p.blocks))
+	for _, r := range e.running {
+		for _, id := range r.blocks {
+			refs[id]++
+		}
+	}
+	free := 0
+	for id := p.head; id >= 0; id = p.blocks[id].next {
+		free++
+		if free > len(p.blocks) {
+			t.Fatal("free queue has a cycle")
+		}
+	}
+	if free != p.nfree || p.nfree < 0 || p.nfree > len(p.blocks) {
+		t.Fatalf("free queue walks %d blocks, counter says %d of %d", free, p.nfree, len(p.blocks))
+	}
+	for id, b := range p.blocks {
+		if b.ref != refs[id] {
+			t.Fatalf("block %d: ref %d, requests hold it %d times", id, b.ref, refs[id])
+		}
+		if b.ref < 0 || (b.ref == 0) != b.free {
+			t.Fatalf("block %d: ref %d but free=%v", id, b.ref, b.free)
+		}
+	}
+	for h, id := range p.cached {
+		if b := p.blocks[id]; !b.hasHash || b.hash != h {
+			t.Fatalf("cache maps %x to block %d holding %x (set %v)", h, id, b.hash, b.hasHash)
+		}
+	}
+	if e.Running() > e.cfg.MaxNumSeqs {
+		t.Fatalf("%d running, max %d", e.Running(), e.cfg.MaxNumSeqs)
+	}
+}
+
+// eventMirror is what a subscriber learns from an engine's events.
+type eventMirror map[uint64]bool
+
+func (m eventMirror) apply(t *testing.T, b *kvevents.Batch) {
+	t.Helper()
+	for _, ev := range b.Events {
+		switch ev.Kind {
+		case kvevents.BlockStored:
+			if ev.HasParent && !m[ev.ParentHash] {
+				t.Fatalf("BlockStored with parent %x never announced", ev.ParentHash)
+			}
+			if len(ev.TokenIDs) != len(ev.BlockHashes)*ev.BlockSize {
+				t.Fatalf("BlockStored: %d tokens for %d blocks", len(ev.TokenIDs), len(ev.BlockHashes))
+			}
+			for _, h := range ev.BlockHashes {
+				if m[h] {
+					t.Fatalf("BlockStored announces %x twice", h)
+				}
+				m[h] = true
+			}
+		case kvevents.BlockRemoved:
+			for _, h := range ev.BlockHashes {
+				if !m[h] {
+					t.Fatalf("BlockRemoved of %x never stored", h)
+				}
+				delete(m, h)
+			}
+		case kvevents.AllBlocksCleared:
+			clear(m)
+		}
+	}
+}
+
+// TestEngineInvariants drives an engine with a cache too small for its
+// load, checking after every step that block accounting holds, that the
+// published events describe the cache exactly, that every prefix hit was
+// announced and that hit counters add up; and that every request finishes
+// with its full output.
+func TestEngineInvariants(t *testing.T) {
+	e := smallEngine(t, 60)
+	rng := rand.New(rand.NewPCG(3, 4))
+	prefixes := make([][]uint32, 4)
+	for i := range prefixes {
+		prefixes[i] = randomTokens(rng, make([]uint32, 16*(2+rng.IntN(6))))
+	}
+	var reqs []*Request
+	mirror := eventMirror{}
+	now := 0.0
+	sawPreemption := false
+	var lastStats EngineStats
+	for step := 0; step < 20000 && (len(reqs) < 200 || e.Busy()); step++ {
+		for len(reqs) < 200 && rng.IntN(3) == 0 {
+			p := append(append([]uint32(nil), prefixes[rng.IntN(len(prefixes))]...), randomTokens(rng, make([]uint32, 1+rng.IntN(40)))...)
+			r := &Request{ID: uint64(len(reqs)), Prompt: p, MaxTokens: 1 + rng.IntN(200), Arrival: now}
+			if err := e.Add(r); err != nil {
+				t.Fatal(err)
+			}
+			reqs = append(reqs, r)
+		}
+		wasRunning := map[*Request]bool{}
+		for _, r := range reqs {
+			wasRunning[r] = r.running
+		}
+		d, ok := e.Schedule()
+		if !ok {
+			if e.Busy() {
+				t.Fatalf("step %d: engine busy but scheduled nothing", step)
+			}
+			continue
+		}
+		if d <= 0 {
+			t.Fatalf("step %d: duration %v", step, d)
+		}
+		now += d
+		checkPool(t, e)
+		admittedHits := uint64(0)
+		var admitted []*Request
+		for _, r := range reqs {
+			if r.running && !wasRunning[r] {
+				admittedHits += uint64(r.HitTokens)
+				admitted = append(admitted, r)
+			}
+		}
+		batch, _ := e.Finish(now)
+		if batch != nil {
+			mirror.apply(t, batch)
+		}
+		checkPool(t, e)
+		if len(mirror) != len(e.pool.cached) {
+			t.Fatalf("step %d: events announce %d cached blocks, cache holds %d", step, len(mirror), len(e.pool.cached))
+		}
+		for h := range e.pool.cached {
+			if !mirror[h] {
+				t.Fatalf("step %d: cached block %x never announced", step, h)
+			}
+		}
+		for _, r := range admitted {
+			for _, h := range r.hashes[:r.HitTokens/e.cfg.BlockSize] {
+				if !mirror[h] {
+					t.Fatalf("request %d hit block %x that no event announced", r.ID, h)
+				}
+			}
+		}
+		s := e.Stats()
+		if s.PrefixHits-lastStats.PrefixHits != admittedHits {
+			t.Fatalf("step %d: hit counter grew %d, admitted requests hit %d", step, s.PrefixHits-lastStats.PrefixHits, admittedHits)
+		}
+		if s.Preemptions > lastStats.Preemptions {
+			sawPreemption = true
+		}
+		lastStats = s
+	}
+	for _, r := range reqs {
+		if !r.Finished() || len(r.OutputTokens()) != r.MaxTokens || r.Done < r.FirstToken || r.FirstToken < r.Arrival {
+			t.Fatalf("request %d: output %d/%d, arrival %v first %v done %v", r.ID, r.Output, r.MaxTokens, r.Arrival, r.FirstToken, r.Done)
+		}
+	}
+	if e.pool.numFree() != e.pool.capacity() {
+		t.Fatalf("idle engine holds %d blocks", e.pool.capacity()-e.pool.numFree())
+	}
+	if !sawPreemption || e.Stats().PrefixHits == 0 {
+		t.Fatalf("workload too easy: preemptions seen %v, hits %d", sawPreemption, e.Stats().PrefixHits)
+	}
+}
+
+// TestPreemptionFreesBlocks fills a cache with two long decodes until one
+// must be preempted, and checks the victim holds no blocks, waits at the
+// queue's head and later finishes.
+func TestPreemptionFreesBlocks(t *testing.T) {
+	e := smallEngine(t, 10)
+	rng := rand.New(rand.NewPCG(5, 6))
+	a := &Request{ID: 1, Prompt: randomTokens(rng, make([]uint32, 40)), MaxTokens: 60}
+	b := &Request{ID: 2, Prompt: randomTokens(rng, make([]uint32, 40)), MaxTokens: 60}
+	for _, r := range []*Request{a, b} {
+		if err := e.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := 0.0
+	for e.Stats().Preemptions == 0 {
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled before any preemption")
+		}
+		now += d
+		e.Finish(now)
+	}
+	if len(b.blocks) != 0 || b.running || e.waiting.front() != b || b.Preemptions != 1 {
+		t.Fatalf("victim: %d blocks, running %v, preemptions %d; head of queue is %d", len(b.blocks), b.running, b.Preemptions, e.waiting.front().ID)
+	}
+	checkPool(t, e)
+	for e.Busy() {
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled after preemption")
+		}
+		now += d
+		e.Finish(now)
+	}
+	if !a.Finished() || !b.Finished() {
+		t.Fatal("a request never finished")
+	}
+}
+
+// TestPrefixHitSkipsPrefill checks that a second request on a cached
+// prefix starts after it (keeping at least one token to compute) and that
+// its first token comes sooner than the first request's.
+func TestPrefixHitSkipsPrefill(t *testing.T) {
+	e := smallEngine(t, 400)
+	rng := rand.New(rand.NewPCG(8, 9))
+	p := randomTokens(rng, make([]uint32, 16*20))
+	run := func(r *Request, now float64) float64 {
+		if err := e.Add(r); err != nil {
+			t.Fatal(err)
+		}
+		r.Arrival = now
+		for !r.Finished() {
+			d, _ := e.Schedule()
+			now += d
+			e.Finish(now)
+		}
+		return now
+	}
+	first := &Request{ID: 1, Prompt: p, MaxTokens: 2}
+	now := run(first, 0)
+	second := &Request{ID: 2, Prompt: append([]uint32(nil), p...), MaxTokens: 2}
+	run(second, now)
+	if want := len(p) - 16; second.HitTokens != want {
+		t.Fatalf("second request hit %d tokens, want %d (all full blocks but the last)", second.HitTokens, want)
+	}
+	if second.FirstToken-second.Arrival >= first.FirstToken-first.Arrival {
+		t.Fatalf("cached TTFT %v not below uncached %v", second.FirstToken-second.Arrival, first.FirstToken-first.Arrival)
+	}
+	if e.Stats().PrefixQueries != uint64(2*len(p)) {
+		t.Fatalf("queries %d, want %d", e.Stats().PrefixQueries, 2*len(p))
+	}
+}
