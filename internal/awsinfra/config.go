@@ -91,6 +91,9 @@ func LoadConfig(ctx context.Context, s Settings) (aws.Config, error) {
 	if err := s.Validate(); err != nil {
 		return aws.Config{}, err
 	}
+	if _, err := pollIntervalFromEnv(); err != nil {
+		return aws.Config{}, err
+	}
 	opts := []func(*config.LoadOptions) error{}
 	if s.Region != "" {
 		opts = append(opts, config.WithRegion(s.Region))
@@ -156,10 +159,16 @@ type Clients struct {
 	Config aws.Config
 	// DefaultTags are the provider's default_tags, merged into every create.
 	DefaultTags map[string]string
+	// PollInterval is how often waiters poll; zero means the default (see PollIntervalEnv).
+	PollInterval time.Duration
+	// Log, when set, receives progress lines of long operations.
+	Log Logger
 }
 
 // NewClients builds every service client from one configuration.
 func NewClients(cfg aws.Config, s Settings) *Clients {
+	// LoadConfig has rejected a malformed value, so the error is always nil here.
+	poll, _ := pollIntervalFromEnv()
 	return &Clients{
 		EC2:           ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = s.endpoint("ec2") }),
 		EKS:           eks.NewFromConfig(cfg, func(o *eks.Options) { o.BaseEndpoint = s.endpoint("eks") }),
@@ -169,6 +178,7 @@ func NewClients(cfg aws.Config, s Settings) *Clients {
 		STS:           sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = s.endpoint("sts") }),
 		Config:        cfg,
 		DefaultTags:   s.DefaultTags,
+		PollInterval:  poll,
 	}
 }
 

@@ -1,0 +1,224 @@
+package awsinfra
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+)
+
+// ClusterAdminPolicy is the EKS access policy the admin access entry gets.
+const ClusterAdminPolicy = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+// findEKSClusterByName describes the cluster; nil without error when it does not exist.
+func (c *Clients) findEKSClusterByName(ctx context.Context, name string) (*ekstypes.Cluster, error) {
+	out, err := c.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing EKS cluster %s: %w", name, err)
+	}
+	return out.Cluster, nil
+}
+
+// ensureEKSCluster creates the control plane or adopts the one an earlier
+// create left, then waits for it to be ACTIVE. A cluster of that name without
+// this owner tag belongs to someone else and is refused.
+func (c *Clients) ensureEKSCluster(ctx context.Context, spec ClusterSpec, net Network, roles Roles) error {
+	existing, err := c.findEKSClusterByName(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		if existing.Tags[OwnerTag] != spec.Name {
+			return fmt.Errorf("EKS cluster %s exists but was not created by llmd (no %s tag): import it with terraform import, or choose another name", spec.Name, OwnerTag)
+		}
+		c.adopted(ctx, "EKS cluster", spec.Name)
+		if existing.Status == ekstypes.ClusterStatusDeleting {
+			if err := c.waitEKSClusterGone(ctx, spec.Name); err != nil {
+				return err
+			}
+			existing = nil
+		}
+	}
+	if existing == nil {
+		in := &eks.CreateClusterInput{
+			Name:    aws.String(spec.Name),
+			Version: aws.String(spec.KubernetesVersion),
+			RoleArn: aws.String(roles.ClusterRoleARN),
+			ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
+				SubnetIds:             append(append([]string{}, net.PrivateSubnetIDs...), net.PublicSubnetIDs...),
+				EndpointPublicAccess:  aws.Bool(spec.Endpoint.Public),
+				EndpointPrivateAccess: aws.Bool(spec.Endpoint.Private),
+				PublicAccessCidrs:     publicCIDRs(spec.Endpoint),
+			},
+			// API mode only: access is granted by access entries, never aws-auth.
+			AccessConfig: &ekstypes.CreateAccessConfigRequest{
+				AuthenticationMode:                      ekstypes.AuthenticationModeApi,
+				BootstrapClusterCreatorAdminPermissions: aws.Bool(spec.BootstrapCreatorAdmin),
+			},
+			Tags: c.tagSet(spec.Name, spec.Tags, "cluster"),
+		}
+		err := c.waitFor(ctx, "IAM role "+roles.ClusterRoleARN+" to be assumable by EKS", func(ctx context.Context) error {
+			_, err := c.EKS.CreateCluster(ctx, in)
+			switch {
+			case err == nil || isCode(err, "ResourceInUseException"):
+				// In use: our own earlier request got through; the describe below adopts it.
+				return nil
+			case isCode(err, "InvalidParameterException") && strings.Contains(errorMessage(err), "assume"):
+				// A new role takes seconds to propagate through IAM.
+				return pending("%s", errorMessage(err))
+			default:
+				return err
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("creating EKS cluster %s: %w", spec.Name, err)
+		}
+	}
+	return c.waitEKSClusterActive(ctx, spec.Name)
+}
+
+func publicCIDRs(e EndpointAccess) []string {
+	if !e.Public {
+		return nil
+	}
+	return e.PublicCIDRs
+}
+
+// waitEKSClusterActive waits through CREATING and UPDATING; FAILED ends the
+// wait with the health issues EKS reports, which say what to fix.
+func (c *Clients) waitEKSClusterActive(ctx context.Context, name string) error {
+	return c.waitFor(ctx, "EKS cluster "+name+" to become ACTIVE", func(ctx context.Context) error {
+		cl, err := c.findEKSClusterByName(ctx, name)
+		if err != nil {
+			return err
+		}
+		if cl == nil {
+			return pending("not found yet")
+		}
+		switch cl.Status {
+		case ekstypes.ClusterStatusActive:
+			return nil
+		case ekstypes.ClusterStatusCreating, ekstypes.ClusterStatusUpdating, ekstypes.ClusterStatusPending:
+			return pending("status %s", cl.Status)
+		default:
+			return fmt.Errorf("EKS cluster %s is %s%s", name, cl.Status, clusterIssues(cl.Health))
+		}
+	})
+}
+
+func clusterIssues(h *ekstypes.ClusterHealth) string {
+	if h == nil || len(h.Issues) == 0 {
+		return " (no health issues reported)"
+	}
+	parts := []string{}
+	for _, is := range h.Issues {
+		parts = append(parts, fmt.Sprintf("%s: %s %v", is.Code, aws.ToString(is.Message), is.ResourceIds))
+	}
+	return "; health issues: " + strings.Join(parts, "; ")
+}
+
+func (c *Clients) waitEKSClusterGone(ctx context.Context, name string) error {
+	return c.waitFor(ctx, "EKS cluster "+name+" to be deleted", func(ctx context.Context) error {
+		cl, err := c.findEKSClusterByName(ctx, name)
+		if err != nil {
+			return err
+		}
+		if cl == nil {
+			return nil
+		}
+		if cl.Status != ekstypes.ClusterStatusDeleting {
+			return fmt.Errorf("EKS cluster %s is %s while being deleted%s", name, cl.Status, clusterIssues(cl.Health))
+		}
+		return pending("status %s", cl.Status)
+	})
+}
+
+// deleteEKSCluster deletes the control plane (its access entries go with it)
+// and waits until it is gone; the caller has checked the cluster is owned.
+func (c *Clients) deleteEKSCluster(ctx context.Context, name string) error {
+	if _, err := c.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)}); err != nil && !isNotFound(err) && !isCode(err, "ResourceInUseException") {
+		return fmt.Errorf("deleting EKS cluster %s: %w", name, err)
+	}
+	return c.waitEKSClusterGone(ctx, name)
+}
+
+// ensureAdminAccessEntry grants principal cluster admin through an access
+// entry with the cluster-admin access policy; an entry already there (from an
+// earlier create) is adopted and the association repeated, which is idempotent.
+func (c *Clients) ensureAdminAccessEntry(ctx context.Context, spec ClusterSpec, principal string) error {
+	_, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal)})
+	switch {
+	case err == nil:
+		c.adopted(ctx, "EKS access entry", principal)
+	case isNotFound(err):
+		_, err := c.EKS.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal),
+			Type: aws.String("STANDARD"), Tags: c.tagSet(spec.Name, spec.Tags, "admin-access-entry")})
+		if err != nil && !isCode(err, "ResourceInUseException") {
+			return fmt.Errorf("creating EKS access entry for %s on cluster %s: %w", principal, spec.Name, err)
+		}
+	default:
+		return fmt.Errorf("finding EKS access entry for %s on cluster %s: %w", principal, spec.Name, err)
+	}
+	_, err = c.EKS.AssociateAccessPolicy(ctx, &eks.AssociateAccessPolicyInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal),
+		PolicyArn: aws.String(ClusterAdminPolicy), AccessScope: &ekstypes.AccessScope{Type: ekstypes.AccessScopeTypeCluster}})
+	if err != nil {
+		return fmt.Errorf("associating %s with access entry %s on cluster %s: %w", ClusterAdminPolicy, principal, spec.Name, err)
+	}
+	return nil
+}
+
+// updateEKSCluster applies in place what EKS can change: the Kubernetes
+// version (one minor at a time, as EKS requires) and endpoint access.
+func (c *Clients) updateEKSCluster(ctx context.Context, spec ClusterSpec, have *Cluster) error {
+	if spec.KubernetesVersion != have.KubernetesVersion {
+		if _, err := c.EKS.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(spec.Name), Version: aws.String(spec.KubernetesVersion)}); err != nil {
+			return fmt.Errorf("upgrading EKS cluster %s from %s to %s: %w", spec.Name, have.KubernetesVersion, spec.KubernetesVersion, err)
+		}
+		if err := c.waitEKSClusterActive(ctx, spec.Name); err != nil {
+			return err
+		}
+	}
+	if !sameAccess(spec.Endpoint, have.Access) {
+		if _, err := c.EKS.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(spec.Name), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
+			EndpointPublicAccess: aws.Bool(spec.Endpoint.Public), EndpointPrivateAccess: aws.Bool(spec.Endpoint.Private), PublicAccessCidrs: publicCIDRs(spec.Endpoint),
+		}}); err != nil {
+			return fmt.Errorf("updating endpoint access of EKS cluster %s: %w", spec.Name, err)
+		}
+		if err := c.waitEKSClusterActive(ctx, spec.Name); err != nil {
+			return err
+		}
+	}
+	return c.syncEKSTags(ctx, have.ARN, have.Tags, c.tagSet(spec.Name, spec.Tags, "cluster"))
+}
+
+func sameAccess(want, have EndpointAccess) bool {
+	if want.Public != have.Public || want.Private != have.Private {
+		return false
+	}
+	if !want.Public {
+		return true
+	}
+	return strings.Join(want.PublicCIDRs, ",") == strings.Join(have.PublicCIDRs, ",")
+}
+
+// syncEKSTags turns the tags of an EKS cluster or node group into want.
+func (c *Clients) syncEKSTags(ctx context.Context, arn string, have, want map[string]string) error {
+	set, remove := tagDiff(have, want)
+	if len(set) > 0 {
+		if _, err := c.EKS.TagResource(ctx, &eks.TagResourceInput{ResourceArn: aws.String(arn), Tags: set}); err != nil {
+			return fmt.Errorf("tagging %s: %w", arn, err)
+		}
+	}
+	if len(remove) > 0 {
+		if _, err := c.EKS.UntagResource(ctx, &eks.UntagResourceInput{ResourceArn: aws.String(arn), TagKeys: remove}); err != nil {
+			return fmt.Errorf("untagging %s: %w", arn, err)
+		}
+	}
+	return nil
+}

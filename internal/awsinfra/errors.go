@@ -1,0 +1,58 @@
+package awsinfra
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/aws/smithy-go"
+)
+
+// errorCode is the AWS error code of err, or "" when it is not an API error.
+func errorCode(err error) string {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode()
+	}
+	return ""
+}
+
+// isCode reports whether err is an API error with one of codes.
+func isCode(err error, codes ...string) bool {
+	code := errorCode(err)
+	for _, c := range codes {
+		if code == c {
+			return true
+		}
+	}
+	return false
+}
+
+// isNotFound covers the not-found codes of the services the provider uses,
+// so deletes and finds can treat an already-gone part as done.
+func isNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	code := errorCode(err)
+	return code == "ResourceNotFoundException" || code == "NoSuchEntity" ||
+		strings.HasSuffix(code, ".NotFound") || strings.HasSuffix(code, "NotFound")
+}
+
+// isNotImplemented is how an emulator or a partition without the API answers;
+// preflight checks skip with a reason instead of failing on it.
+func isNotImplemented(err error) bool {
+	var httpErr interface{ HTTPStatusCode() int }
+	if errors.As(err, &httpErr) && (httpErr.HTTPStatusCode() == 404 || httpErr.HTTPStatusCode() == 501) && errorCode(err) != "ResourceNotFoundException" {
+		return true
+	}
+	return isCode(err, "NotImplemented", "NotImplementedException", "UnknownOperationException", "InvalidAction")
+}
+
+// errorMessage is the service's own message, without the SDK's operation prefix.
+func errorMessage(err error) string {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode() + ": " + apiErr.ErrorMessage()
+	}
+	return err.Error()
+}

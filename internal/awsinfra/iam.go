@@ -1,0 +1,144 @@
+package awsinfra
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+)
+
+// Roles are the IAM roles of a cluster: one EKS assumes for the control
+// plane, one the nodes' EC2 instances assume.
+type Roles struct {
+	ClusterRoleARN string
+	NodeRoleARN    string
+}
+
+// roleSpec is one IAM role with its trust and managed policies.
+type roleSpec struct {
+	suffix   string
+	service  string
+	policies []string
+}
+
+// The managed policies EKS documents for the cluster role and for managed node groups.
+var (
+	clusterRole = roleSpec{suffix: "-eks-cluster", service: "eks.amazonaws.com", policies: []string{"AmazonEKSClusterPolicy"}}
+	nodeRole    = roleSpec{suffix: "-eks-node", service: "ec2.amazonaws.com",
+		policies: []string{"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"}}
+)
+
+// RoleNames are the IAM role names a cluster called name uses; IAM role names
+// are account-wide, so they carry the cluster name.
+func RoleNames(name string) []string {
+	return []string{name + clusterRole.suffix, name + nodeRole.suffix}
+}
+
+func (c *Clients) ensureRoles(ctx context.Context, spec ClusterSpec) (Roles, error) {
+	var r Roles
+	err := parallel(
+		func() (err error) { r.ClusterRoleARN, err = c.ensureRole(ctx, spec, clusterRole); return err },
+		func() (err error) { r.NodeRoleARN, err = c.ensureRole(ctx, spec, nodeRole); return err },
+	)
+	return r, err
+}
+
+// ensureRole finds the role by its deterministic name and adopts it only if it
+// carries this cluster's owner tag: a same-named role of someone else is an
+// error, never silently taken over.
+func (c *Clients) ensureRole(ctx context.Context, spec ClusterSpec, rs roleSpec) (string, error) {
+	name := spec.Name + rs.suffix
+	var arn string
+	got, err := c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+	switch {
+	case err == nil:
+		if owner := fromIAMTags(got.Role.Tags)[OwnerTag]; owner != spec.Name {
+			return "", fmt.Errorf("IAM role %s exists but is not owned by cluster %s (tag %s=%q): rename the cluster or delete the role", name, spec.Name, OwnerTag, owner)
+		}
+		arn = aws.ToString(got.Role.Arn)
+		c.adopted(ctx, "IAM role", name)
+	case isNotFound(err):
+		trust := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"%s"},"Action":["sts:AssumeRole","sts:TagSession"]}]}`, rs.service)
+		created, err := c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trust),
+			Description: aws.String("llmd inference cluster " + spec.Name), Tags: iamTags(c.tagSet(spec.Name, spec.Tags, "role"+rs.suffix))})
+		if err != nil {
+			return "", fmt.Errorf("creating IAM role %s: %w", name, err)
+		}
+		arn = aws.ToString(created.Role.Arn)
+	default:
+		return "", fmt.Errorf("finding IAM role %s: %w", name, err)
+	}
+	partition := c.partition()
+	for _, p := range rs.policies {
+		// Attaching an attached policy is a no-op, so an adopted role needs no check first.
+		if _, err := c.IAM.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: aws.String(name),
+			PolicyArn: aws.String("arn:" + partition + ":iam::aws:policy/" + p)}); err != nil {
+			return arn, fmt.Errorf("attaching %s to IAM role %s: %w", p, name, err)
+		}
+	}
+	return arn, nil
+}
+
+// partition is the ARN partition of the configured region (aws, aws-cn, aws-us-gov).
+func (c *Clients) partition() string {
+	switch r := c.Config.Region; {
+	case len(r) > 3 && r[:3] == "cn-":
+		return "aws-cn"
+	case len(r) > 7 && r[:7] == "us-gov-":
+		return "aws-us-gov"
+	default:
+		return "aws"
+	}
+}
+
+// deleteRoles removes the cluster's roles, detaching policies and instance
+// profiles first; a role already gone is fine, and a role not owned by the
+// cluster is left alone.
+func (c *Clients) deleteRoles(ctx context.Context, owner string) error {
+	jobs := []func() error{}
+	for _, name := range RoleNames(owner) {
+		jobs = append(jobs, func() error { return c.deleteRole(ctx, owner, name) })
+	}
+	return parallel(jobs...)
+}
+
+func (c *Clients) deleteRole(ctx context.Context, owner, name string) error {
+	got, err := c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finding IAM role %s: %w", name, err)
+	}
+	if fromIAMTags(got.Role.Tags)[OwnerTag] != owner {
+		return nil
+	}
+	attached, err := c.IAM.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(name)})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("listing policies of IAM role %s: %w", name, err)
+	}
+	if attached != nil {
+		for _, p := range attached.AttachedPolicies {
+			if _, err := c.IAM.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: aws.String(name), PolicyArn: p.PolicyArn}); err != nil && !isNotFound(err) {
+				return fmt.Errorf("detaching %s from IAM role %s: %w", aws.ToString(p.PolicyName), name, err)
+			}
+		}
+	}
+	profiles, err := c.IAM.ListInstanceProfilesForRole(ctx, &iam.ListInstanceProfilesForRoleInput{RoleName: aws.String(name)})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("listing instance profiles of IAM role %s: %w", name, err)
+	}
+	if profiles != nil {
+		for _, p := range profiles.InstanceProfiles {
+			if _, err := c.IAM.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{RoleName: aws.String(name),
+				InstanceProfileName: p.InstanceProfileName}); err != nil && !isNotFound(err) {
+				return fmt.Errorf("removing IAM role %s from instance profile %s: %w", name, aws.ToString(p.InstanceProfileName), err)
+			}
+		}
+	}
+	if _, err := c.IAM.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(name)}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("deleting IAM role %s: %w", name, err)
+	}
+	return nil
+}

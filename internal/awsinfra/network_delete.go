@@ -1,0 +1,201 @@
+package awsinfra
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+)
+
+// dependencyCodes are the answers EC2 gives while something still uses a part
+// (ENIs that EKS or load balancers leave for minutes, a NAT gateway releasing
+// its address); they pass with time, so deletes retry them.
+var dependencyCodes = []string{"DependencyViolation", "InvalidIPAddress.InUse"}
+
+// deleteRetrying runs del until it succeeds, finds the part gone, or fails with
+// something other than a lingering dependency.
+func (c *Clients) deleteRetrying(ctx context.Context, what string, del func(context.Context) error) error {
+	return c.waitFor(ctx, what+" to be deleted", func(ctx context.Context) error {
+		err := del(ctx)
+		switch {
+		case err == nil || isNotFound(err):
+			return nil
+		case isCode(err, dependencyCodes...):
+			return pending("%s", errorMessage(err))
+		default:
+			return err
+		}
+	})
+}
+
+// deleteNetwork removes every EC2 part tagged with owner, in dependency order.
+// It finds parts by tag rather than from state, so it cleans up after a create
+// that never recorded them, and a part already gone is simply not found.
+func (c *Clients) deleteNetwork(ctx context.Context, owner string) error {
+	if err := c.deleteNATGateways(ctx, owner); err != nil {
+		return err
+	}
+	vpcs, err := c.EC2.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: ownerFilters(owner, "vpc")})
+	if err != nil {
+		return fmt.Errorf("finding VPC of %s: %w", owner, err)
+	}
+	if err := parallel(
+		func() error { return c.releaseAddresses(ctx, owner) },
+		func() error { return c.deleteInternetGateways(ctx, owner) },
+		func() error { return c.deleteRouteTables(ctx, owner) },
+	); err != nil {
+		return err
+	}
+	subnets, err := c.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: ownerFilters(owner, "")})
+	if err != nil {
+		return fmt.Errorf("finding subnets of %s: %w", owner, err)
+	}
+	jobs := []func() error{}
+	for _, sn := range subnets.Subnets {
+		id := sn.SubnetId
+		jobs = append(jobs, func() error {
+			return c.deleteRetrying(ctx, "subnet "+*id, func(ctx context.Context) error {
+				_, err := c.EC2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: id})
+				return err
+			})
+		})
+	}
+	if err := parallel(jobs...); err != nil {
+		return err
+	}
+	for _, vpc := range vpcs.Vpcs {
+		if err := c.deleteVPC(ctx, aws.ToString(vpc.VpcId)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Clients) deleteNATGateways(ctx context.Context, owner string) error {
+	out, err := c.EC2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: append(ownerFilters(owner, ""),
+		ec2types.Filter{Name: aws.String("state"), Values: []string{"pending", "available", "deleting", "failed"}})})
+	if err != nil {
+		return fmt.Errorf("finding NAT gateways of %s: %w", owner, err)
+	}
+	for _, nat := range out.NatGateways {
+		id := aws.ToString(nat.NatGatewayId)
+		if _, err := c.EC2.DeleteNatGateway(ctx, &ec2.DeleteNatGatewayInput{NatGatewayId: aws.String(id)}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting NAT gateway %s: %w", id, err)
+		}
+		err := c.waitFor(ctx, "NAT gateway "+id+" to be deleted", func(ctx context.Context) error {
+			out, err := c.EC2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{NatGatewayIds: []string{id}})
+			if isNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if len(out.NatGateways) == 0 || out.NatGateways[0].State == ec2types.NatGatewayStateDeleted {
+				return nil
+			}
+			return pending("state %s", out.NatGateways[0].State)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Clients) releaseAddresses(ctx context.Context, owner string) error {
+	out, err := c.EC2.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{Filters: ownerFilters(owner, "")})
+	if err != nil {
+		return fmt.Errorf("finding elastic IPs of %s: %w", owner, err)
+	}
+	for _, a := range out.Addresses {
+		id := a.AllocationId
+		if err := c.deleteRetrying(ctx, "elastic IP "+aws.ToString(id), func(ctx context.Context) error {
+			_, err := c.EC2.ReleaseAddress(ctx, &ec2.ReleaseAddressInput{AllocationId: id})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Clients) deleteInternetGateways(ctx context.Context, owner string) error {
+	out, err := c.EC2.DescribeInternetGateways(ctx, &ec2.DescribeInternetGatewaysInput{Filters: ownerFilters(owner, "")})
+	if err != nil {
+		return fmt.Errorf("finding internet gateways of %s: %w", owner, err)
+	}
+	for _, igw := range out.InternetGateways {
+		id := igw.InternetGatewayId
+		for _, a := range igw.Attachments {
+			// Detaching waits out public addresses still mapped in the VPC.
+			if err := c.deleteRetrying(ctx, "attachment of internet gateway "+*id, func(ctx context.Context) error {
+				_, err := c.EC2.DetachInternetGateway(ctx, &ec2.DetachInternetGatewayInput{InternetGatewayId: id, VpcId: a.VpcId})
+				if isCode(err, "Gateway.NotAttached") {
+					return nil
+				}
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+		if err := c.deleteRetrying(ctx, "internet gateway "+*id, func(ctx context.Context) error {
+			_, err := c.EC2.DeleteInternetGateway(ctx, &ec2.DeleteInternetGatewayInput{InternetGatewayId: id})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Clients) deleteRouteTables(ctx context.Context, owner string) error {
+	out, err := c.EC2.DescribeRouteTables(ctx, &ec2.DescribeRouteTablesInput{Filters: ownerFilters(owner, "")})
+	if err != nil {
+		return fmt.Errorf("finding route tables of %s: %w", owner, err)
+	}
+	for _, rt := range out.RouteTables {
+		for _, a := range rt.Associations {
+			if aws.ToBool(a.Main) {
+				continue
+			}
+			if _, err := c.EC2.DisassociateRouteTable(ctx, &ec2.DisassociateRouteTableInput{AssociationId: a.RouteTableAssociationId}); err != nil && !isNotFound(err) {
+				return fmt.Errorf("disassociating route table %s: %w", aws.ToString(rt.RouteTableId), err)
+			}
+		}
+		id := rt.RouteTableId
+		if err := c.deleteRetrying(ctx, "route table "+*id, func(ctx context.Context) error {
+			_, err := c.EC2.DeleteRouteTable(ctx, &ec2.DeleteRouteTableInput{RouteTableId: id})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteVPC removes security groups left in the VPC (EKS's cluster security
+// group outlives the cluster for a while) and then the VPC itself.
+func (c *Clients) deleteVPC(ctx context.Context, vpcID string) error {
+	sgs, err := c.EC2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
+	if err != nil {
+		return fmt.Errorf("listing security groups of VPC %s: %w", vpcID, err)
+	}
+	for _, sg := range sgs.SecurityGroups {
+		if aws.ToString(sg.GroupName) == "default" {
+			continue
+		}
+		id := sg.GroupId
+		if err := c.deleteRetrying(ctx, "security group "+*id, func(ctx context.Context) error {
+			_, err := c.EC2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: id})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return c.deleteRetrying(ctx, "VPC "+vpcID, func(ctx context.Context) error {
+		_, err := c.EC2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: aws.String(vpcID)})
+		return err
+	})
+}

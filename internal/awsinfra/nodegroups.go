@@ -1,0 +1,228 @@
+package awsinfra
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+)
+
+// findNodeGroupByName describes a node group; nil without error when it does not exist.
+func (c *Clients) findNodeGroupByName(ctx context.Context, cluster, name string) (*NodeGroup, error) {
+	out, err := c.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing EKS node group %s: %w", name, err)
+	}
+	return nodeGroupFrom(out.Nodegroup), nil
+}
+
+func nodeGroupFrom(ng *ekstypes.Nodegroup) *NodeGroup {
+	out := &NodeGroup{ARN: aws.ToString(ng.NodegroupArn), Status: string(ng.Status), Tags: ng.Tags}
+	out.Name = aws.ToString(ng.NodegroupName)
+	if len(ng.InstanceTypes) > 0 {
+		out.InstanceType = ng.InstanceTypes[0]
+	}
+	out.Version = aws.ToString(ng.Version)
+	out.AMIType = string(ng.AmiType)
+	out.CapacityType = string(ng.CapacityType)
+	out.DiskSize = aws.ToInt32(ng.DiskSize)
+	if s := ng.ScalingConfig; s != nil {
+		out.DesiredSize, out.MinSize, out.MaxSize = aws.ToInt32(s.DesiredSize), aws.ToInt32(s.MinSize), aws.ToInt32(s.MaxSize)
+	}
+	out.Labels = maps.Clone(ng.Labels)
+	for _, t := range ng.Taints {
+		out.Taints = append(out.Taints, Taint{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value), Effect: string(t.Effect)})
+	}
+	sortTaints(out.Taints)
+	return out
+}
+
+func sortTaints(ts []Taint) {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Key+"\x00"+ts[i].Effect < ts[j].Key+"\x00"+ts[j].Effect })
+}
+
+func ekstaints(ts []Taint) []ekstypes.Taint {
+	out := make([]ekstypes.Taint, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, ekstypes.Taint{Key: aws.String(t.Key), Value: aws.String(t.Value), Effect: ekstypes.TaintEffect(t.Effect)})
+	}
+	return out
+}
+
+// ensureNodeGroup creates the node group or adopts the one an earlier create
+// left, waits for it to be ACTIVE and brings its updatable settings (scaling,
+// labels, taints, tags) to the spec.
+func (c *Clients) ensureNodeGroup(ctx context.Context, spec ClusterSpec, ngs NodeGroupSpec, subnets []string, nodeRoleARN string) error {
+	have, err := c.findNodeGroupByName(ctx, spec.Name, ngs.Name)
+	if err != nil {
+		return err
+	}
+	if have != nil {
+		c.adopted(ctx, "EKS node group", ngs.Name)
+		if have.Status == string(ekstypes.NodegroupStatusCreateFailed) {
+			return fmt.Errorf("EKS node group %s of cluster %s is CREATE_FAILED%s; delete it (aws eks delete-nodegroup --cluster-name %s --nodegroup-name %s) and apply again",
+				ngs.Name, spec.Name, nodeGroupIssuesOf(ctx, c, spec.Name, ngs.Name), spec.Name, ngs.Name)
+		}
+	} else {
+		_, err := c.EKS.CreateNodegroup(ctx, &eks.CreateNodegroupInput{
+			ClusterName:   aws.String(spec.Name),
+			NodegroupName: aws.String(ngs.Name),
+			NodeRole:      aws.String(nodeRoleARN),
+			Version:       aws.String(spec.KubernetesVersion),
+			Subnets:       subnets,
+			InstanceTypes: []string{ngs.InstanceType},
+			AmiType:       ekstypes.AMITypes(ngs.AMIType),
+			CapacityType:  ekstypes.CapacityTypes(ngs.CapacityType),
+			DiskSize:      aws.Int32(ngs.DiskSize),
+			ScalingConfig: &ekstypes.NodegroupScalingConfig{DesiredSize: aws.Int32(ngs.DesiredSize), MinSize: aws.Int32(ngs.MinSize), MaxSize: aws.Int32(ngs.MaxSize)},
+			Labels:        ngs.Labels,
+			Taints:        ekstaints(ngs.Taints),
+			Tags:          c.tagSet(spec.Name, spec.Tags, "nodegroup-"+ngs.Name),
+		})
+		if err != nil && !isCode(err, "ResourceInUseException") {
+			return fmt.Errorf("creating EKS node group %s: %w", ngs.Name, err)
+		}
+	}
+	if err := c.waitNodeGroupActive(ctx, spec.Name, ngs.Name); err != nil {
+		return err
+	}
+	if have == nil {
+		return nil
+	}
+	return c.updateNodeGroup(ctx, spec, ngs, have)
+}
+
+// waitNodeGroupActive waits through CREATING and UPDATING; CREATE_FAILED and
+// DEGRADED end the wait with the health issue codes EKS reports.
+func (c *Clients) waitNodeGroupActive(ctx context.Context, cluster, name string) error {
+	return c.waitFor(ctx, "EKS node group "+name+" to become ACTIVE", func(ctx context.Context) error {
+		out, err := c.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+		if isNotFound(err) {
+			return pending("not found yet")
+		}
+		if err != nil {
+			return fmt.Errorf("describing EKS node group %s: %w", name, err)
+		}
+		switch st := out.Nodegroup.Status; st {
+		case ekstypes.NodegroupStatusActive:
+			return nil
+		case ekstypes.NodegroupStatusCreating, ekstypes.NodegroupStatusUpdating:
+			return pending("status %s", st)
+		default:
+			return fmt.Errorf("EKS node group %s is %s%s", name, st, nodeGroupIssues(out.Nodegroup.Health))
+		}
+	})
+}
+
+func nodeGroupIssues(h *ekstypes.NodegroupHealth) string {
+	if h == nil || len(h.Issues) == 0 {
+		return " (no health issues reported)"
+	}
+	parts := []string{}
+	for _, is := range h.Issues {
+		parts = append(parts, fmt.Sprintf("%s: %s %v", is.Code, aws.ToString(is.Message), is.ResourceIds))
+	}
+	return "; health issues: " + strings.Join(parts, "; ")
+}
+
+// nodeGroupIssuesOf describes the node group again for its health issues.
+func nodeGroupIssuesOf(ctx context.Context, c *Clients, cluster, name string) string {
+	out, err := c.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+	if err != nil {
+		return ""
+	}
+	return nodeGroupIssues(out.Nodegroup.Health)
+}
+
+// updateNodeGroup applies in place what EKS can change on a node group:
+// scaling, labels, taints, tags, and the Kubernetes version after the
+// control plane's upgrade.
+func (c *Clients) updateNodeGroup(ctx context.Context, spec ClusterSpec, want NodeGroupSpec, have *NodeGroup) error {
+	in := &eks.UpdateNodegroupConfigInput{ClusterName: aws.String(spec.Name), NodegroupName: aws.String(want.Name)}
+	changed := false
+	if want.DesiredSize != have.DesiredSize || want.MinSize != have.MinSize || want.MaxSize != have.MaxSize {
+		in.ScalingConfig = &ekstypes.NodegroupScalingConfig{DesiredSize: aws.Int32(want.DesiredSize), MinSize: aws.Int32(want.MinSize), MaxSize: aws.Int32(want.MaxSize)}
+		changed = true
+	}
+	if set, remove := tagDiff(have.Labels, want.Labels); len(set) > 0 || len(remove) > 0 {
+		in.Labels = &ekstypes.UpdateLabelsPayload{AddOrUpdateLabels: set, RemoveLabels: remove}
+		changed = true
+	}
+	if add, remove := taintDiff(have.Taints, want.Taints); len(add) > 0 || len(remove) > 0 {
+		in.Taints = &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: ekstaints(add), RemoveTaints: ekstaints(remove)}
+		changed = true
+	}
+	if changed {
+		if _, err := c.EKS.UpdateNodegroupConfig(ctx, in); err != nil {
+			return fmt.Errorf("updating EKS node group %s: %w", want.Name, err)
+		}
+		if err := c.waitNodeGroupActive(ctx, spec.Name, want.Name); err != nil {
+			return err
+		}
+	}
+	if have.Version != "" && have.Version != spec.KubernetesVersion {
+		if _, err := c.EKS.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: aws.String(spec.Name), NodegroupName: aws.String(want.Name),
+			Version: aws.String(spec.KubernetesVersion)}); err != nil {
+			return fmt.Errorf("upgrading EKS node group %s from %s to %s: %w", want.Name, have.Version, spec.KubernetesVersion, err)
+		}
+		if err := c.waitNodeGroupActive(ctx, spec.Name, want.Name); err != nil {
+			return err
+		}
+	}
+	return c.syncEKSTags(ctx, have.ARN, have.Tags, c.tagSet(spec.Name, spec.Tags, "nodegroup-"+want.Name))
+}
+
+// taintDiff is which taints to add or update and which to remove, keyed as EKS keys them (key and effect).
+func taintDiff(have, want []Taint) (add, remove []Taint) {
+	key := func(t Taint) string { return t.Key + "\x00" + t.Effect }
+	haveBy := map[string]Taint{}
+	for _, t := range have {
+		haveBy[key(t)] = t
+	}
+	wantBy := map[string]bool{}
+	for _, t := range want {
+		wantBy[key(t)] = true
+		if h, ok := haveBy[key(t)]; !ok || h.Value != t.Value {
+			add = append(add, t)
+		}
+	}
+	for _, t := range have {
+		if !wantBy[key(t)] {
+			remove = append(remove, t)
+		}
+	}
+	return add, remove
+}
+
+// deleteNodeGroup deletes the node group and waits until it is gone; one
+// already gone is done, DELETE_FAILED ends the wait with its health issues.
+func (c *Clients) deleteNodeGroup(ctx context.Context, cluster, name string) error {
+	_, err := c.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil && !isCode(err, "ResourceInUseException") {
+		return fmt.Errorf("deleting EKS node group %s: %w", name, err)
+	}
+	return c.waitFor(ctx, "EKS node group "+name+" to be deleted", func(ctx context.Context) error {
+		out, err := c.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("describing EKS node group %s: %w", name, err)
+		}
+		if st := out.Nodegroup.Status; st == ekstypes.NodegroupStatusDeleteFailed {
+			return fmt.Errorf("EKS node group %s is %s%s", name, st, nodeGroupIssues(out.Nodegroup.Health))
+		}
+		return pending("status %s", out.Nodegroup.Status)
+	})
+}

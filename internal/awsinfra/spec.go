@@ -1,0 +1,107 @@
+package awsinfra
+
+import "time"
+
+// ClusterSpec is the desired state of one inference cluster: network, IAM,
+// the EKS control plane and its node groups.
+type ClusterSpec struct {
+	// Name is the EKS cluster name; every part's name and owner tag derive from it.
+	Name              string
+	KubernetesVersion string
+	Network           NetworkSpec
+	Endpoint          EndpointAccess
+	// BootstrapCreatorAdmin grants the creator admin through EKS's bootstrap
+	// instead of an explicit access entry; the two are exclusive.
+	BootstrapCreatorAdmin bool
+	GPU                   NodeGroupSpec
+	System                NodeGroupSpec
+	// Tags are the resource's own tags, applied beneath the owner tag and over the default tags.
+	Tags map[string]string
+}
+
+// NetworkSpec either creates a VPC (VPCID empty) or takes an existing one.
+type NetworkSpec struct {
+	// VPCCIDR is the CIDR of a VPC to create, e.g. 10.0.0.0/16.
+	VPCCIDR string
+	// AvailabilityZones for the created subnets; empty picks zones that offer the node instance types.
+	AvailabilityZones []string
+	// VPCID and SubnetIDs name an existing network; nothing of it is created or deleted.
+	VPCID     string
+	SubnetIDs []string
+}
+
+// Creates reports whether the network is the cluster's own.
+func (n NetworkSpec) Creates() bool { return n.VPCID == "" }
+
+// EndpointAccess is who can reach the Kubernetes API endpoint.
+type EndpointAccess struct {
+	Public      bool
+	Private     bool
+	PublicCIDRs []string
+}
+
+// NodeGroupSpec is one managed node group.
+type NodeGroupSpec struct {
+	// Name is the node group's name within the cluster ("gpu", "system").
+	Name         string
+	InstanceType string
+	AMIType      string
+	CapacityType string
+	DiskSize     int32
+	DesiredSize  int32
+	MinSize      int32
+	MaxSize      int32
+	Labels       map[string]string
+	Taints       []Taint
+}
+
+// Taint is a Kubernetes taint in EKS's spelling (effect NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE).
+type Taint struct {
+	Key    string
+	Value  string
+	Effect string
+}
+
+// Cluster is what AWS reports about an inference cluster.
+type Cluster struct {
+	Name                   string
+	ARN                    string
+	Status                 string
+	KubernetesVersion      string
+	Endpoint               string
+	CertificateAuthority   string
+	OIDCIssuer             string
+	ClusterSecurityGroupID string
+	SecurityGroupIDs       []string
+	Access                 EndpointAccess
+	// BootstrapCreatorAdmin is nil when the API does not report the access configuration.
+	BootstrapCreatorAdmin *bool
+	Network               Network
+	// GPU and System are nil when the node group does not exist.
+	GPU    *NodeGroup
+	System *NodeGroup
+	// Tags are every tag on the cluster, bookkeeping included.
+	Tags      map[string]string
+	CreatedAt time.Time
+}
+
+// Network is the VPC and subnets a cluster runs in.
+type Network struct {
+	VPCID   string
+	VPCCIDR string
+	// Owned reports whether the cluster created the VPC (it carries the owner tag).
+	Owned             bool
+	AvailabilityZones []string
+	// PrivateSubnetIDs are where nodes run: the given subnets for an existing network.
+	PrivateSubnetIDs []string
+	PublicSubnetIDs  []string
+}
+
+// NodeGroup is what AWS reports about a managed node group.
+type NodeGroup struct {
+	NodeGroupSpec
+	ARN     string
+	Status  string
+	Version string
+	Tags    map[string]string
+}

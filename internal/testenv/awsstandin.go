@@ -1,0 +1,495 @@
+package testenv
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// AWSStandIn is a stand-in for the parts of the real AWS API that moto lacks,
+// placed in front of moto: it serves EKS access entries, EKS
+// DescribeClusterVersions and chosen Service Quotas values itself, injects the
+// lifecycle states real AWS passes through (CREATING, DELETING, CREATE_FAILED
+// with health issues, DependencyViolation) and faults, and forwards every
+// other request to moto unchanged. Point every endpoint override at URL.
+type AWSStandIn struct {
+	// URL is the base endpoint for every service.
+	URL  string
+	moto *Moto
+
+	mu       sync.Mutex
+	calls    []string
+	faults   map[string]bool
+	statuses map[string]*injectedStatus
+	depViol  map[string]int
+	bodies   map[string]json.RawMessage
+	entries  map[string]map[string]*accessEntry
+	quotas   map[string]float64
+	versions []string
+}
+
+// HealthIssue is an EKS health issue the stand-in reports with an injected status.
+type HealthIssue struct {
+	Code        string   `json:"code"`
+	Message     string   `json:"message"`
+	ResourceIDs []string `json:"resourceIds,omitempty"`
+}
+
+type injectedStatus struct {
+	status string
+	left   int // < 0: for good
+	issues []HealthIssue
+}
+
+type accessEntry struct {
+	Entry    map[string]any
+	Policies []map[string]any
+}
+
+// StartAWSStandIn starts a stand-in in front of moto for the test's duration.
+func StartAWSStandIn(t testing.TB, moto *Moto) *AWSStandIn {
+	t.Helper()
+	s := &AWSStandIn{moto: moto, faults: map[string]bool{}, statuses: map[string]*injectedStatus{}, depViol: map[string]int{},
+		bodies: map[string]json.RawMessage{}, entries: map[string]map[string]*accessEntry{}, quotas: map[string]float64{},
+		versions: []string{"1.31", "1.32", "1.33", "1.34"}}
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// Fail makes every call of the operation (e.g. "CreateNodegroup", "CreateVpc")
+// fail with the error code InjectedFault until ClearFaults.
+func (s *AWSStandIn) Fail(op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[op] = true
+}
+
+// ClearFaults ends every injected fault.
+func (s *AWSStandIn) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = map[string]bool{}
+}
+
+// ClusterStatus makes the next n DescribeCluster answers for the cluster
+// report status (n < 0: every answer), with health issues. After a delete the
+// stand-in answers from the deleted cluster's last description, as AWS does
+// while a cluster is DELETING.
+func (s *AWSStandIn) ClusterStatus(cluster, status string, n int, issues ...HealthIssue) {
+	s.inject("cluster/"+cluster, status, n, issues)
+}
+
+// NodegroupStatus does the same for DescribeNodegroup of one node group.
+func (s *AWSStandIn) NodegroupStatus(cluster, nodegroup, status string, n int, issues ...HealthIssue) {
+	s.inject("nodegroup/"+cluster+"/"+nodegroup, status, n, issues)
+}
+
+func (s *AWSStandIn) inject(key, status string, n int, issues []HealthIssue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.statuses[key] = &injectedStatus{status: status, left: n, issues: issues}
+}
+
+// DependencyViolations makes the next n calls of a delete operation (e.g.
+// "DeleteSubnet") fail with DependencyViolation, as EC2 does while ENIs linger.
+func (s *AWSStandIn) DependencyViolations(op string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.depViol[op] = n
+}
+
+// SetQuota makes Service Quotas answer value for the ec2 quota code; other
+// codes go to moto, which knows only VPC quotas.
+func (s *AWSStandIn) SetQuota(code string, value float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quotas[code] = value
+}
+
+// Calls are the operations received so far, in order, injected faults included.
+func (s *AWSStandIn) Calls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+// ResetCalls forgets the calls received so far.
+func (s *AWSStandIn) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+}
+
+// AccessEntries lists the principals with an access entry on the cluster.
+func (s *AWSStandIn) AccessEntries(cluster string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for p := range s.entries[cluster] {
+		out = append(out, p)
+	}
+	return out
+}
+
+// awsRequest is what the stand-in needs to know about one call.
+type awsRequest struct {
+	service, op string
+	cluster     string
+	nodegroup   string
+	principal   string
+	body        []byte
+}
+
+var credentialScope = regexp.MustCompile(`Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request`)
+
+func (s *AWSStandIn) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := classify(r, body)
+	s.mu.Lock()
+	s.calls = append(s.calls, req.op)
+	fault := s.faults[req.op]
+	violate := s.depViol[req.op] > 0
+	if violate {
+		s.depViol[req.op]--
+	}
+	s.mu.Unlock()
+	switch {
+	case fault:
+		writeAWSError(w, req.service, http.StatusBadRequest, "InjectedFault", "stand-in: injected fault in "+req.op)
+		return
+	case violate:
+		writeAWSError(w, req.service, http.StatusBadRequest, "DependencyViolation", "stand-in: resource has a dependent object")
+		return
+	}
+	if s.serveOwn(w, r, req) {
+		return
+	}
+	s.forward(w, r, req)
+}
+
+// classify names the operation from the signing scope and the protocol:
+// Action for EC2, IAM and STS (query), X-Amz-Target for Service Quotas (JSON),
+// method and path for EKS (REST).
+func classify(r *http.Request, body []byte) awsRequest {
+	req := awsRequest{body: body}
+	if m := credentialScope.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
+		req.service = m[1]
+	}
+	switch {
+	case r.Header.Get("X-Amz-Target") != "":
+		t := r.Header.Get("X-Amz-Target")
+		req.op = t[strings.LastIndex(t, ".")+1:]
+	case req.service == "eks":
+		eksOperation(r, &req)
+	default:
+		form, _ := url.ParseQuery(string(body))
+		req.op = form.Get("Action")
+	}
+	return req
+}
+
+func eksOperation(r *http.Request, req *awsRequest) {
+	var seg []string
+	for _, p := range strings.Split(strings.Trim(r.URL.EscapedPath(), "/"), "/") {
+		u, _ := url.PathUnescape(p)
+		seg = append(seg, u)
+	}
+	m := r.Method
+	if len(seg) >= 2 && seg[0] == "clusters" {
+		req.cluster = seg[1]
+	}
+	switch {
+	case seg[0] == "cluster-versions":
+		req.op = "DescribeClusterVersions"
+	case seg[0] == "tags":
+		req.op = map[string]string{"POST": "TagResource", "GET": "ListTagsForResource", "DELETE": "UntagResource"}[m]
+	case len(seg) == 1:
+		req.op = map[string]string{"POST": "CreateCluster", "GET": "ListClusters"}[m]
+	case len(seg) == 2:
+		req.op = map[string]string{"GET": "DescribeCluster", "DELETE": "DeleteCluster"}[m]
+	case seg[2] == "updates":
+		req.op = map[string]string{"POST": "UpdateClusterVersion", "GET": "ListUpdates"}[m]
+	case seg[2] == "update-config":
+		req.op = "UpdateClusterConfig"
+	case seg[2] == "node-groups" && len(seg) == 3:
+		req.op = map[string]string{"POST": "CreateNodegroup", "GET": "ListNodegroups"}[m]
+	case seg[2] == "node-groups":
+		req.nodegroup = seg[3]
+		switch {
+		case len(seg) == 4:
+			req.op = map[string]string{"GET": "DescribeNodegroup", "DELETE": "DeleteNodegroup"}[m]
+		case seg[4] == "update-config":
+			req.op = "UpdateNodegroupConfig"
+		case seg[4] == "update-version":
+			req.op = "UpdateNodegroupVersion"
+		}
+	case seg[2] == "access-entries" && len(seg) == 3:
+		req.op = map[string]string{"POST": "CreateAccessEntry", "GET": "ListAccessEntries"}[m]
+	case seg[2] == "access-entries":
+		req.principal = seg[3]
+		if len(seg) == 4 {
+			req.op = map[string]string{"GET": "DescribeAccessEntry", "DELETE": "DeleteAccessEntry", "POST": "UpdateAccessEntry"}[m]
+		} else {
+			req.op = map[string]string{"POST": "AssociateAccessPolicy", "GET": "ListAssociatedAccessPolicies", "DELETE": "DisassociateAccessPolicy"}[m]
+		}
+	}
+	if req.op == "" {
+		req.op = m + " " + r.URL.Path
+	}
+}
+
+// writeAWSError answers in the error format of the service's protocol, so
+// the SDK decodes the code as it would from AWS.
+func writeAWSError(w http.ResponseWriter, service string, status int, code, msg string) {
+	switch service {
+	case "ec2":
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>stand-in</RequestID></Response>`, code, msg)
+	case "iam", "sts":
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `<ErrorResponse><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>stand-in</RequestId></ErrorResponse>`, code, msg)
+	case "eks":
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amzn-Errortype", code)
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
+	default:
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"__type": code, "message": msg})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// forward sends the request to moto and relays the answer, remembering EKS
+// cluster and node group descriptions for injected states.
+func (s *AWSStandIn) forward(w http.ResponseWriter, r *http.Request, req awsRequest) {
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, s.moto.URL+r.URL.RequestURI(), bytes.NewReader(req.body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	if resp.StatusCode == http.StatusOK {
+		s.remember(req, body)
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+}
+
+func objectKey(req awsRequest) (key, field string) {
+	switch req.op {
+	case "CreateCluster", "DescribeCluster", "DeleteCluster":
+		return "cluster/" + req.cluster, "cluster"
+	case "CreateNodegroup", "DescribeNodegroup", "DeleteNodegroup":
+		return "nodegroup/" + req.cluster + "/" + req.nodegroup, "nodegroup"
+	}
+	return "", ""
+}
+
+func (s *AWSStandIn) remember(req awsRequest, body []byte) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return
+	}
+	if req.op == "CreateCluster" || req.op == "CreateNodegroup" {
+		var named struct {
+			Name          string `json:"name"`
+			NodegroupName string `json:"nodegroupName"`
+		}
+		_ = json.Unmarshal(req.body, &named)
+		if req.op == "CreateCluster" {
+			req.cluster = named.Name
+		} else {
+			req.nodegroup = named.NodegroupName
+		}
+	}
+	key, field := objectKey(req)
+	if key == "" || doc[field] == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bodies[key] = doc[field]
+	if req.op == "DeleteCluster" {
+		// AWS deletes a cluster's access entries with it.
+		delete(s.entries, req.cluster)
+	}
+}
+
+// serveOwn answers what moto lacks and the injected states; false means forward.
+func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsRequest) bool {
+	switch req.op {
+	case "DescribeCluster", "DescribeNodegroup":
+		return s.serveInjectedStatus(w, req)
+	case "DescribeClusterVersions":
+		s.mu.Lock()
+		var vs []map[string]any
+		for _, v := range s.versions {
+			vs = append(vs, map[string]any{"clusterVersion": v, "clusterType": "eks", "status": "STANDARD_SUPPORT", "versionStatus": "STANDARD_SUPPORT"})
+		}
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"clusterVersions": vs})
+		return true
+	case "GetServiceQuota":
+		var in struct{ ServiceCode, QuotaCode string }
+		_ = json.Unmarshal(req.body, &in)
+		s.mu.Lock()
+		v, ok := s.quotas[in.QuotaCode]
+		s.mu.Unlock()
+		if !ok || in.ServiceCode != "ec2" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_ = json.NewEncoder(w).Encode(map[string]any{"Quota": map[string]any{"ServiceCode": "ec2", "QuotaCode": in.QuotaCode, "Value": v, "Unit": "None", "Adjustable": true}})
+		return true
+	case "CreateAccessEntry", "DescribeAccessEntry", "ListAccessEntries", "DeleteAccessEntry", "AssociateAccessPolicy", "ListAssociatedAccessPolicies":
+		s.serveAccessEntries(w, r, req)
+		return true
+	}
+	return false
+}
+
+func (s *AWSStandIn) serveInjectedStatus(w http.ResponseWriter, req awsRequest) bool {
+	key, field := objectKey(req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inj, body := s.statuses[key], s.bodies[key]
+	if inj == nil || inj.left == 0 || body == nil {
+		return false
+	}
+	if inj.left > 0 {
+		inj.left--
+	}
+	var obj map[string]any
+	if json.Unmarshal(body, &obj) != nil {
+		return false
+	}
+	obj["status"] = inj.status
+	if len(inj.issues) > 0 {
+		obj["health"] = map[string]any{"issues": inj.issues}
+	}
+	writeJSON(w, map[string]any{field: obj})
+	return true
+}
+
+// clusterExists asks moto, with the caller's own signature, whether the cluster is there.
+func (s *AWSStandIn) clusterExists(r *http.Request, cluster string) bool {
+	out, err := http.NewRequestWithContext(r.Context(), http.MethodGet, s.moto.URL+"/clusters/"+url.PathEscape(cluster), nil)
+	if err != nil {
+		return false
+	}
+	out.Header.Set("Authorization", r.Header.Get("Authorization"))
+	resp, err := http.DefaultClient.Do(out)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func (s *AWSStandIn) serveAccessEntries(w http.ResponseWriter, r *http.Request, req awsRequest) {
+	if !s.clusterExists(r, req.cluster) {
+		writeAWSError(w, "eks", http.StatusNotFound, "ResourceNotFoundException", "No cluster found for name: "+req.cluster+".")
+		return
+	}
+	var in struct {
+		PrincipalARN string            `json:"principalArn"`
+		Type         string            `json:"type"`
+		Tags         map[string]string `json:"tags"`
+		PolicyARN    string            `json:"policyArn"`
+		AccessScope  map[string]any    `json:"accessScope"`
+	}
+	_ = json.Unmarshal(req.body, &in)
+	now := float64(time.Now().Unix())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries := s.entries[req.cluster]
+	if entries == nil {
+		entries = map[string]*accessEntry{}
+		s.entries[req.cluster] = entries
+	}
+	if req.op == "ListAccessEntries" {
+		names := []string{}
+		for p := range entries {
+			names = append(names, p)
+		}
+		writeJSON(w, map[string]any{"accessEntries": names})
+		return
+	}
+	principal := req.principal
+	if req.op == "CreateAccessEntry" {
+		principal = in.PrincipalARN
+		if entries[principal] != nil {
+			writeAWSError(w, "eks", http.StatusConflict, "ResourceInUseException", "The specified access entry resource is already in use on this cluster.")
+			return
+		}
+		if in.Type == "" {
+			in.Type = "STANDARD"
+		}
+		entries[principal] = &accessEntry{Entry: map[string]any{"clusterName": req.cluster, "principalArn": principal, "type": in.Type, "tags": in.Tags,
+			"username": principal, "kubernetesGroups": []string{}, "createdAt": now, "modifiedAt": now,
+			"accessEntryArn": "arn:aws:eks:" + Region + ":123456789012:access-entry/" + req.cluster + "/" + principal}}
+		writeJSON(w, map[string]any{"accessEntry": entries[principal].Entry})
+		return
+	}
+	e := entries[principal]
+	if e == nil {
+		writeAWSError(w, "eks", http.StatusNotFound, "ResourceNotFoundException", "The specified access entry resource could not be found.")
+		return
+	}
+	switch req.op {
+	case "DescribeAccessEntry":
+		writeJSON(w, map[string]any{"accessEntry": e.Entry})
+	case "DeleteAccessEntry":
+		delete(entries, principal)
+		writeJSON(w, map[string]any{})
+	case "AssociateAccessPolicy":
+		p := map[string]any{"policyArn": in.PolicyARN, "accessScope": in.AccessScope, "associatedAt": now, "modifiedAt": now}
+		kept := []map[string]any{p}
+		for _, old := range e.Policies {
+			if old["policyArn"] != in.PolicyARN {
+				kept = append(kept, old)
+			}
+		}
+		e.Policies = kept
+		writeJSON(w, map[string]any{"clusterName": req.cluster, "principalArn": principal, "associatedAccessPolicy": p})
+	case "ListAssociatedAccessPolicies":
+		writeJSON(w, map[string]any{"clusterName": req.cluster, "principalArn": principal, "associatedAccessPolicies": e.Policies})
+	}
+}
