@@ -174,11 +174,15 @@ func decodeEvents(r *reader, b *Batch) error {
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	if cap(b.Events) < n {
-		b.Events = append(b.Events[:cap(b.Events)], make([]Event, n-cap(b.Events))...)
-	}
-	b.Events = b.Events[:n]
-	for i := range b.Events {
+	// Grow as events actually decode: a length claim alone must not make a
+	// few input bytes allocate a large Event slice.
+	b.Events = b.Events[:0]
+	for i := 0; i < n; i++ {
+		if len(b.Events) < cap(b.Events) {
+			b.Events = b.Events[:i+1]
+		} else {
+			b.Events = append(b.Events, Event{})
+		}
 		e := &b.Events[i]
 		e.reset()
 		if err := decodeEvent(r, e); err != nil {

@@ -34,6 +34,11 @@ func (t *Transport) Open(ep kvevents.Endpoint) (kvevents.Feed, error) {
 	return f, nil
 }
 
+// maxMessage bounds one message. A prefill of 100k tokens encodes to about
+// 500 KB; the bound keeps a broken or hostile peer from making the router
+// buffer and decode gigabytes.
+const maxMessage = 64 << 20
+
 type feed struct {
 	ep      kvevents.Endpoint
 	t       *Transport
@@ -59,7 +64,7 @@ func (f *feed) openSub() error {
 		hi = 5 * time.Second
 	}
 	err = errors.Join(sub.SetLinger(0), sub.SetRcvhwm(hwm), sub.SetReconnectIvl(lo), sub.SetReconnectIvlMax(hi),
-		sub.SetSubscribe(f.ep.Topic))
+		sub.SetMaxmsgsize(maxMessage), sub.SetSubscribe(f.ep.Topic))
 	if err == nil {
 		if f.ep.Bind {
 			err = sub.Bind(f.ep.Addr)

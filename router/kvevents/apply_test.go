@@ -1,0 +1,89 @@
+package kvevents
+
+import (
+	"os"
+	"testing"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+)
+
+func newTestStream(ix *index.Index) *stream {
+	return &stream{ep: Endpoint{Pod: "p"}, ix: ix, c: &counters{}, logf: func(string, ...any) {},
+		ranks: make(map[int]*rankState)}
+}
+
+func golden1(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/golden/" + name + ".msgpack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestApplyGoldenBatches applies golden payloads event by event and checks
+// what the index then answers: adapters and extra keys take part in the key,
+// removals and clears apply in order, and events the index cannot place are
+// counted rather than guessed.
+func TestApplyGoldenBatches(t *testing.T) {
+	t.Run("map_newest", func(t *testing.T) {
+		ix := index.New(index.Config{})
+		s := newTestStream(ix)
+		var b Batch
+		if err := DecodeBatch(golden1(t, "map_newest"), &b); err != nil {
+			t.Fatal(err)
+		}
+		stored := b.Events[0]
+		keys := index.Keys(nil, stored.TokenIDs, stored.BlockSize, "chat-lora", stored.ExtraKeys)
+		plain := index.Keys(nil, stored.TokenIDs, stored.BlockSize, "", nil)
+		e := index.Engine{Pod: "p"}
+		s.applyEvent(e, &b.Events[0])
+		if m := ix.Lookup(keys, nil); len(m) != 1 || m[0].Blocks != 2 {
+			t.Fatalf("after BlockStored: %+v", m)
+		}
+		if m := ix.Lookup(plain, nil); len(m) != 0 {
+			t.Fatalf("keys without adapter and extra keys matched %+v", m)
+		}
+		s.applyEvent(e, &b.Events[1]) // BlockRemoved of the first block
+		if m := ix.Lookup(keys, nil); len(m) != 0 {
+			t.Fatalf("after removing block 0: %+v", m)
+		}
+		s.applyEvent(e, &b.Events[2])
+		if st := ix.Stats(); st.Keys != 0 || st.Purges != 1 {
+			t.Fatalf("after AllBlocksCleared: %+v", st)
+		}
+	})
+	t.Run("array_legacy_signed", func(t *testing.T) {
+		ix := index.New(index.Config{})
+		s := newTestStream(ix)
+		var b Batch
+		if err := DecodeBatch(golden1(t, "array_legacy_signed"), &b); err != nil {
+			t.Fatal(err)
+		}
+		ev := b.Events[0]
+		if LoRAKey(&ev) != "lora-id:7" {
+			t.Fatalf("adapter key %q", LoRAKey(&ev))
+		}
+		// Its parent (-1) was never stored: three orphans, no keys.
+		s.applyEvent(index.Engine{Pod: "p"}, &b.Events[0])
+		if st := ix.Stats(); st.Orphans != 3 || st.Keys != 0 {
+			t.Fatalf("orphans %+v", st)
+		}
+		s.applyEvent(index.Engine{Pod: "p"}, &b.Events[1]) // removes orphan -5
+		if st := ix.Stats(); st.Orphans != 2 {
+			t.Fatalf("after removing an orphan: %+v", st)
+		}
+	})
+	t.Run("skipped", func(t *testing.T) {
+		ix := index.New(index.Config{})
+		s := newTestStream(ix)
+		for _, name := range []string{"map_all_fields", "map_cpu_without_tokens", "map_unknown_fields"} {
+			s.onLive(Message{Seq: 0, Payload: golden1(t, name)})
+			s.ranks = make(map[int]*rankState) // each payload as a fresh engine's first message
+		}
+		st, is := s.c.snapshot(), ix.Stats()
+		if st.OtherGroupEvents != 1 || st.UnknownEvents != 1 || is.Unresolved != 2 || st.Stored != 2 {
+			t.Fatalf("ingest %+v index %+v", st, is)
+		}
+	})
+}
