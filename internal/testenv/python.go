@@ -13,7 +13,10 @@ import (
 // python3 first on PATH may be another installation without them.
 const DebianPython = "/usr/bin/python3"
 
-var pythonChecks sync.Map // module list -> error (nil when importable)
+// pythonCheck is the outcome of importing one list of modules.
+type pythonCheck struct{ err error }
+
+var pythonChecks sync.Map // module list -> pythonCheck
 
 // Python returns DebianPython after checking that it imports every module
 // named (e.g. "msgpack", "zmq"). A missing interpreter or module skips the
@@ -23,18 +26,17 @@ func Python(t testing.TB, modules ...string) string {
 	key := strings.Join(modules, ",")
 	v, ok := pythonChecks.Load(key)
 	if !ok {
-		v, _ = pythonChecks.LoadOrStore(key, checkPython(modules))
+		v, _ = pythonChecks.LoadOrStore(key, pythonCheck{checkPython(modules)})
 	}
-	if err, _ := v.(error); err != nil {
+	if err := v.(pythonCheck).err; err != nil {
 		unavailable(t, "python3 with "+key, err,
 			"apt-get install -y python3 python3-msgpack python3-zmq python3-cbor2 (Debian packages for "+DebianPython+")")
 	}
 	return DebianPython
 }
 
-// checkPython returns nil or an error; it is stored as an any, so a nil error
-// is kept as the untyped nil of the map.
-func checkPython(modules []string) any {
+// checkPython imports modules in DebianPython.
+func checkPython(modules []string) error {
 	script := "import sys"
 	for _, m := range modules {
 		script += "; import " + m

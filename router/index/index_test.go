@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -358,6 +359,7 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 	c := newChain(rand.New(rand.NewPCG(13, 14)), blocks, bs, 1)
 	keys := Keys(nil, c.tokens, bs, "", nil)
 	var wg sync.WaitGroup
+	var bad atomic.Value // the first impossible match a reader saw
 	stop := make(chan struct{})
 	for r := 0; r < 2; r++ {
 		wg.Add(1)
@@ -372,7 +374,7 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 				}
 				for _, m := range ix.Lookup(keys, dst) {
 					if m.Blocks > blocks || m.GPUBlocks > m.Blocks {
-						panic(fmt.Sprintf("impossible match %+v", m))
+						bad.CompareAndSwap(nil, fmt.Sprintf("impossible match %+v", m))
 					}
 				}
 			}
@@ -393,6 +395,9 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 	writers.Wait()
 	close(stop)
 	wg.Wait()
+	if msg := bad.Load(); msg != nil {
+		t.Fatal(msg)
+	}
 	got := lookup(ix, keys)
 	for e := 0; e < 8; e++ {
 		en := Engine{Pod: fmt.Sprint("w", e)}

@@ -12,8 +12,8 @@ strings, extra keys as the hex of their msgpack. "encode" names the form in
 which the Go encoder must reproduce the bytes exactly; "error" marks payloads
 the decoder must reject with an error containing that text.
 
-Event layouts follow vLLM's kv_events.py as described in
-/work/shared/PROTOCOLS.md section 1: array_like structs with the tag first and
+Event layouts follow vLLM's kv_events.py as the team's PROTOCOLS.md
+(section 1) describes them: array_like structs with the tag first and
 trailing default fields omitted (up to ~v0.25), or maps keyed by field name
 with the tag under "type" (~v0.26 on).
 """

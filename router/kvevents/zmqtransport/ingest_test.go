@@ -3,6 +3,8 @@ package zmqtransport
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +168,13 @@ func waitConverged(t *testing.T, in *kvevents.Ingestor, ix *index.Index, engines
 func TestIngestMatchesPublishersTruth(t *testing.T) {
 	const chains, blocks, steps, quiet = 16, 12, 3000, 60
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if s := os.Getenv("KVEVENTS_MODEL_SEED"); s != "" { // to replay a failure
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("seed %d (rerun with KVEVENTS_MODEL_SEED)", seed)
 	rng := rand.New(rand.NewPCG(seed, 42))
 	tokens := randomTokens(rng, chains, blocks)
 	keys := make([][]uint64, chains)
