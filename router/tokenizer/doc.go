@@ -24,6 +24,11 @@
 // wrapping ErrUnsupported and naming the component: ids that silently differ
 // from the engine's would corrupt routing without anyone noticing.
 //
+// LoadWithConfig also applies the one tokenizer_config.json rule of
+// transformers (the tokenizer vLLM runs) that changes ids: the Llama tokenizer
+// classes rebuild the post-processor from add_bos_token and add_eos_token, which
+// is how DeepSeek V3 gets its BOS token.
+//
 // Encode(text, true) adds the post-processor's special tokens, as vLLM does for
 // /v1/completions prompts; Encode(text, false) is for rendered chat templates.
 // Special tokens written in the text are matched either way. Text that Python
