@@ -134,29 +134,15 @@ func mismatch(ix *index.Index, engines []*simEngine, keys [][]uint64) string {
 	return strings.Join(diffs, "\n")
 }
 
-// waitConverged waits until the index equals the truth. Meanwhile every
-// engine sends a heartbeat every 200ms, as a serving engine keeps stepping:
-// only a later message reveals that the last one was lost, and a publisher
-// that connects to the router's socket loses what it sends before the
-// connection is up.
+// waitConverged waits until the index equals the truth.
 func waitConverged(t *testing.T, in *kvevents.Ingestor, ix *index.Index, engines []*simEngine, keys [][]uint64, what string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for tick := 0; ; tick++ {
-		if tick%20 == 0 {
-			for _, e := range engines {
-				e.send(t, heartbeat)
-			}
+	eventually(t, what, engines, func() string {
+		if d := mismatch(ix, engines, keys); d != "" {
+			return fmt.Sprintf("index differs from the publishers' truth:\n%s\ningest %+v\nindex %+v", d, in.Stats(), ix.Stats())
 		}
-		d := mismatch(ix, engines, keys)
-		if d == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: index differs from the publishers' truth:\n%s\ningest %+v\nindex %+v", what, d, in.Stats(), ix.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // TestIngestMatchesPublishersTruth is the model-based test: thousands of

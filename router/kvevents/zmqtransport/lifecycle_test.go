@@ -10,8 +10,11 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
 
-// eventually polls cond for up to 15s, publishing heartbeats from pubs every
-// 200ms as serving engines keep stepping.
+// eventually polls cond (which describes what is still wrong, or returns "")
+// for up to 15s. Meanwhile pubs send a heartbeat every 200ms, as serving
+// engines keep stepping: only a later message reveals that the last one was
+// lost, and a publisher that connects to the router's socket loses what it
+// sends before the connection is up.
 func eventually(t *testing.T, what string, pubs []*simEngine, cond func() string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -87,13 +90,12 @@ func TestRouterRestart(t *testing.T) {
 	ix := index.New(index.Config{})
 	in := startIngestor(t, ix, engines)
 	// No engine publishes now: what the router learns comes from the replay.
-	deadline := time.Now().Add(15 * time.Second)
-	for ix.Stats().Orphans != 2*kept || len(blocksOf(ix, keysShort)) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after replay: short prefix %v, index %+v, ingest %+v", blocksOf(ix, keysShort), ix.Stats(), in.Stats())
+	eventually(t, "after replay", nil, func() string {
+		if ix.Stats().Orphans != 2*kept || len(blocksOf(ix, keysShort)) != 2 {
+			return fmt.Sprintf("short prefix %v, index %+v, ingest %+v", blocksOf(ix, keysShort), ix.Stats(), in.Stats())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 	for _, e := range engines {
 		if got := blocksOf(ix, keysShort)[e.id]; got != short {
 			t.Fatalf("%s holds %d blocks of the prefix inside the replay window, want %d", e.id, got, short)
