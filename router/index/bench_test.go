@@ -57,6 +57,35 @@ func BenchmarkLookup(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupTokens is a whole routing query from token ids: keys of a
+// 34-block prompt, then the lookup, against 1,000,000 keys over 8 engines.
+func BenchmarkLookupTokens(b *testing.B) {
+	ix := New(Config{})
+	fill(b, ix, 1_000_000-34, 1)
+	rng := rand.New(rand.NewPCG(1, 1_000_000))
+	tokens := make([]uint32, 34*64)
+	for i := range tokens {
+		tokens[i] = uint32(rng.IntN(150000))
+	}
+	hashes := make([]uint64, 34)
+	for i := range hashes {
+		hashes[i] = rng.Uint64()
+	}
+	for e := 0; e < 8; e++ {
+		if err := ix.Store(Engine{Pod: fmt.Sprint("pod-", e)}, &Stored{Hashes: hashes, Tokens: tokens, BlockSize: 64}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dst := make([]Match, 0, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = ix.LookupTokens(tokens, "", nil, dst)
+	}
+	if len(dst) != 8 || dst[0].Blocks != 34 {
+		b.Fatalf("lookup found %+v", dst)
+	}
+}
+
 // BenchmarkKeys measures chaining the keys of a 34-block prompt of 64-token blocks.
 func BenchmarkKeys(b *testing.B) {
 	tokens := make([]uint32, 34*64)

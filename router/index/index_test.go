@@ -79,6 +79,9 @@ func TestLookupCountsLeadingBlocksPerEngineAndTier(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("lookup = %+v, want %+v", got, want)
 	}
+	if m := ix.LookupTokens(c.tokens[:3*bs+1], "", nil, nil); len(m) != 2 || m[0].Blocks != 3 || m[1].Blocks != 3 {
+		t.Fatalf("LookupTokens of 3.25 blocks = %+v", m)
+	}
 	if s := ix.Stats(); s.Keys != 5 || s.Pairs != 9 || ix.BlockSize() != bs {
 		t.Fatalf("stats %+v, block size %d", s, ix.BlockSize())
 	}

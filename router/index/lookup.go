@@ -75,3 +75,15 @@ func (ix *Index) Lookup(keys []uint64, dst []Match) []Match {
 	}
 	return dst
 }
+
+// LookupTokens is Lookup for a prompt's token ids, cut into blocks of the
+// fleet's block size (nothing matches while it is unknown). Prompts of up to
+// 256 blocks are keyed without allocating.
+func (ix *Index) LookupTokens(tokens []uint32, lora string, extra [][]byte, dst []Match) []Match {
+	bs := ix.BlockSize()
+	if bs <= 0 {
+		return dst[:0]
+	}
+	var buf [256]uint64
+	return ix.Lookup(Keys(buf[:0], tokens, bs, lora, extra), dst)
+}
