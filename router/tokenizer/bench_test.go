@@ -2,11 +2,13 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Benchmarks. Run on one core so MB/s compares with node's single thread:
@@ -80,19 +82,10 @@ func prompt2176(b *testing.B, tk *Tokenizer, texts []string, first int) string {
 			if len(n) == want {
 				return s
 			}
-			_, size := lastRune(s)
+			_, size := utf8.DecodeLastRuneInString(s)
 			s = s[:len(s)-size]
 		}
 	}
-}
-
-func lastRune(s string) (rune, int) {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i]&0xC0 != 0x80 {
-			return []rune(s[i:])[0], len(s) - i
-		}
-	}
-	return 0, 0
 }
 
 // BenchmarkCold2176 times one 2,176-token prompt never seen before, with the
@@ -127,7 +120,12 @@ func BenchmarkUniqueSuffix(b *testing.B) {
 	var lat []time.Duration
 	i := 0
 	for b.Loop() {
-		p := prefix + texts[(i+100)%len(texts)][:min(600, len(texts[(i+100)%len(texts)]))] + "\nrequest " + strings.Repeat("x", i%13)
+		suffix := texts[(i+100)%len(texts)]
+		n := min(600, len(suffix))
+		for n < len(suffix) && !utf8.RuneStart(suffix[n]) {
+			n++
+		}
+		p := prefix + suffix[:n] + fmt.Sprintf("\nrequest %d", i)
 		i++
 		start := time.Now()
 		if _, err := tk.Encode(p, false); err != nil {
