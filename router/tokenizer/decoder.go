@@ -6,6 +6,24 @@ import (
 	"unicode/utf8"
 )
 
+// Decode turns ids back into text as the ByteLevel decoder does: tokens are
+// joined as bytes, and bytes that do not form valid UTF-8 (a multi-byte
+// character cut between tokens) become U+FFFD. skipSpecial drops special
+// tokens. An id outside the vocabulary is an error.
+func (t *Tokenizer) Decode(ids []uint32, skipSpecial bool) (string, error) {
+	var raw []byte
+	for i, id := range ids {
+		if int(id) >= len(t.bytes) || t.bytes[id] == nil {
+			return "", fmt.Errorf("decoding: id %d at position %d is not in the vocabulary", id, i)
+		}
+		if skipSpecial && t.special[id] {
+			continue
+		}
+		raw = append(raw, t.bytes[id]...)
+	}
+	return string(appendLossy(make([]byte, 0, len(raw)), raw)), nil
+}
+
 // checkDecoder accepts the decoders of the byte-level family: ByteLevel,
 // alone or in a Sequence. Decode implements that one behaviour.
 func checkDecoder(raw json.RawMessage) error {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"unicode/utf8"
 )
@@ -103,58 +102,6 @@ func parse(data []byte, fast bool) (*Tokenizer, error) {
 	return t, nil
 }
 
-func (t *Tokenizer) buildVocab(vocab map[string]uint32, addedTokens []addedTokenSpec) error {
-	size := 0
-	for _, id := range vocab {
-		size = max(size, int(id)+1)
-	}
-	for _, a := range addedTokens {
-		size = max(size, int(a.ID)+1)
-	}
-	t.names = make([]string, size)
-	t.bytes = make([][]byte, size)
-	t.tokens = make(map[string]uint32, size)
-	set := func(tok string, id uint32) {
-		t.names[id] = tok
-		t.tokens[tok] = id
-		if raw, ok := byteLevelToBytes(tok); ok {
-			t.bytes[id] = raw
-		} else {
-			t.bytes[id] = []byte(tok)
-		}
-	}
-	for tok, id := range vocab {
-		set(tok, id)
-	}
-	var raw, normalized []AddedToken
-	for _, a := range addedTokens {
-		if id, ok := vocab[a.Content]; ok && id != a.ID {
-			return fmt.Errorf("added token %q has id %d but the vocab gives it %d", a.Content, a.ID, id)
-		}
-		set(a.Content, a.ID)
-		tok := AddedToken{ID: a.ID, Content: a.Content, Special: a.Special, SingleWord: a.SingleWord,
-			LStrip: a.LStrip, RStrip: a.RStrip, Normalized: a.Normalized}
-		t.added = append(t.added, tok)
-		if a.Special {
-			t.special[a.ID] = true
-		}
-		if a.Normalized && t.normalizer != nil {
-			normalized = append(normalized, withContent(tok, t.normalizer.normalize(tok.Content)))
-		} else {
-			raw = append(raw, tok)
-		}
-	}
-	t.raw, t.normalized = newAddedMatcher(raw), newAddedMatcher(normalized)
-	return nil
-}
-
-// withContent returns tok matched as content (a normalized token is looked
-// for in its normalized form).
-func withContent(tok AddedToken, content string) AddedToken {
-	tok.Content = content
-	return tok
-}
-
 // Encode returns the ids of text. With addSpecial the post-processor's
 // special tokens are added, as vLLM does for /v1/completions prompts; rendered
 // chat text is encoded without them. Special tokens written in the text are
@@ -240,50 +187,3 @@ func invalidAt(s string) int {
 	}
 	return len(s)
 }
-
-// Decode turns ids back into text as the ByteLevel decoder does: tokens are
-// joined as bytes, and bytes that do not form valid UTF-8 (a multi-byte
-// character cut between tokens) become U+FFFD. skipSpecial drops special
-// tokens. An id outside the vocabulary is an error.
-func (t *Tokenizer) Decode(ids []uint32, skipSpecial bool) (string, error) {
-	var raw []byte
-	for i, id := range ids {
-		if int(id) >= len(t.bytes) || t.bytes[id] == nil {
-			return "", fmt.Errorf("decoding: id %d at position %d is not in the vocabulary", id, i)
-		}
-		if skipSpecial && t.special[id] {
-			continue
-		}
-		raw = append(raw, t.bytes[id]...)
-	}
-	return string(appendLossy(make([]byte, 0, len(raw)), raw)), nil
-}
-
-// TokenToID returns the id of a token spelled as in tokenizer.json (byte-level
-// alphabet for vocabulary tokens, plain text for added tokens).
-func (t *Tokenizer) TokenToID(token string) (uint32, bool) {
-	id, ok := t.tokens[token]
-	return id, ok
-}
-
-// IDToToken returns the token of an id, spelled as in tokenizer.json.
-func (t *Tokenizer) IDToToken(id uint32) (string, bool) {
-	if int(id) >= len(t.names) || t.bytes[id] == nil {
-		return "", false
-	}
-	return t.names[id], true
-}
-
-// VocabSize is one more than the largest id, counting added tokens.
-func (t *Tokenizer) VocabSize() int { return len(t.names) }
-
-// AddedTokens returns the added tokens in tokenizer.json order; those with
-// Special set are the model's special tokens.
-func (t *Tokenizer) AddedTokens() []AddedToken { return slices.Clone(t.added) }
-
-// SpecialPrefix and SpecialSuffix return the ids Encode adds around the text
-// when asked for special tokens (from a TemplateProcessing post-processor).
-func (t *Tokenizer) SpecialPrefix() []uint32 { return slices.Clone(t.template.prefix) }
-
-// SpecialSuffix: see SpecialPrefix.
-func (t *Tokenizer) SpecialSuffix() []uint32 { return slices.Clone(t.template.suffix) }
