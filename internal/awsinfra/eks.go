@@ -118,9 +118,17 @@ func clusterIssues(h *ekstypes.ClusterHealth) string {
 	}
 	parts := []string{}
 	for _, is := range h.Issues {
-		parts = append(parts, fmt.Sprintf("%s: %s %v", is.Code, aws.ToString(is.Message), is.ResourceIds))
+		parts = append(parts, issueText(string(is.Code), aws.ToString(is.Message), is.ResourceIds))
 	}
 	return "; health issues: " + strings.Join(parts, "; ")
+}
+
+// issueText is one health issue: code first, since the code is what to search for.
+func issueText(code, msg string, resources []string) string {
+	if len(resources) == 0 {
+		return code + ": " + msg
+	}
+	return fmt.Sprintf("%s: %s (%s)", code, msg, strings.Join(resources, ", "))
 }
 
 func (c *Clients) waitEKSClusterGone(ctx context.Context, name string) error {
@@ -221,4 +229,21 @@ func (c *Clients) syncEKSTags(ctx context.Context, arn string, have, want map[st
 		}
 	}
 	return nil
+}
+
+// FindAdminAccessEntry reports whether the caller's principal has an access
+// entry on the cluster, and which principal that is (for import).
+func (c *Clients) FindAdminAccessEntry(ctx context.Context, cluster string) (string, bool, error) {
+	id, err := FindCallerIdentity(ctx, c)
+	if err != nil {
+		return "", false, err
+	}
+	_, err = c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(id.PrincipalARN)})
+	if isNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("finding EKS access entry for %s on cluster %s: %w", id.PrincipalARN, cluster, err)
+	}
+	return id.PrincipalARN, true, nil
 }

@@ -66,7 +66,10 @@ func (c *Clients) ensureNetwork(ctx context.Context, spec ClusterSpec, azs []str
 		func() error {
 			return c.ensureRouteTable(ctx, spec, vpcID, "public", ec2types.Route{GatewayId: aws.String(igwID)}, net.PublicSubnetIDs)
 		},
-		func() (err error) { natID, err = c.ensureNATGateway(ctx, spec, net.PublicSubnetIDs[0], eipID); return err },
+		func() (err error) {
+			natID, err = c.ensureNATGateway(ctx, spec, net.PublicSubnetIDs[0], eipID)
+			return err
+		},
 	)
 	if err != nil {
 		return net, err

@@ -128,7 +128,7 @@ func nodeGroupIssues(h *ekstypes.NodegroupHealth) string {
 	}
 	parts := []string{}
 	for _, is := range h.Issues {
-		parts = append(parts, fmt.Sprintf("%s: %s %v", is.Code, aws.ToString(is.Message), is.ResourceIds))
+		parts = append(parts, issueText(string(is.Code), aws.ToString(is.Message), is.ResourceIds))
 	}
 	return "; health issues: " + strings.Join(parts, "; ")
 }

@@ -1,0 +1,143 @@
+package awsinfra
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+func countCalls(calls []string, op string) int {
+	n := 0
+	for _, c := range calls {
+		if c == op {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWaitThroughCreatingStates: the cluster and a node group report CREATING
+// a few times (as AWS does for minutes) before ACTIVE; create waits them out.
+func TestWaitThroughCreatingStates(t *testing.T) {
+	c, standIn := standInClients(t)
+	standIn.ClusterStatus("beta", "CREATING", 3)
+	standIn.NodegroupStatus("beta", "gpu", "CREATING", 4)
+	if _, err := c.CreateCluster(context.Background(), testSpec("beta")); err != nil {
+		t.Fatalf("creating through CREATING states: %v", err)
+	}
+	calls := standIn.Calls()
+	// One find before the create, three CREATING, one ACTIVE, one read-back.
+	if n := countCalls(calls, "DescribeCluster"); n < 5 {
+		t.Fatalf("DescribeCluster called %d times; the waiter did not poll through CREATING", n)
+	}
+}
+
+// TestNodeGroupCreateFailedSurfacesHealthIssues: CREATE_FAILED ends the wait
+// at once with the codes EKS reports, and the next create refuses to adopt
+// the failed node group, saying how to get past it.
+func TestNodeGroupCreateFailedSurfacesHealthIssues(t *testing.T) {
+	c, standIn := standInClients(t)
+	issue := testenv.HealthIssue{Code: "AsgInstanceLaunchFailures", Message: "Could not launch On-Demand Instances. InsufficientInstanceCapacity", ResourceIDs: []string{"eks-gpu-asg"}}
+	standIn.NodegroupStatus("gamma", "gpu", "CREATE_FAILED", -1, issue)
+	began := time.Now()
+	_, err := c.CreateCluster(context.Background(), testSpec("gamma"))
+	if err == nil || !strings.Contains(err.Error(), "CREATE_FAILED") || !strings.Contains(err.Error(), "AsgInstanceLaunchFailures") || !strings.Contains(err.Error(), "InsufficientInstanceCapacity") {
+		t.Fatalf("create error %v, want CREATE_FAILED with the health issue code", err)
+	}
+	if time.Since(began) > 10*time.Second {
+		t.Fatalf("took %s: a failed state must end the wait, not run into a timeout", time.Since(began))
+	}
+	_, err = c.CreateCluster(context.Background(), testSpec("gamma"))
+	if err == nil || !strings.Contains(err.Error(), "aws eks delete-nodegroup --cluster-name gamma --nodegroup-name gpu") {
+		t.Fatalf("second create error %v, want the fix for the failed node group", err)
+	}
+}
+
+// TestWaitHonoursTimeout: a cluster that stays CREATING ends the wait at the
+// deadline with what was last seen.
+func TestWaitHonoursTimeout(t *testing.T) {
+	c, standIn := standInClients(t)
+	if _, err := c.CreateCluster(context.Background(), testSpec("delta")); err != nil {
+		t.Fatal(err)
+	}
+	standIn.ClusterStatus("delta", "CREATING", -1)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err := c.waitEKSClusterActive(ctx, "delta")
+	want := regexp.MustCompile(`timed out after [0-9.]+m?s waiting for EKS cluster delta to become ACTIVE \(last seen: status CREATING\)`)
+	if err == nil || !want.MatchString(err.Error()) {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+	if elapsed := time.Since(began); elapsed > 2*time.Second {
+		t.Fatalf("returned after %s, well past the 500ms deadline", elapsed)
+	}
+}
+
+// TestDeleteWaitsOutDeletingAndDependencyViolations: the cluster reports
+// DELETING after its delete, and subnets and the VPC refuse twice with
+// DependencyViolation (lingering ENIs); delete retries and finishes clean.
+func TestDeleteWaitsOutDeletingAndDependencyViolations(t *testing.T) {
+	c, standIn := standInClients(t)
+	ctx := context.Background()
+	if _, err := c.CreateCluster(ctx, testSpec("eps")); err != nil {
+		t.Fatal(err)
+	}
+	standIn.ClusterStatus("eps", "DELETING", 3)
+	standIn.NodegroupStatus("eps", "gpu", "DELETING", 2)
+	standIn.DependencyViolations("DeleteSubnet", 2)
+	standIn.DependencyViolations("DeleteVpc", 2)
+	standIn.ResetCalls()
+	if err := c.DeleteCluster(ctx, "eps", "gpu", "system"); err != nil {
+		t.Fatalf("deleting: %v", err)
+	}
+	calls := standIn.Calls()
+	if n := countCalls(calls, "DeleteVpc"); n != 3 {
+		t.Fatalf("DeleteVpc called %d times, want 3 (two DependencyViolation, then success)", n)
+	}
+	if n := countCalls(calls, "DeleteSubnet"); n != 6 {
+		t.Fatalf("DeleteSubnet called %d times, want 6 (4 subnets + 2 retries)", n)
+	}
+	// The cluster delete waited through DELETING before the roles went.
+	lastDescribe := slices.Index(calls, "DeleteRole")
+	if lastDescribe < 0 || countCalls(calls[:lastDescribe], "DescribeCluster") < 4 {
+		t.Fatalf("roles deleted before the cluster's DELETING states passed: %v", calls)
+	}
+	if n := countOwned(t, c, "eps"); n != 0 {
+		t.Fatalf("%d owned parts left", n)
+	}
+}
+
+// TestCreateRefusesForeignCluster: a same-named cluster without the owner tag
+// is somebody else's; create must not adopt it.
+func TestCreateRefusesForeignCluster(t *testing.T) {
+	c, _ := standInClients(t)
+	ctx := context.Background()
+	spec := testSpec("zeta")
+	if _, err := c.CreateCluster(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.findEKSClusterByName(ctx, "zeta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One key per call: moto's UntagResource removes only the first key of a list.
+	if _, err := c.EKS.UntagResource(ctx, &eks.UntagResourceInput{ResourceArn: cl.Arn, TagKeys: []string{OwnerTag}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CreateCluster(ctx, spec)
+	if err == nil || !strings.Contains(err.Error(), "exists but was not created by llmd") {
+		t.Fatalf("error %v, want a refusal to adopt", err)
+	}
+	if err := c.DeleteCluster(ctx, "zeta", "gpu"); err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "refusing to delete") {
+		t.Fatalf("delete error %v, want a refusal", err)
+	}
+}

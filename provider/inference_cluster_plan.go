@@ -1,0 +1,122 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
+)
+
+// ValidateConfig checks what single attributes cannot: the two ways of
+// networking exclude each other, node group sizes are ordered, and the owner
+// tag is not the user's to set.
+func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m inferenceClusterModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var net networkingModel
+	if !m.Networking.IsNull() && !m.Networking.IsUnknown() {
+		resp.Diagnostics.Append(m.Networking.As(ctx, &net, asObject)...)
+		existing := !net.VPCID.IsNull()
+		switch {
+		case existing && net.SubnetIDs.IsNull():
+			resp.Diagnostics.AddAttributeError(path.Root("networking").AtName("subnet_ids"), "Missing subnets",
+				"networking.subnet_ids is required with networking.vpc_id: give the existing subnets (in at least two zones) the cluster and nodes use")
+		case !existing && !net.SubnetIDs.IsNull():
+			resp.Diagnostics.AddAttributeError(path.Root("networking").AtName("vpc_id"), "Missing VPC",
+				"networking.vpc_id is required with networking.subnet_ids: give the VPC the subnets belong to, or drop subnet_ids to create a network")
+		case existing && (!net.VPCCIDR.IsNull() || !net.AvailabilityZones.IsNull()):
+			resp.Diagnostics.AddAttributeError(path.Root("networking"), "Conflicting networking",
+				"networking.vpc_cidr and networking.availability_zones describe a network to create; remove them when networking.vpc_id names an existing one")
+		}
+	}
+	for _, group := range []struct {
+		name string
+		obj  types.Object
+	}{{"gpu_node_group", m.GPUNodeGroup}, {"system_node_group", m.SystemNodeGroup}} {
+		if group.obj.IsNull() || group.obj.IsUnknown() {
+			continue
+		}
+		var ng nodeGroupModel
+		resp.Diagnostics.Append(group.obj.As(ctx, &ng, asObject)...)
+		if ng.MinSize.IsNull() || ng.MinSize.IsUnknown() || ng.DesiredSize.IsNull() || ng.DesiredSize.IsUnknown() || ng.MaxSize.IsNull() || ng.MaxSize.IsUnknown() {
+			continue
+		}
+		if minS, des, maxS := ng.MinSize.ValueInt64(), ng.DesiredSize.ValueInt64(), ng.MaxSize.ValueInt64(); minS > des || des > maxS {
+			resp.Diagnostics.AddAttributeError(path.Root(group.name).AtName("desired_size"), "Node group sizes out of order",
+				fmt.Sprintf("%s needs min_size <= desired_size <= max_size, got %d <= %d <= %d; set all three when changing one", group.name, minS, des, maxS))
+		}
+	}
+	if !m.Tags.IsUnknown() {
+		for k := range m.Tags.Elements() {
+			if strings.HasPrefix(k, "llmd.dev/") {
+				resp.Diagnostics.AddAttributeError(path.Root("tags").AtMapKey(k), "Reserved tag", "tag keys under llmd.dev/ are the provider's bookkeeping; use another key")
+			}
+		}
+	}
+}
+
+// ModifyPlan computes tags_all (so default_tags changes show in the plan) and
+// runs the preflight checks when a cluster is to be created or its GPU node
+// group or version changes.
+func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || r.data == nil {
+		return
+	}
+	var plan inferenceClusterModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c := r.clients()
+	if !plan.Tags.IsUnknown() {
+		user := map[string]string{}
+		resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &user, false)...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("tags_all"), mapOf(c.AllTags(user)))...)
+	}
+	if !r.needsPreflight(ctx, req, plan) {
+		return
+	}
+	spec, diags := plan.spec(ctx)
+	if diags.HasError() {
+		return
+	}
+	res, err := c.Preflight(ctx, awsinfra.PreflightInput{KubernetesVersion: spec.KubernetesVersion, GPU: spec.GPU, System: spec.System, Network: spec.Network})
+	if err != nil {
+		resp.Diagnostics.AddError("Preflight checks", err.Error())
+		return
+	}
+	for _, f := range res.Findings {
+		p := path.Empty()
+		for _, step := range strings.Split(f.Field, ".") {
+			p = p.AtName(step)
+		}
+		resp.Diagnostics.AddAttributeError(p, "Preflight: "+f.Field, f.Message)
+	}
+	for _, s := range res.Skipped {
+		resp.Diagnostics.AddWarning("Preflight check skipped", s)
+	}
+}
+
+// needsPreflight: only when every input is known, and only for a create or a
+// change of what preflight checks, so routine plans cost no extra API calls.
+func (r *inferenceClusterResource) needsPreflight(ctx context.Context, req resource.ModifyPlanRequest, plan inferenceClusterModel) bool {
+	if plan.KubernetesVersion.IsUnknown() || plan.GPUNodeGroup.IsUnknown() || plan.SystemNodeGroup.IsUnknown() {
+		return false
+	}
+	if req.State.Raw.IsNull() {
+		return true
+	}
+	var prior inferenceClusterModel
+	if req.State.Get(ctx, &prior).HasError() {
+		return false
+	}
+	return !plan.KubernetesVersion.Equal(prior.KubernetesVersion) || !plan.GPUNodeGroup.Equal(prior.GPUNodeGroup)
+}

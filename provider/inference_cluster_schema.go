@@ -1,0 +1,204 @@
+package provider
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// nodeGroupDefaults are the product's node groups: eight single-A10G nodes for
+// vLLM replicas and one general-purpose node for the router and add-ons.
+var (
+	gpuDefaults = nodeGroupDefaults{name: "gpu", instanceType: "g5.xlarge", amiType: "AL2023_x86_64_NVIDIA", disk: 200, size: 8,
+		labels: map[string]string{"llmd.dev/pool": "gpu"}, taints: []taintModel{{Key: types.StringValue("nvidia.com/gpu"), Value: types.StringValue("true"), Effect: types.StringValue("NO_SCHEDULE")}}}
+	systemDefaults = nodeGroupDefaults{name: "system", instanceType: "m6i.4xlarge", amiType: "AL2023_x86_64_STANDARD", disk: 100, size: 1,
+		labels: map[string]string{"llmd.dev/pool": "system"}}
+)
+
+type nodeGroupDefaults struct {
+	name, instanceType, amiType string
+	disk, size                  int64
+	labels                      map[string]string
+	taints                      []taintModel
+}
+
+var clusterNamePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]*$`)
+
+func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keep := func() []planmodifier.String { return []planmodifier.String{stringplanmodifier.UseStateForUnknown()} }
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "An EKS cluster ready for LLM inference: its own VPC (or an existing one), IAM roles, the control plane " +
+			"with API authentication and an admin access entry, a GPU node group and a system node group. Every part carries the tag " +
+			"`llmd.dev/owner = <name>`; a create that failed half way is resumed by the next apply, which adopts what exists. " +
+			"Scaling, Kubernetes version, labels, taints, endpoint access and tags change in place; other changes replace the cluster.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "The cluster name."},
+			"name": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "EKS cluster name; also names the IAM roles and tags every part. 1 to 38 characters, a letter first, then letters, digits and hyphens. Changing it replaces the cluster.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 38),
+					stringvalidator.RegexMatches(clusterNamePattern, "must start with a letter and hold only letters, digits and hyphens (it names IAM roles too)")},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"kubernetes_version": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString("1.33"),
+				MarkdownDescription: "Kubernetes minor version, e.g. `1.33`. Upgrades happen in place (control plane, then node groups), one minor at a time as EKS requires.",
+				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^1\.\d{2}$`), "must be a Kubernetes minor version such as \"1.33\"")},
+			},
+			"admin_access": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString("access_entry"),
+				MarkdownDescription: "How the applying identity becomes cluster admin: `access_entry` (an explicit access entry with AmazonEKSClusterAdminPolicy for the caller, an assumed role resolved to its IAM role) or `bootstrap_creator` (EKS's creator bootstrap). Not both. Changing it replaces the cluster.",
+				Validators:          []validator.String{stringvalidator.OneOf("access_entry", "bootstrap_creator")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+				MarkdownDescription: "Tags for every part, over the provider's `default_tags`. Keys under `llmd.dev/` are reserved."},
+			"tags_all": schema.MapAttribute{ElementType: types.StringType, Computed: true,
+				MarkdownDescription: "Tags on every part: `default_tags` merged with `tags`."},
+			"networking":                networkingAttribute(),
+			"endpoint_access":           endpointAccessAttribute(),
+			"gpu_node_group":            nodeGroupAttribute("The GPU node group vLLM replicas run on.", gpuDefaults),
+			"system_node_group":         nodeGroupAttribute("The node group for the router and cluster add-ons.", systemDefaults),
+			"arn":                       schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "ARN of the EKS cluster."},
+			"endpoint":                  schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "URL of the Kubernetes API server."},
+			"cluster_ca_certificate":    schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "Base64 PEM of the cluster's certificate authority."},
+			"oidc_issuer_url":           schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "OIDC issuer URL of the cluster, for IAM roles for service accounts."},
+			"cluster_security_group_id": schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "Security group EKS created for the control plane and nodes (empty where the API does not report one)."},
+			"security_group_ids": schema.SetAttribute{ElementType: types.StringType, Computed: true,
+				PlanModifiers:       []planmodifier.Set{setplanmodifier.UseStateForUnknown()},
+				MarkdownDescription: "Additional security groups of the control plane's network interfaces."},
+			"admin_principal_arn": schema.StringAttribute{Computed: true, PlanModifiers: keep(),
+				MarkdownDescription: "IAM principal given the admin access entry (empty with `bootstrap_creator`)."},
+			"kubernetes": schema.SingleNestedAttribute{
+				Computed:            true,
+				PlanModifiers:       []planmodifier.Object{objectplanmodifier.UseStateForUnknown()},
+				MarkdownDescription: "How to reach the cluster: pass this object as `cluster` to `llmd_model_fleet` and `llmd_prefix_router`; they mint short-lived EKS tokens themselves.",
+				Attributes: map[string]schema.Attribute{
+					"name":                   schema.StringAttribute{Computed: true, MarkdownDescription: "EKS cluster name (for the token)."},
+					"endpoint":               schema.StringAttribute{Computed: true, MarkdownDescription: "URL of the Kubernetes API server."},
+					"cluster_ca_certificate": schema.StringAttribute{Computed: true, MarkdownDescription: "Base64 PEM of the cluster's certificate authority."},
+				},
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+		},
+	}
+}
+
+func networkingAttribute() schema.SingleNestedAttribute {
+	replaceSet := []planmodifier.Set{setplanmodifier.UseStateForUnknown(), setplanmodifier.RequiresReplaceIfConfigured()}
+	replaceStr := []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplaceIfConfigured()}
+	return schema.SingleNestedAttribute{
+		Optional: true, Computed: true,
+		PlanModifiers: []planmodifier.Object{objectplanmodifier.UseStateForUnknown()},
+		MarkdownDescription: "Where the cluster runs. Omit it (or give `vpc_cidr`/`availability_zones`) to create a VPC with a private and a public subnet per zone, " +
+			"an internet gateway and a NAT gateway; or give `vpc_id` and `subnet_ids` of an existing network, which is never modified. Changes replace the cluster.",
+		Attributes: map[string]schema.Attribute{
+			"vpc_cidr": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: replaceStr,
+				MarkdownDescription: "CIDR of the VPC to create, /16 to /24; defaults to `10.0.0.0/16`. Read back for an existing VPC."},
+			"availability_zones": schema.SetAttribute{ElementType: types.StringType, Optional: true, Computed: true, PlanModifiers: replaceSet,
+				Validators:          []validator.Set{setvalidator.SizeBetween(2, 4)},
+				MarkdownDescription: "Zones of the created subnets (2 to 4); defaults to the first three zones offering both instance types. Read back from the subnets for an existing network."},
+			"vpc_id": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: replaceStr,
+				MarkdownDescription: "ID of an existing VPC to use (with `subnet_ids`); the created VPC's ID otherwise."},
+			"subnet_ids": schema.SetAttribute{ElementType: types.StringType, Optional: true, Computed: true, PlanModifiers: replaceSet,
+				MarkdownDescription: "Existing subnets (at least two zones) for the control plane and nodes; the created private subnets otherwise."},
+			"public_subnet_ids": schema.SetAttribute{ElementType: types.StringType, Computed: true,
+				PlanModifiers:       []planmodifier.Set{setplanmodifier.UseStateForUnknown()},
+				MarkdownDescription: "The created public subnets (for internet-facing load balancers); empty for an existing network."},
+		},
+	}
+}
+
+func endpointAccessAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(endpointAccessTypes, map[string]attr.Value{
+			"public": types.BoolValue(true), "private": types.BoolValue(true),
+			"public_cidrs": types.SetValueMust(types.StringType, []attr.Value{types.StringValue("0.0.0.0/0")})})),
+		MarkdownDescription: "Who reaches the Kubernetes API endpoint. Changes in place.",
+		Attributes: map[string]schema.Attribute{
+			"public":  schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), MarkdownDescription: "Public endpoint on; default `true`."},
+			"private": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), MarkdownDescription: "Private endpoint inside the VPC on; default `true`."},
+			"public_cidrs": schema.SetAttribute{ElementType: types.StringType, Optional: true, Computed: true,
+				Default:             setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{types.StringValue("0.0.0.0/0")})),
+				MarkdownDescription: "CIDRs allowed to the public endpoint; default `[\"0.0.0.0/0\"]`."},
+		},
+	}
+}
+
+func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAttribute {
+	replaceStr := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	labels := map[string]attr.Value{}
+	for k, v := range d.labels {
+		labels[k] = types.StringValue(v)
+	}
+	taints := []attr.Value{}
+	for _, t := range d.taints {
+		taints = append(taints, types.ObjectValueMust(taintTypes, map[string]attr.Value{"key": t.Key, "value": t.Value, "effect": t.Effect}))
+	}
+	labelsValue := types.MapValueMust(types.StringType, labels)
+	taintsValue := types.SetValueMust(types.ObjectType{AttrTypes: taintTypes}, taints)
+	size := types.Int64Value(d.size)
+	return schema.SingleNestedAttribute{
+		Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(nodeGroupTypes, map[string]attr.Value{
+			"name": types.StringValue(d.name), "instance_type": types.StringValue(d.instanceType), "ami_type": types.StringValue(d.amiType),
+			"capacity_type": types.StringValue("ON_DEMAND"), "disk_size": types.Int64Value(d.disk),
+			"desired_size": size, "min_size": size, "max_size": size, "labels": labelsValue, "taints": taintsValue})),
+		MarkdownDescription: desc + " Scaling, labels and taints change in place; instance type, AMI type, capacity type and disk size replace the cluster.",
+		Attributes: map[string]schema.Attribute{
+			"name": schema.StringAttribute{Computed: true, Default: stringdefault.StaticString(d.name), MarkdownDescription: "Node group name (`" + d.name + "`)."},
+			"instance_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.instanceType), PlanModifiers: replaceStr,
+				MarkdownDescription: "EC2 instance type; default `" + d.instanceType + "`. Checked at plan time to be offered in the zones."},
+			"ami_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.amiType), PlanModifiers: replaceStr,
+				MarkdownDescription: "EKS AMI type; default `" + d.amiType + "`."},
+			"capacity_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ON_DEMAND"), PlanModifiers: replaceStr,
+				Validators:          []validator.String{stringvalidator.OneOf("ON_DEMAND", "SPOT")},
+				MarkdownDescription: "`ON_DEMAND` (default) or `SPOT`."},
+			"disk_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.disk),
+				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
+				Validators:          []validator.Int64{int64validator.Between(20, 16384)},
+				MarkdownDescription: "Root volume size in GiB."},
+			"desired_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.size),
+				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Desired node count."},
+			"min_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.size),
+				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Minimum node count."},
+			"max_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.size),
+				Validators: []validator.Int64{int64validator.AtLeast(1)}, MarkdownDescription: "Maximum node count; the GPU vCPU quota is checked against it."},
+			"labels": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: mapdefault.StaticValue(labelsValue),
+				MarkdownDescription: "Kubernetes labels on the nodes."},
+			"taints": schema.SetNestedAttribute{
+				Optional: true, Computed: true, Default: setdefault.StaticValue(taintsValue),
+				MarkdownDescription: "Kubernetes taints on the nodes.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"key":   schema.StringAttribute{Required: true, MarkdownDescription: "Taint key, e.g. `nvidia.com/gpu`."},
+					"value": schema.StringAttribute{Optional: true, MarkdownDescription: "Taint value."},
+					"effect": schema.StringAttribute{Required: true, MarkdownDescription: "`NO_SCHEDULE`, `NO_EXECUTE` or `PREFER_NO_SCHEDULE` (EKS spelling of NoSchedule and friends).",
+						Validators: []validator.String{stringvalidator.OneOf("NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE")}},
+				}},
+			},
+		},
+	}
+}
