@@ -60,8 +60,8 @@ func DefaultCost() CostModel {
 
 // The two fitted parameters (see doc.go, "Calibration").
 const (
-	fittedMFU          = 0.40
-	fittedStepOverhead = 0.004
+	fittedMFU          = 0.48
+	fittedStepOverhead = 0.015
 )
 
 // KVBytesPerToken is K and V for every layer and KV head: 28 x 4 x 128 x 2 x

@@ -383,3 +383,19 @@ func TestReplicaWithoutTokenizerNeedsTokenIDs(t *testing.T) {
 	}
 	h.Body.Close()
 }
+
+// TestReplicaReportsLag runs an engine a million times faster than the GPU,
+// which no process can keep up with, and checks that it says so.
+func TestReplicaReportsLag(t *testing.T) {
+	f := startFleet(t, 1, ReplicaConfig{Model: "m", Engine: DefaultEngineConfig(), TimeScale: 1e6})
+	base := f.Infos[0].HTTP
+	var out struct{ Usage usage }
+	decodeJSON(t, post(t, base+"/v1/completions", map[string]any{"prompt": sequence(64, 1), "max_tokens": 500}), &out)
+	if out.Usage.CompletionTokens != 500 {
+		t.Fatalf("usage %+v", out.Usage)
+	}
+	// 500 steps of ~50 ms engine time are scheduled within ~25 µs of wall time.
+	if lag := metricValue(t, scrape(t, base), "llmd_sim_lag_seconds"); lag <= 25e-6 {
+		t.Fatalf("lag %v s at time scale 1e6", lag)
+	}
+}

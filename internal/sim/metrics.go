@@ -67,7 +67,7 @@ func newReplicaMetrics(model string, cfg EngineConfig, timeScale float64) *repli
 			prometheus.Labels{"finished_reason": "length"}),
 		ttft:      hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
 		tpot:      hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", tpotBuckets),
-		lag:       gauge("llmd_sim_lag_seconds", "How far the simulated engine runs behind its wall-clock schedule."),
+		lag:       gauge("llmd_sim_lag_seconds", "How far behind its wall-clock schedule the engine finished its last step, in wall seconds."),
 		timeScale: gauge("llmd_sim_time_scale", "Simulated seconds per wall-clock second."),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig",

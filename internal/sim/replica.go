@@ -133,13 +133,18 @@ func (rp *Replica) Run(ctx context.Context) error {
 	}
 	timer := time.NewTimer(0)
 	<-timer.C
+	idle := true
 	for {
-		clock := time.Since(start).Seconds() * rp.cfg.TimeScale
-		engNow = max(engNow, clock)
+		if idle {
+			// An idle engine's clock catches up with the wall; a busy one
+			// keeps its own schedule, so falling behind shows as lag.
+			engNow = max(engNow, time.Since(start).Seconds()*rp.cfg.TimeScale)
+		}
 		if err := rp.intake(engNow); err != nil {
 			return err
 		}
 		d, ok := rp.eng.Schedule()
+		idle = !ok
 		if !ok {
 			rp.metrics.update(rp.eng)
 			select {

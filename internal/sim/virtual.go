@@ -47,7 +47,8 @@ type Result struct {
 	// HitRate is prefix-cache hits over queries, in tokens, over the fleet.
 	HitRate float64
 	// MeanWaiting and MeanRunning are fleet totals and MeanKVUsage the pod
-	// average, time-averaged over the run.
+	// average, time-averaged over the steady state (while the client has
+	// prompts left, so every connection is busy).
 	MeanWaiting, MeanRunning, MeanKVUsage float64
 	Preemptions                           uint64
 	// PodRequests counts requests each pod served.
@@ -142,6 +143,12 @@ func (v *virtualRun) handle(ev vevent) error {
 		}
 		v.q.push(vevent{t: ev.t + v.cfg.ScrapeInterval, kind: evScrape})
 	case evSample:
+		// Gauges are averaged over the steady state only, while the client
+		// still has prompts and so keeps every connection busy: ramp-up and
+		// drain would dilute them.
+		if v.next >= v.work.len() {
+			return nil
+		}
 		for _, e := range v.engines {
 			v.res.MeanWaiting += float64(e.Waiting())
 			v.res.MeanRunning += float64(e.Running())

@@ -1,0 +1,17 @@
+package sim
+
+import "testing"
+
+// BenchmarkSeedWorkloadVirtual is the full seed workload (8 replicas, 9,000
+// prompts, 512 connections, kube-proxy baseline) in virtual time: the unit
+// of work of the policy benchmark, which runs it once per policy.
+func BenchmarkSeedWorkloadVirtual(b *testing.B) {
+	for b.Loop() {
+		res, err := RunVirtual(VirtualConfig{Engine: DefaultEngineConfig(), Replicas: 8, Workload: SeedWorkload(),
+			Concurrency: 512, Picker: NewKubeProxy(1), EventDelay: 0.01, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.Duration, "sim-s/op")
+	}
+}
