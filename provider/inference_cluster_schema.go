@@ -50,7 +50,8 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 		MarkdownDescription: "An EKS cluster ready for LLM inference: its own VPC (or an existing one), IAM roles, the control plane " +
 			"with API authentication and an admin access entry, a GPU node group and a system node group. Every part carries the tag " +
 			"`llmd.dev/owner = <name>`; a create that failed half way is resumed by the next apply, which adopts what exists. " +
-			"Scaling, Kubernetes version, labels, taints, endpoint access and tags change in place; other changes replace the cluster.",
+			"Scaling, Kubernetes version, labels, taints, endpoint access and tags change in place; other changes replace the cluster. " +
+			"Waits poll AWS every 10s; the environment variable `LLMD_AWS_POLL_INTERVAL` (a Go duration) changes that and exists for tests against emulators.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "The cluster name."},
 			"name": schema.StringAttribute{
