@@ -3,6 +3,8 @@ package zmqtransport
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,4 +235,36 @@ func TestMalformedMessagePurges(t *testing.T) {
 	if got := blocksOf(ix, keys0); len(got) != 0 {
 		t.Fatalf("the history before the malformed message was replayed again: %s", fmtMap(got))
 	}
+}
+
+// TestOpenRetriesWithBackoff starts following a bind-mode endpoint whose
+// address another process still holds (a previous router, say): opening
+// fails and is retried until the address frees, then events flow.
+func TestOpenRetriesWithBackoff(t *testing.T) {
+	const blocks = 3
+	tokens := randomTokens(rand.New(rand.NewPCG(6, 6)), 1, blocks)
+	engines := newEngines(t, 1, blocks, pubOptions{form: kvevents.FormMap, rank: 0, buffer: 100, bind: true})
+	e := engines[0]
+	holder, err := net.Listen("tcp", strings.TrimPrefix(e.pub.endpoint().Addr, "tcp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := index.New(index.Config{})
+	in := startIngestor(t, ix, engines)
+	eventually(t, "failed opens", nil, func() string {
+		if n := in.Stats().TransportErrors; n < 2 {
+			return fmt.Sprintf("%d transport errors", n)
+		}
+		return ""
+	})
+	holder.Close()
+	ev, _ := e.store(tokens, 0, blocks)
+	e.send(t, []simEvent{ev})
+	keys := index.Keys(nil, tokens[0], bs, "", nil)
+	eventually(t, "events after the address freed", engines, func() string {
+		if got := blocksOf(ix, keys); got[e.id] != blocks {
+			return fmtMap(got)
+		}
+		return ""
+	})
 }
