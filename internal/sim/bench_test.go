@@ -7,8 +7,7 @@ import "testing"
 // of work of the policy benchmark, which runs it once per policy.
 func BenchmarkSeedWorkloadVirtual(b *testing.B) {
 	for b.Loop() {
-		res, err := RunVirtual(VirtualConfig{Engine: DefaultEngineConfig(), Replicas: 8, Workload: SeedWorkload(),
-			Concurrency: 512, Picker: NewKubeProxy(1), EventDelay: 0.01, Seed: 1})
+		res, err := RunVirtual(calibrationRun(DefaultEngineConfig(), 1))
 		if err != nil {
 			b.Fatal(err)
 		}

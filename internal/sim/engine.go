@@ -82,8 +82,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	return e, nil
 }
 
-// Config returns the engine's configuration.
-func (e *Engine) Config() EngineConfig { return e.cfg }
+// replicaSeed gives replica i of a fleet its own seed, and so its own hash root.
+func replicaSeed(seed uint64, i int) uint64 { return splitmix(seed) + uint64(i) }
 
 // Add queues r at the back of the waiting queue. A request that could not
 // fit the whole cache even alone is refused, as vLLM refuses prompts longer

@@ -74,7 +74,7 @@ func (f *Fleet) add(cfg FleetConfig, i int) error {
 	rc := cfg.Replica
 	rc.Pod = "sim-" + strconv.Itoa(i)
 	rc.Topic = "kv@" + hostPort + "@" + rc.Model
-	rc.Engine.Seed = cfg.Replica.Engine.Seed*1000 + uint64(i)
+	rc.Engine.Seed = replicaSeed(cfg.Replica.Engine.Seed, i)
 	rc.KVAddr = "tcp://" + net.JoinHostPort(cfg.Host, port(cfg.KVPort, 2*i))
 	if !cfg.NoReplay {
 		rc.ReplayAddr = "tcp://" + net.JoinHostPort(cfg.Host, port(cfg.KVPort, 2*i+1))

@@ -35,9 +35,5 @@ type Request struct {
 // Finished reports whether every output token has been generated.
 func (r *Request) Finished() bool { return r.Output >= r.MaxTokens }
 
-// Tokens returns the prompt followed by the output generated so far; the
-// slice is the engine's and must not be modified.
-func (r *Request) Tokens() []uint32 { return r.tokens }
-
 // OutputTokens returns the generated token ids so far.
 func (r *Request) OutputTokens() []uint32 { return r.tokens[len(r.Prompt):] }

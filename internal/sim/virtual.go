@@ -100,7 +100,7 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	v.res.PodRequests = make([]int, cfg.Replicas)
 	for i := range cfg.Replicas {
 		ec := cfg.Engine
-		ec.Seed = cfg.Seed*1000 + uint64(i)
+		ec.Seed = replicaSeed(cfg.Seed, i)
 		e, err := NewEngine(ec)
 		if err != nil {
 			return Result{}, err
