@@ -48,18 +48,24 @@ func exists(gpu uint64, off offMasks) bool { return gpu|off.cpu|off.storage != 0
 // add marks slot bit as holding k on tier t and reports whether k is a new
 // key. It confirms a speculative entry of the same slot. Callers hold s.mu.
 func (s *shard) add(k uint64, t Tier, bit uint64, slot uint8) (newKey, confirmed bool) {
-	gpu, off := s.held(k)
-	newKey = !exists(gpu, off)
-	switch t {
-	case TierGPU:
-		s.gpu.put(k, gpu|bit)
-	case TierCPU:
-		off.cpu |= bit
-		s.off[k] = off
-	default:
-		off.storage |= bit
-		s.off[k] = off
+	var gpu uint64
+	var off offMasks
+	if len(s.off) > 0 {
+		off = s.off[k]
 	}
+	if t == TierGPU {
+		gpu = s.gpu.or(k, bit) // one probe on the hot path
+	} else {
+		gpu, _ = s.gpu.get(k)
+		o := off
+		if t == TierCPU {
+			o.cpu |= bit
+		} else {
+			o.storage |= bit
+		}
+		s.off[k] = o
+	}
+	newKey = !exists(gpu, off)
 	if len(s.spec) > 0 {
 		if m := s.spec[k]; m&bit != 0 {
 			s.dropSpec(k, m, bit, slot)

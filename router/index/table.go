@@ -94,6 +94,26 @@ func (t *table) swap(k, v uint64) (old uint64, had bool) {
 	return 0, false
 }
 
+// or sets bits in k's value, inserting k, and returns the value before, in
+// one probe (the per-block update of a key's holders).
+func (t *table) or(k, bits uint64) uint64 {
+	if k == 0 {
+		old := t.zeroVal
+		t.zeroVal, t.hasZero = old|bits, true
+		return old
+	}
+	if i := t.find(k); i >= 0 {
+		old := t.slots[i].val
+		t.slots[i].val = old | bits
+		return old
+	}
+	if (t.n+1)*8 > len(t.slots)*7 {
+		t.grow()
+	}
+	t.insert(slot{k, bits})
+	return 0
+}
+
 // clear empties the table but keeps its size: a purged engine refills.
 func (t *table) clear() {
 	clear(t.slots)

@@ -16,7 +16,13 @@ func TestTableMatchesGoMap(t *testing.T) {
 		if rng.IntN(8) == 0 {
 			k = rng.Uint64() // the whole range, and 0 sometimes via IntN
 		}
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
+		case 3:
+			bits := rng.Uint64()
+			if old := tb.or(k, bits); old != model[k] {
+				t.Fatalf("step %d: or(%d) returned %d, model had %d", step, k, old, model[k])
+			}
+			model[k] |= bits
 		case 0, 1:
 			v := rng.Uint64()
 			old, had := tb.swap(k, v)
