@@ -118,6 +118,7 @@ func BenchmarkUniqueSuffix(b *testing.B) {
 	tk := variants[0].load(b, true)
 	prefix := prompt2176(b, tk, texts, 0)
 	var lat []time.Duration
+	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		suffix := texts[(i+100)%len(texts)]
@@ -136,4 +137,23 @@ func BenchmarkUniqueSuffix(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkEncodeFamily reports the encode speed of each family on the same
+// text. DeepSeek V3's three split patterns run on regexp2 (no scanner).
+func BenchmarkEncodeFamily(b *testing.B) {
+	texts := benchTexts(b)[:250]
+	for _, v := range []variant{variants[0], variants[3], variants[6]} {
+		b.Run(v.name, func(b *testing.B) {
+			tk := v.load(b, true)
+			b.SetBytes(int64(totalBytes(texts)))
+			b.ReportAllocs()
+			var dst []uint32
+			for b.Loop() {
+				for _, s := range texts {
+					dst, _ = tk.AppendEncode(dst[:0], s, false)
+				}
+			}
+		})
+	}
 }

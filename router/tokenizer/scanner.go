@@ -16,15 +16,19 @@ const (
 	llama3SplitPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
+// scanners are the hand-written matchers, by the split pattern each replaces.
+var scanners = map[string]matcher{
+	qwenSplitPattern:     wordScanner{maxDigits: 1},
+	llama3SplitPattern:   wordScanner{maxDigits: 3},
+	deepseekDigitPattern: numberRun{max: 3},
+	deepseekCJKPattern:   hanKanaRun{},
+	deepseekSplitPattern: deepseekScanner{},
+}
+
 // scannerFor returns the hand-written scanner for a split pattern it covers.
 func scannerFor(pattern string) (matcher, bool) {
-	switch pattern {
-	case qwenSplitPattern:
-		return wordScanner{maxDigits: 1}, true
-	case llama3SplitPattern:
-		return wordScanner{maxDigits: 3}, true
-	}
-	return nil, false
+	m, ok := scanners[pattern]
+	return m, ok
 }
 
 type runeClass uint8
@@ -119,20 +123,26 @@ func (w wordScanner) piece(s string, i int) int {
 		}
 		return j - i
 	}
-	// Only white space is left: \s*[\r\n]+ takes the run up to its last line
-	// break; \s+(?!\S) takes the run but leaves its last rune to prefix the next
-	// piece; \s+ takes a single space before a non-space.
+	// Only white space is left.
+	return whitespacePiece(s, i)
+}
+
+// whitespacePiece matches the three white-space alternatives the patterns
+// share at i, where a white-space rune starts: \s*[\r\n]+ takes the run up to
+// its last line break; \s+(?!\S) takes the run but leaves its last rune to
+// prefix the next piece; \s+ takes a single space before a non-space.
+func whitespacePiece(s string, i int) int {
 	end, lastBreak, lastStart := i, -1, i
 	for end < len(s) {
-		r2, n2, c2 := runeAt(s, end)
-		if c2 != classSpace {
+		r, n, c := runeAt(s, end)
+		if c != classSpace {
 			break
 		}
-		if r2 == '\r' || r2 == '\n' {
+		if r == '\r' || r == '\n' {
 			lastBreak = end + 1
 		}
 		lastStart = end
-		end += n2
+		end += n
 	}
 	switch {
 	case lastBreak > 0:
