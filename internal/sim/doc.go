@@ -31,7 +31,9 @@
 //
 // One simplification: when two requests compute the same block at the same
 // time, vLLM keeps both copies cached; the simulator caches the first and
-// frees the second as an ordinary block, so no hash is announced twice.
+// frees the second as an ordinary block, so no hash is announced twice. It
+// takes two requests prefilling the same blocks in overlapping chunks, and
+// does not happen in the seed workload.
 //
 // # Cost model: Qwen2.5-7B-Instruct (bf16) on one NVIDIA A10G
 //
