@@ -280,7 +280,7 @@ func (e *Engine) Finish(now float64) (*kvevents.Batch, []*Request) {
 		if !r.running || r.computed < len(r.tokens) {
 			continue
 		}
-		r.tokens = append(r.tokens, OutputToken(r.ID, r.Output))
+		r.tokens = append(r.tokens, outputToken(r.ID, r.Output))
 		r.Output++
 		e.stats.GenerationTokens++
 		if r.Output == 1 {

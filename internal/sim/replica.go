@@ -159,7 +159,6 @@ func (rp *Replica) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			rp.eng.Finish(end)
 			return nil
 		case <-timer.C:
 		}

@@ -58,7 +58,7 @@ func (r *response) usageChunk(n int) map[string]any {
 func (r *response) whole(ids []uint32) map[string]any {
 	var b strings.Builder
 	for _, id := range ids {
-		b.WriteString(TokenText(id))
+		b.WriteString(tokenText(id))
 	}
 	choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": "length"}
 	if r.chat {

@@ -3,7 +3,6 @@ package sim
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -221,7 +220,7 @@ func (rp *Replica) stream(w http.ResponseWriter, r *http.Request, lr *liveReq, r
 		}
 		for i, id := range more {
 			last := done && i == len(more)-1
-			writeEvent(w, resp.chunk(TokenText(id), have == 0 && i == 0, last))
+			writeEvent(w, resp.chunk(tokenText(id), have == 0 && i == 0, last))
 		}
 		have += len(more)
 		if flusher != nil {
@@ -242,10 +241,5 @@ func (rp *Replica) stream(w http.ResponseWriter, r *http.Request, lr *liveReq, r
 
 func writeEvent(w http.ResponseWriter, v any) {
 	b, _ := json.Marshal(v)
-	var sb strings.Builder
-	sb.Grow(len(b) + 8)
-	sb.WriteString("data: ")
-	sb.Write(b)
-	sb.WriteString("\n\n")
-	_, _ = w.Write([]byte(sb.String()))
+	_, _ = w.Write(append(append([]byte("data: "), b...), "\n\n"...))
 }

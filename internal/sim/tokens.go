@@ -15,13 +15,13 @@ const (
 	numLetters    = 26
 )
 
-// OutputToken is the i-th output token of a request with the given seed.
-func OutputToken(seed uint64, i int) uint32 {
+// outputToken is the i-th output token of a request with the given seed.
+func outputToken(seed uint64, i int) uint32 {
 	return firstLetterID + uint32(splitmix(seed+uint64(i))%numLetters)
 }
 
-// TokenText renders an id produced by OutputToken.
-func TokenText(id uint32) string {
+// tokenText renders an id produced by outputToken.
+func tokenText(id uint32) string {
 	if id >= firstLetterID && id < firstLetterID+numLetters {
 		return string(rune('!' + id))
 	}
