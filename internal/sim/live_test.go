@@ -399,3 +399,54 @@ func TestReplicaReportsLag(t *testing.T) {
 		t.Fatalf("lag %v s at time scale 1e6", lag)
 	}
 }
+
+// TestReplicaShutdownEndsRequests stops a fleet under a streamed and a
+// whole request: both must end, with an error rather than a hang.
+func TestReplicaShutdownEndsRequests(t *testing.T) {
+	f, err := StartFleet(FleetConfig{Replica: ReplicaConfig{Model: "m", Engine: DefaultEngineConfig(), TimeScale: 1},
+		Replicas: 1, Host: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- f.Serve(ctx) }()
+	base := f.Infos[0].HTTP
+	stream := post(t, base+"/v1/completions", map[string]any{"prompt": sequence(32, 1), "max_tokens": 5000, "stream": true})
+	defer stream.Body.Close()
+	lines := bufio.NewScanner(stream.Body)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "data: ") {
+		t.Fatalf("no first chunk: %v", lines.Err())
+	}
+	whole := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":[1,2,3],"max_tokens":5000}`))
+		if err != nil {
+			t.Error(err)
+		}
+		whole <- resp
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for metricValue(t, scrape(t, base), "vllm:num_requests_running") != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the whole request never started running")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	sawError := false
+	for lines.Scan() {
+		sawError = sawError || strings.Contains(lines.Text(), `"error"`)
+	}
+	if !sawError {
+		t.Fatal("streamed request ended without an error event")
+	}
+	if resp := <-whole; resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("whole request at shutdown: %+v", resp)
+	} else {
+		resp.Body.Close()
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -66,18 +66,36 @@ func badRequest(format string, args ...any) error {
 	return &httpError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
 }
 
-// writeError answers in OpenAI's error shape.
-func writeError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
+// requestError gives an engine's verdict on a request its HTTP status: a
+// refused request is the client's fault, a shutdown is not.
+func requestError(err error) error {
+	if errors.Is(err, errShutdown) {
+		return &httpError{status: http.StatusServiceUnavailable, msg: err.Error()}
+	}
+	return &httpError{status: http.StatusBadRequest, msg: err.Error()}
+}
+
+func statusOf(err error) int {
 	var he *httpError
 	if errors.As(err, &he) {
-		status = he.status
+		return he.status
 	}
+	return http.StatusInternalServerError
+}
+
+// errorBody is OpenAI's error shape.
+func errorBody(err error) map[string]any {
+	status := statusOf(err)
 	typ := "BadRequestError"
 	if status >= 500 {
 		typ = "InternalServerError"
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": err.Error(), "type": typ, "code": status}})
+	return map[string]any{"error": map[string]any{"message": err.Error(), "type": typ, "code": status}}
+}
+
+// writeError answers with err in OpenAI's error shape.
+func writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, statusOf(err), errorBody(err))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

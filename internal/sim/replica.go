@@ -126,6 +126,7 @@ func (rp *Replica) signal() {
 // the engine is behind.
 func (rp *Replica) Run(ctx context.Context) error {
 	defer rp.pub.close()
+	defer rp.failAll()
 	start := time.Now()
 	engNow := 0.0
 	wallAt := func(t float64) time.Time {
@@ -197,6 +198,25 @@ func (rp *Replica) intake(now float64) error {
 		return rp.publish(rp.eng.TakeEvents(now))
 	}
 	return nil
+}
+
+// errShutdown ends the requests still in flight when the replica stops.
+var errShutdown = errors.New("replica shutting down")
+
+// failAll ends every request the driver still holds or has not taken in,
+// so no handler waits for tokens that will never come.
+func (rp *Replica) failAll() {
+	rp.mu.Lock()
+	in := rp.inbox
+	rp.inbox = nil
+	rp.mu.Unlock()
+	for _, lr := range in {
+		lr.finish(errShutdown)
+	}
+	for r, lr := range rp.live {
+		lr.finish(errShutdown)
+		delete(rp.live, r)
+	}
 }
 
 // publish sends a step's events stamped with the wall clock, as vLLM does.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -182,13 +183,13 @@ func (rp *Replica) generate(w http.ResponseWriter, r *http.Request, g *genReques
 	var out []uint32
 	for {
 		more, done, err := lr.wait(r.Context(), len(out))
-		if err == errClientGone {
+		if errors.Is(err, errClientGone) {
 			rp.abort(lr)
 			return
 		}
 		out = append(out, more...)
 		if err != nil {
-			writeError(w, &httpError{status: http.StatusBadRequest, msg: err.Error()})
+			writeError(w, requestError(err))
 			return
 		}
 		if done {
@@ -204,13 +205,19 @@ func (rp *Replica) stream(w http.ResponseWriter, r *http.Request, lr *liveReq, r
 	have := 0
 	for {
 		more, done, err := lr.wait(r.Context(), have)
-		if err == errClientGone {
+		if errors.Is(err, errClientGone) {
 			rp.abort(lr)
 			return
 		}
 		if err != nil && !started {
-			writeError(w, &httpError{status: http.StatusBadRequest, msg: err.Error()})
+			writeError(w, requestError(err))
 			return
+		}
+		if err != nil {
+			// Headers are gone: the error travels as an event, as vLLM sends it.
+			writeEvent(w, errorBody(requestError(err)))
+			includeUsage = false
+			break
 		}
 		if !started {
 			w.Header().Set("Content-Type", "text/event-stream")
