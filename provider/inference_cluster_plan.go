@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -13,8 +14,7 @@ import (
 )
 
 // ValidateConfig checks what single attributes cannot: the two ways of
-// networking exclude each other, node group sizes are ordered, and the owner
-// tag is not the user's to set.
+// networking exclude each other, and the owner tag is not the user's to set.
 func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m inferenceClusterModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
@@ -37,23 +37,6 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 				"networking.vpc_cidr and networking.availability_zones describe a network to create; remove them when networking.vpc_id names an existing one")
 		}
 	}
-	for _, group := range []struct {
-		name string
-		obj  types.Object
-	}{{"gpu_node_group", m.GPUNodeGroup}, {"system_node_group", m.SystemNodeGroup}} {
-		if group.obj.IsNull() || group.obj.IsUnknown() {
-			continue
-		}
-		var ng nodeGroupModel
-		resp.Diagnostics.Append(group.obj.As(ctx, &ng, asObject)...)
-		if ng.MinSize.IsNull() || ng.MinSize.IsUnknown() || ng.DesiredSize.IsNull() || ng.DesiredSize.IsUnknown() || ng.MaxSize.IsNull() || ng.MaxSize.IsUnknown() {
-			continue
-		}
-		if minS, des, maxS := ng.MinSize.ValueInt64(), ng.DesiredSize.ValueInt64(), ng.MaxSize.ValueInt64(); minS > des || des > maxS {
-			resp.Diagnostics.AddAttributeError(path.Root(group.name).AtName("desired_size"), "Node group sizes out of order",
-				fmt.Sprintf("%s needs min_size <= desired_size <= max_size, got %d <= %d <= %d; set all three when changing one", group.name, minS, des, maxS))
-		}
-	}
 	if !m.Tags.IsUnknown() {
 		for k := range m.Tags.Elements() {
 			if strings.HasPrefix(k, "llmd.dev/") {
@@ -63,8 +46,8 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 	}
 }
 
-// ModifyPlan computes tags_all (so default_tags changes show in the plan) and
-// runs the preflight checks when a cluster is to be created or its GPU node
+// ModifyPlan computes tags_all (so default_tags changes show in the plan),
+// checks node group sizes (defaults applied) and runs the preflight checks when a cluster is to be created or its GPU node
 // group or version changes.
 func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() || r.data == nil {
@@ -81,7 +64,8 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &user, false)...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("tags_all"), mapOf(c.AllTags(user)))...)
 	}
-	if !r.needsPreflight(ctx, req, plan) {
+	resp.Diagnostics.Append(checkSizes(ctx, plan)...)
+	if resp.Diagnostics.HasError() || !r.needsPreflight(ctx, req, plan) {
 		return
 	}
 	spec, diags := plan.spec(ctx)
@@ -119,4 +103,28 @@ func (r *inferenceClusterResource) needsPreflight(ctx context.Context, req resou
 		return false
 	}
 	return !plan.KubernetesVersion.Equal(prior.KubernetesVersion) || !plan.GPUNodeGroup.Equal(prior.GPUNodeGroup)
+}
+
+// checkSizes requires min_size <= desired_size <= max_size, on the plan so a
+// changed desired_size is checked against defaulted bounds too.
+func checkSizes(ctx context.Context, m inferenceClusterModel) diag.Diagnostics {
+	var diags diag.Diagnostics
+	for _, group := range []struct {
+		name string
+		obj  types.Object
+	}{{"gpu_node_group", m.GPUNodeGroup}, {"system_node_group", m.SystemNodeGroup}} {
+		if group.obj.IsNull() || group.obj.IsUnknown() {
+			continue
+		}
+		var ng nodeGroupModel
+		diags.Append(group.obj.As(ctx, &ng, asObject)...)
+		if ng.MinSize.IsNull() || ng.MinSize.IsUnknown() || ng.DesiredSize.IsNull() || ng.DesiredSize.IsUnknown() || ng.MaxSize.IsNull() || ng.MaxSize.IsUnknown() {
+			continue
+		}
+		if minS, des, maxS := ng.MinSize.ValueInt64(), ng.DesiredSize.ValueInt64(), ng.MaxSize.ValueInt64(); minS > des || des > maxS {
+			diags.AddAttributeError(path.Root(group.name).AtName("desired_size"), "Node group sizes out of order",
+				fmt.Sprintf("%s needs min_size <= desired_size <= max_size, got %d <= %d <= %d; set all three when changing one", group.name, minS, des, maxS))
+		}
+	}
+	return diags
 }

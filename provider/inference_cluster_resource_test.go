@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -24,6 +25,7 @@ import (
 // standInSetup starts moto with the AWS stand-in in front of it (for access
 // entries and injected states), points the SDK's environment away from the
 // machine's own AWS settings and makes waiters poll every few milliseconds.
+// The clients returned are for arranging and checking behind Terraform's back.
 func standInSetup(t *testing.T) (*testenv.AWSStandIn, *awsinfra.Clients) {
 	t.Helper()
 	moto := testenv.StartMoto(t)
@@ -33,7 +35,8 @@ func standInSetup(t *testing.T) (*testenv.AWSStandIn, *awsinfra.Clients) {
 		awsinfra.PollIntervalEnv: "10ms"} {
 		t.Setenv(k, v)
 	}
-	return standIn, motoClients(t, moto)
+	// Checks go through the stand-in too, so they see what it serves over moto.
+	return standIn, motoClients(t, &testenv.Moto{URL: standIn.URL})
 }
 
 func clusterConfig(standIn *testenv.AWSStandIn, name, body string) string {
@@ -323,4 +326,168 @@ func TestAccInferenceClusterWaits(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestAccInferenceClusterUpdateInPlace: version upgrade (control plane, then
+// node groups), endpoint access, labels and tags change without replacement,
+// and the tags reach every part in EC2, IAM and EKS. Every request names the
+// provider and its version in the user agent.
+func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
+	standIn, c := standInSetup(t)
+	const name = "acc-update"
+	res := "llmd_inference_cluster.test"
+	before := clusterConfig(standIn, name, `
+  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }`)
+	after := strings.Replace(clusterConfig(standIn, name, `
+  kubernetes_version = "1.34"
+  endpoint_access = { public_cidrs = ["203.0.113.0/24"] }
+  gpu_node_group = {
+    desired_size = 2
+    min_size     = 2
+    max_size     = 2
+    labels       = { "llmd.dev/pool" = "gpu", "llmd.dev/model" = "qwen-7b" }
+  }`), `env = "acc"`, `env = "prod", costcenter = "ml"`, 1)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNothingOwned(t, c, name),
+		Steps: []resource.TestStep{
+			{
+				Config: before,
+				Check: func(*terraform.State) error {
+					if ua := standIn.LastUserAgent(); !strings.Contains(ua, " terraform-provider-llmd/test ") {
+						return fmt.Errorf("user agent %q does not name the provider and its version", ua)
+					}
+					return nil
+				},
+			},
+			{
+				Config:           after,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("kubernetes_version"), knownvalue.StringExact("1.34")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("endpoint_access").AtMapKey("public_cidrs"), knownvalue.SetExact([]knownvalue.Check{knownvalue.StringExact("203.0.113.0/24")})),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("labels").AtMapKey("llmd.dev/model"), knownvalue.StringExact("qwen-7b")),
+				},
+				Check: func(*terraform.State) error {
+					ctx := context.Background()
+					for _, ng := range []string{"gpu", "system"} {
+						out, err := c.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: awsString(name), NodegroupName: awsString(ng)})
+						if err != nil {
+							return err
+						}
+						if v := awssdk.ToString(out.Nodegroup.Version); v != "1.34" {
+							return fmt.Errorf("node group %s still on %s after the upgrade", ng, v)
+						}
+					}
+					parts, err := c.FindOwnedParts(ctx, name)
+					if err != nil {
+						return err
+					}
+					for _, p := range parts {
+						if p.Tags["env"] != "prod" || p.Tags["costcenter"] != "ml" || p.Tags["team"] != "inference" {
+							return fmt.Errorf("%s %s has tags %v after the update", p.Kind, p.ID, p.Tags)
+						}
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// TestAccInferenceClusterExistingNetwork: given a VPC and subnets, the cluster
+// uses them, reads the zones and CIDR back, imports cleanly, and destroy
+// leaves the network that was not its own.
+func TestAccInferenceClusterExistingNetwork(t *testing.T) {
+	standIn, c := standInSetup(t)
+	ctx := context.Background()
+	vpc, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: awsString("10.20.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subnets []string
+	for i, az := range []string{"us-west-2b", "us-west-2c"} {
+		sn, err := c.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: awsString(fmt.Sprintf("10.20.%d.0/20", 16*i)), AvailabilityZone: awsString(az)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subnets = append(subnets, *sn.Subnet.SubnetId)
+	}
+	const name = "acc-existing"
+	res := "llmd_inference_cluster.test"
+	cfg := strings.Replace(clusterConfig(standIn, name, `  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }`),
+		`vpc_cidr           = "10.0.0.0/16"
+    availability_zones = ["us-west-2a", "us-west-2b"]`,
+		fmt.Sprintf(`vpc_id     = %q
+    subnet_ids = [%q, %q]`, *vpc.Vpc.VpcId, subnets[0], subnets[1]), 1)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: resource.ComposeTestCheckFunc(checkNothingOwned(t, c, name), func(*terraform.State) error {
+			out, err := c.EC2.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{*vpc.Vpc.VpcId}})
+			if err != nil || len(out.Vpcs) != 1 {
+				return fmt.Errorf("the given VPC is gone after destroy (%v): it was not the cluster's to delete", err)
+			}
+			return nil
+		}),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("networking").AtMapKey("vpc_cidr"), knownvalue.StringExact("10.20.0.0/16")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("networking").AtMapKey("availability_zones"), knownvalue.SetExact([]knownvalue.Check{
+						knownvalue.StringExact("us-west-2b"), knownvalue.StringExact("us-west-2c")})),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("networking").AtMapKey("public_subnet_ids"), knownvalue.SetSizeExact(0)),
+				},
+				Check: func(*terraform.State) error {
+					parts, err := c.FindOwnedParts(ctx, name)
+					if err != nil {
+						return err
+					}
+					for _, p := range parts {
+						if strings.HasPrefix(p.Kind, "ec2 ") {
+							return fmt.Errorf("created %s %s in a network it was given", p.Kind, p.ID)
+						}
+					}
+					return nil
+				},
+			},
+			{ResourceName: res, ImportState: true, ImportStateId: name, ImportStateVerify: true,
+				ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts"}},
+		},
+	})
+}
+
+// TestAccInferenceClusterConfigErrors: configuration mistakes fail at plan
+// time naming the field and the fix, before any AWS call.
+func TestAccInferenceClusterConfigErrors(t *testing.T) {
+	standIn, _ := standInSetup(t)
+	cases := map[string]struct {
+		body     string
+		old, new string // a replacement in the rest of the configuration
+		want     *regexp.Regexp
+	}{
+		"sizes":        {body: `  gpu_node_group = { desired_size = 9 }`, want: regexp.MustCompile(`(?s)gpu_node_group needs min_size <= desired_size <=\s+max_size, got 8 <= 9 <= 8`)},
+		"reserved tag": {old: `env = "acc"`, new: `"llmd.dev/owner" = "x"`, want: regexp.MustCompile(`(?s)tag keys under llmd.dev/ are the provider's bookkeeping`)},
+		"taint effect": {body: `  gpu_node_group = { taints = [{ key = "k", effect = "NoSchedule" }] }`, want: regexp.MustCompile(`(?s)effect.*NO_SCHEDULE`)},
+		"version":      {body: `  kubernetes_version = "v1.33"`, want: regexp.MustCompile(`(?s)kubernetes_version.*"1.33"`)},
+		"subnets without vpc": {old: `vpc_cidr           = "10.0.0.0/16"`, new: `subnet_ids = ["subnet-1", "subnet-2"]`,
+			want: regexp.MustCompile(`(?s)networking\.vpc_id is required with networking\.subnet_ids`)},
+		"vpc without subnets": {old: `vpc_cidr           = "10.0.0.0/16"`, new: `vpc_id = "vpc-1"`,
+			want: regexp.MustCompile(`(?s)networking\.subnet_ids is required with networking\.vpc_id`)},
+	}
+	for label, tc := range cases {
+		t.Run(label, func(t *testing.T) {
+			cfg := clusterConfig(standIn, "acc-bad", tc.body)
+			if tc.old != "" {
+				cfg = strings.Replace(cfg, tc.old, tc.new, 1)
+			}
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: tc.want}},
+			})
+		})
+	}
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
@@ -17,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // Services whose endpoint can be overridden, in the order the docs list them.
@@ -107,7 +110,10 @@ func LoadConfig(ctx context.Context, s Settings) (aws.Config, error) {
 	if s.MaxRetries > 0 {
 		opts = append(opts, config.WithRetryMaxAttempts(s.MaxRetries))
 	}
-	if s.UserAgent != "" {
+	if name, version, ok := strings.Cut(s.UserAgent, "/"); ok {
+		// A product token of its own: the SDK's app ID would turn the "/" into "-".
+		opts = append(opts, config.WithAPIOptions([]func(*middleware.Stack) error{awsmiddleware.AddUserAgentKeyValue(name, version)}))
+	} else if s.UserAgent != "" {
 		opts = append(opts, config.WithAppID(s.UserAgent))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)

@@ -17,7 +17,9 @@ import (
 
 // AWSStandIn is a stand-in for the parts of the real AWS API that moto lacks,
 // placed in front of moto: it serves EKS access entries, EKS
-// DescribeClusterVersions and chosen Service Quotas values itself, injects the
+// DescribeClusterVersions, cluster and node group version upgrades, node
+// group tags and chosen Service Quotas values itself (keeping what it changed
+// as an overlay on moto's descriptions), injects the
 // lifecycle states real AWS passes through (CREATING, DELETING, CREATE_FAILED
 // with health issues, DependencyViolation) and faults, and forwards every
 // other request to moto unchanged. Point every endpoint override at URL.
@@ -26,15 +28,17 @@ type AWSStandIn struct {
 	URL  string
 	moto *Moto
 
-	mu       sync.Mutex
-	calls    []string
-	faults   map[string]bool
-	statuses map[string]*injectedStatus
-	depViol  map[string]int
-	bodies   map[string]json.RawMessage
-	entries  map[string]map[string]*accessEntry
-	quotas   map[string]float64
-	versions []string
+	mu        sync.Mutex
+	calls     []string
+	userAgent string
+	faults    map[string]bool
+	statuses  map[string]*injectedStatus
+	depViol   map[string]int
+	bodies    map[string]json.RawMessage
+	overlay   map[string]map[string]any
+	entries   map[string]map[string]*accessEntry
+	quotas    map[string]float64
+	versions  []string
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -59,7 +63,7 @@ type accessEntry struct {
 func StartAWSStandIn(t testing.TB, moto *Moto) *AWSStandIn {
 	t.Helper()
 	s := &AWSStandIn{moto: moto, faults: map[string]bool{}, statuses: map[string]*injectedStatus{}, depViol: map[string]int{},
-		bodies: map[string]json.RawMessage{}, entries: map[string]map[string]*accessEntry{}, quotas: map[string]float64{},
+		bodies: map[string]json.RawMessage{}, overlay: map[string]map[string]any{}, entries: map[string]map[string]*accessEntry{}, quotas: map[string]float64{},
 		versions: []string{"1.31", "1.32", "1.33", "1.34"}}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
@@ -124,6 +128,13 @@ func (s *AWSStandIn) Calls() []string {
 	return append([]string(nil), s.calls...)
 }
 
+// LastUserAgent is the User-Agent of the latest request.
+func (s *AWSStandIn) LastUserAgent() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.userAgent
+}
+
 // ResetCalls forgets the calls received so far.
 func (s *AWSStandIn) ResetCalls() {
 	s.mu.Lock()
@@ -162,6 +173,7 @@ func (s *AWSStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	req := classify(r, body)
 	s.mu.Lock()
 	s.calls = append(s.calls, req.op)
+	s.userAgent = r.Header.Get("User-Agent")
 	fault := s.faults[req.op]
 	violate := s.depViol[req.op] > 0
 	if violate {
@@ -303,9 +315,12 @@ func (s *AWSStandIn) forward(w http.ResponseWriter, r *http.Request, req awsRequ
 		return
 	}
 	if resp.StatusCode == http.StatusOK {
-		s.remember(req, body)
+		body = s.remember(req, body)
 	}
 	for k, v := range resp.Header {
+		if k == "Content-Length" {
+			continue
+		}
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -322,10 +337,12 @@ func objectKey(req awsRequest) (key, field string) {
 	return "", ""
 }
 
-func (s *AWSStandIn) remember(req awsRequest, body []byte) {
+// remember keeps the description of an EKS cluster or node group for
+// injected states and returns the answer with the overlay applied.
+func (s *AWSStandIn) remember(req awsRequest, body []byte) []byte {
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(body, &doc) != nil {
-		return
+		return body
 	}
 	if req.op == "CreateCluster" || req.op == "CreateNodegroup" {
 		var named struct {
@@ -341,15 +358,34 @@ func (s *AWSStandIn) remember(req awsRequest, body []byte) {
 	}
 	key, field := objectKey(req)
 	if key == "" || doc[field] == nil {
-		return
+		return body
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.bodies[key] = doc[field]
 	if req.op == "DeleteCluster" {
 		// AWS deletes a cluster's access entries with it.
 		delete(s.entries, req.cluster)
 	}
+	if req.op == "CreateCluster" || req.op == "CreateNodegroup" {
+		// A new object under an old name starts without the old one's changes.
+		delete(s.overlay, key)
+	}
+	var obj map[string]any
+	if json.Unmarshal(doc[field], &obj) != nil {
+		return body
+	}
+	s.applyOverlay(key, obj)
+	patched, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	s.bodies[key] = patched
+	doc[field] = patched
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // serveOwn answers what moto lacks and the injected states; false means forward.
@@ -381,8 +417,96 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "CreateAccessEntry", "DescribeAccessEntry", "ListAccessEntries", "DeleteAccessEntry", "AssociateAccessPolicy", "ListAssociatedAccessPolicies":
 		s.serveAccessEntries(w, r, req)
 		return true
+	case "UpdateClusterVersion", "UpdateNodegroupVersion":
+		return s.serveVersionUpdate(w, r, req)
+	case "TagResource", "UntagResource", "ListTagsForResource":
+		return s.serveNodegroupTags(w, r, req)
 	}
 	return false
+}
+
+// serveVersionUpdate records the new version in the overlay, so the next
+// descriptions report it, and answers with a successful update.
+func (s *AWSStandIn) serveVersionUpdate(w http.ResponseWriter, r *http.Request, req awsRequest) bool {
+	if !s.clusterExists(r, req.cluster) {
+		writeAWSError(w, "eks", http.StatusNotFound, "ResourceNotFoundException", "No cluster found for name: "+req.cluster+".")
+		return true
+	}
+	var in struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(req.body, &in)
+	key := "cluster/" + req.cluster
+	if req.op == "UpdateNodegroupVersion" {
+		key = "nodegroup/" + req.cluster + "/" + req.nodegroup
+	}
+	s.patch(key, "version", in.Version)
+	writeJSON(w, map[string]any{"update": map[string]any{"id": fmt.Sprintf("stand-in-%d", time.Now().UnixNano()), "status": "InProgress",
+		"type": "VersionUpdate", "params": []map[string]string{{"type": "Version", "value": in.Version}}, "createdAt": float64(time.Now().Unix()), "errors": []any{}}})
+	return true
+}
+
+// serveNodegroupTags serves tagging of node groups, which moto accepts only for clusters.
+func (s *AWSStandIn) serveNodegroupTags(w http.ResponseWriter, r *http.Request, req awsRequest) bool {
+	arn, _ := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/tags/"))
+	// arn:aws:eks:REGION:ACCOUNT:nodegroup/CLUSTER/NODEGROUP/UUID
+	_, rest, ok := strings.Cut(arn, ":nodegroup/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) < 2 {
+		return false
+	}
+	key := "nodegroup/" + parts[0] + "/" + parts[1]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tags := map[string]string{}
+	if t, ok := s.overlay[key]["tags"].(map[string]string); ok {
+		tags = t
+	} else if body := s.bodies[key]; body != nil {
+		var obj struct {
+			Tags map[string]string `json:"tags"`
+		}
+		_ = json.Unmarshal(body, &obj)
+		for k, v := range obj.Tags {
+			tags[k] = v
+		}
+	}
+	switch req.op {
+	case "TagResource":
+		var in struct {
+			Tags map[string]string `json:"tags"`
+		}
+		_ = json.Unmarshal(req.body, &in)
+		for k, v := range in.Tags {
+			tags[k] = v
+		}
+	case "UntagResource":
+		for _, k := range r.URL.Query()["tagKeys"] {
+			delete(tags, k)
+		}
+	}
+	if s.overlay[key] == nil {
+		s.overlay[key] = map[string]any{}
+	}
+	s.overlay[key]["tags"] = tags
+	writeJSON(w, map[string]any{"tags": tags})
+	return true
+}
+
+func (s *AWSStandIn) patch(key, field string, value any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.overlay[key] == nil {
+		s.overlay[key] = map[string]any{}
+	}
+	s.overlay[key][field] = value
+}
+
+// applyOverlay patches an object description with what the stand-in changed.
+// The caller holds s.mu.
+func (s *AWSStandIn) applyOverlay(key string, obj map[string]any) {
+	for k, v := range s.overlay[key] {
+		obj[k] = v
+	}
 }
 
 func (s *AWSStandIn) serveInjectedStatus(w http.ResponseWriter, req awsRequest) bool {
@@ -400,6 +524,7 @@ func (s *AWSStandIn) serveInjectedStatus(w http.ResponseWriter, req awsRequest) 
 	if json.Unmarshal(body, &obj) != nil {
 		return false
 	}
+	s.applyOverlay(key, obj)
 	obj["status"] = inj.status
 	if len(inj.issues) > 0 {
 		obj["health"] = map[string]any{"issues": inj.issues}
