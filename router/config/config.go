@@ -1,0 +1,166 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the whole file. Keys are snake_case, as Terraform attributes are.
+type Config struct {
+	// Model is the served model name, checked against requests' "model" and
+	// used in the default KV-event topic.
+	Model string `json:"model"`
+	// BlockSize is vLLM's --block-size; 0 learns it from the first
+	// BlockStored event. A fleet whose events disagree is counted.
+	BlockSize int `json:"block_size,omitempty"`
+	// Discovery says which pods exist and how to reach them.
+	Discovery Discovery `json:"discovery"`
+	// Metrics configures load scraping.
+	Metrics Metrics `json:"metrics"`
+	// Index bounds the block index.
+	Index Index `json:"index"`
+	// Scoring lists the scorers and their weights.
+	Scoring Scoring `json:"scoring"`
+}
+
+// Discovery selects pods from Kubernetes or from a static list (exactly one).
+type Discovery struct {
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+	Static     []StaticPod `json:"static,omitempty"`
+	// Ports are where every discovered pod serves; static pods may override
+	// them with full addresses.
+	Ports Ports `json:"ports"`
+	// Topic is the KV-event subscription prefix; "{ip}", "{port}" and
+	// "{model}" are replaced per pod. vLLM publishes under the topic its
+	// --kv-events-config names, llm-d's convention being the default.
+	Topic string `json:"topic"`
+}
+
+// Kubernetes watches pods by label selector in one namespace.
+type Kubernetes struct {
+	Namespace string `json:"namespace"`
+	// Selector is a label selector ("app=vllm,model=qwen").
+	Selector string `json:"selector"`
+}
+
+// StaticPod is a fixed endpoint for local use. Addresses left empty are
+// derived from IP and Discovery.Ports.
+type StaticPod struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+	// HTTP is the base URL of the pod's OpenAI server and /metrics.
+	HTTP string `json:"http,omitempty"`
+	// KVEvents and Replay are ZeroMQ addresses ("tcp://host:port").
+	KVEvents string `json:"kv_events,omitempty"`
+	Replay   string `json:"replay,omitempty"`
+}
+
+// Ports are the pod-side ports vLLM is started with.
+type Ports struct {
+	HTTP     int `json:"http"`
+	KVEvents int `json:"kv_events"`
+	// Replay is vLLM's replay_endpoint port; 0 means the fleet runs without
+	// replay, so a gap purges the pod instead of replaying.
+	Replay int `json:"replay"`
+}
+
+// Metrics configures the /metrics scrapers.
+type Metrics struct {
+	// Interval between scrapes of one pod.
+	Interval Duration `json:"interval"`
+	// StaleAfter is the age past which a pod's scraped load is not trusted.
+	StaleAfter Duration `json:"stale_after"`
+	// Timeout bounds one scrape.
+	Timeout Duration `json:"timeout"`
+}
+
+// Index bounds the block index (package index).
+type Index struct {
+	// MaxKeys bounds the number of block keys; 0 is unbounded.
+	MaxKeys int `json:"max_keys,omitempty"`
+	// SpeculationTTL is how long a routing decision counts as a cached prefix
+	// on the chosen pod before its BlockStored event confirms it.
+	SpeculationTTL Duration `json:"speculation_ttl"`
+}
+
+// Scoring is the weighted sum of scorers the picker maximises.
+type Scoring struct {
+	Scorers []Scorer `json:"scorers"`
+}
+
+// Scorer is one term of the sum.
+type Scorer struct {
+	// Type names the scorer (package scoring lists them).
+	Type string `json:"type"`
+	// Weight multiplies the scorer's [0, 1] score.
+	Weight float64 `json:"weight"`
+	// Params are the scorer's documented numeric parameters.
+	Params map[string]float64 `json:"params,omitempty"`
+}
+
+// Load reads, defaults and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading router config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("router config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML (or JSON), rejecting unknown keys, fills defaults and
+// validates.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	c.Default()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Marshal renders c as YAML, as the provider writes it.
+func (c *Config) Marshal() ([]byte, error) {
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding router config: %w", err)
+	}
+	return out, nil
+}
+
+// Duration is a time.Duration written as Go duration text ("50ms", "2s").
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as text.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads duration text.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"50ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// TopicFor expands the topic template for one pod's publisher.
+func (d *Discovery) TopicFor(ip string, model string) string {
+	return strings.NewReplacer("{ip}", ip, "{port}", strconv.Itoa(d.Ports.HTTP), "{model}", model).Replace(d.Topic)
+}

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+model: Qwen/Qwen2.5-7B-Instruct
+discovery:
+  kubernetes: {namespace: llm, selector: app=vllm}
+`
+
+// TestDefaults checks that a minimal file gets the documented defaults,
+// including llm-d's 3:2:2 scorer mix and replay on.
+func TestDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Ports{HTTP: DefaultHTTPPort, KVEvents: DefaultKVEventsPort, Replay: DefaultReplayPort}
+	if c.Discovery.Ports != want {
+		t.Errorf("ports %+v, want %+v", c.Discovery.Ports, want)
+	}
+	if c.Metrics.Interval.Duration != 50*time.Millisecond || c.Metrics.StaleAfter.Duration != 2*time.Second ||
+		c.Index.SpeculationTTL.Duration != 2*time.Second {
+		t.Errorf("durations %+v %+v", c.Metrics, c.Index)
+	}
+	if !reflect.DeepEqual(c.Scoring.Scorers, DefaultScorers()) {
+		t.Errorf("scorers %+v", c.Scoring.Scorers)
+	}
+	if got := c.Discovery.TopicFor("10.0.0.7", c.Model); got != "kv@10.0.0.7:8000@Qwen/Qwen2.5-7B-Instruct" {
+		t.Errorf("topic %q", got)
+	}
+}
+
+// TestExplicitReplayOff keeps a file's "replay: 0" when other ports are set:
+// a fleet without replay must not be told to replay.
+func TestExplicitReplayOff(t *testing.T) {
+	c, err := Parse([]byte(minimal + "  ports: {http: 9000, replay: 0}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Discovery.Ports != (Ports{HTTP: 9000, KVEvents: DefaultKVEventsPort}) {
+		t.Errorf("ports %+v", c.Discovery.Ports)
+	}
+}
+
+// TestRoundTrip renders a config as the provider would and parses it back.
+func TestRoundTrip(t *testing.T) {
+	c, err := Parse([]byte(`
+model: m
+block_size: 16
+discovery:
+  static:
+  - {name: a, ip: 10.0.0.1}
+  - {name: b, http: "http://127.0.0.1:8001", kv_events: "tcp://127.0.0.1:5001", replay: "tcp://127.0.0.1:5002"}
+metrics: {interval: 100ms, stale_after: 3s, timeout: 500ms}
+index: {max_keys: 1000000, speculation_ttl: 1s}
+scoring:
+  scorers:
+  - {type: prefix, weight: 3}
+  - {type: cost, weight: 1, params: {prefill_tokens_per_second: 5000}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(c, back) {
+		t.Errorf("round trip changed the config:\n%+v\n%+v\n%s", c, back, out)
+	}
+}
+
+// TestErrorsNameTheKey checks that each mistake is reported under its key,
+// all of them at once.
+func TestErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", minimal + "scorers: []\n", []string{`unknown field "scorers"`}},
+		{"no model", "discovery: {kubernetes: {namespace: a, selector: b}}", []string{"model: must be set"}},
+		{"no discovery", "model: m", []string{"discovery: set kubernetes or static"}},
+		{"both sources", "model: m\ndiscovery: {kubernetes: {namespace: a, selector: b}, static: [{name: a, ip: 1.2.3.4}]}",
+			[]string{"discovery: set kubernetes or static, not both"}},
+		{"empty selector", "model: m\ndiscovery: {kubernetes: {namespace: a}}", []string{"discovery.kubernetes.selector: must be set"}},
+		{"static", "model: m\ndiscovery: {static: [{name: a}, {name: a, ip: x, http: 'ftp://x', kv_events: 'udp://x'}]}",
+			[]string{"discovery.static[0].ip: must be set", `discovery.static[1].name: "a" is listed twice`,
+				"discovery.static[1].http: must be an http(s) URL", "discovery.static[1].kv_events: must be a tcp:// address"}},
+		{"ports", minimal + "  ports: {http: 70000, kv_events: -1, replay: -2}\n",
+			[]string{"discovery.ports.http: must be a port", "discovery.ports.kv_events: must be a port", "discovery.ports.replay: must be a port"}},
+		{"durations", minimal + "metrics: {interval: 5s, stale_after: 1s, timeout: -1s}\n",
+			[]string{"metrics.stale_after: must be at least metrics.interval", "metrics.timeout: must be positive"}},
+		{"bad duration", minimal + "metrics: {interval: 5}\n", []string{"duration must be a string"}},
+		{"scorers", minimal + "scoring: {scorers: [{type: prefix, weight: -1}, {weight: 1}, {type: prefix, weight: 1}]}\n",
+			[]string{"scoring.scorers[0].weight: must be >= 0", "scoring.scorers[1].type: must be set",
+				`scoring.scorers[2].type: "prefix" is already scorers[0]`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestCgoFree keeps the package the provider renders with free of cgo and of
+// router internals: it must build for every platform the provider ships on.
+func TestCgoFree(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", ".")
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps with CGO_ENABLED=0: %v", err)
+	}
+	for _, d := range strings.Fields(string(out)) {
+		if strings.Contains(d, "zmq") || strings.HasPrefix(d, "github.com/llmd-dev/terraform-provider-llmd/") && d != "github.com/llmd-dev/terraform-provider-llmd/router/config" {
+			t.Errorf("router/config depends on %s", d)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Validate reports every problem at once, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Model == "" {
+		bad("model", "must be set")
+	}
+	if c.BlockSize < 0 {
+		bad("block_size", "must be >= 0 (0 learns it from KV events), got %d", c.BlockSize)
+	}
+	c.Discovery.validate(bad)
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"metrics.interval", c.Metrics.Interval}, {"metrics.stale_after", c.Metrics.StaleAfter},
+		{"metrics.timeout", c.Metrics.Timeout}, {"index.speculation_ttl", c.Index.SpeculationTTL}} {
+		if d.d.Duration <= 0 {
+			bad(d.key, "must be positive, got %s", d.d)
+		}
+	}
+	if c.Metrics.StaleAfter.Duration < c.Metrics.Interval.Duration {
+		bad("metrics.stale_after", "must be at least metrics.interval (%s), got %s", c.Metrics.Interval, c.Metrics.StaleAfter)
+	}
+	if c.Index.MaxKeys < 0 {
+		bad("index.max_keys", "must be >= 0, got %d", c.Index.MaxKeys)
+	}
+	seen := map[string]int{}
+	for i, s := range c.Scoring.Scorers {
+		key := fmt.Sprintf("scoring.scorers[%d]", i)
+		if s.Type == "" {
+			bad(key+".type", "must be set")
+		} else if j, dup := seen[s.Type]; dup {
+			bad(key+".type", "%q is already scorers[%d]", s.Type, j)
+		}
+		seen[s.Type] = i
+		if s.Weight < 0 {
+			bad(key+".weight", "must be >= 0, got %g", s.Weight)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Discovery) validate(bad func(key, format string, args ...any)) {
+	switch {
+	case d.Kubernetes == nil && len(d.Static) == 0:
+		bad("discovery", "set kubernetes or static")
+	case d.Kubernetes != nil && len(d.Static) > 0:
+		bad("discovery", "set kubernetes or static, not both")
+	}
+	if k := d.Kubernetes; k != nil {
+		if k.Namespace == "" {
+			bad("discovery.kubernetes.namespace", "must be set")
+		}
+		if strings.TrimSpace(k.Selector) == "" {
+			bad("discovery.kubernetes.selector", "must be set: an empty selector would route to every pod in the namespace")
+		}
+	}
+	names := map[string]bool{}
+	for i, p := range d.Static {
+		key := fmt.Sprintf("discovery.static[%d]", i)
+		if p.Name == "" {
+			bad(key+".name", "must be set")
+		} else if names[p.Name] {
+			bad(key+".name", "%q is listed twice", p.Name)
+		}
+		names[p.Name] = true
+		if p.IP == "" && (p.HTTP == "" || p.KVEvents == "") {
+			bad(key+".ip", "must be set unless http and kv_events are")
+		}
+		if p.HTTP != "" {
+			if u, err := url.Parse(p.HTTP); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(key+".http", "must be an http(s) URL, got %q", p.HTTP)
+			}
+		}
+		if p.KVEvents != "" && !strings.HasPrefix(p.KVEvents, "tcp://") {
+			bad(key+".kv_events", "must be a tcp:// address, got %q", p.KVEvents)
+		}
+		if p.Replay != "" && !strings.HasPrefix(p.Replay, "tcp://") {
+			bad(key+".replay", "must be a tcp:// address, got %q", p.Replay)
+		}
+	}
+	if d.Ports.HTTP < 1 || d.Ports.HTTP > 65535 {
+		bad("discovery.ports.http", "must be a port 1-65535, got %d", d.Ports.HTTP)
+	}
+	if d.Ports.KVEvents < 1 || d.Ports.KVEvents > 65535 {
+		bad("discovery.ports.kv_events", "must be a port 1-65535, got %d", d.Ports.KVEvents)
+	}
+	if d.Ports.Replay < 0 || d.Ports.Replay > 65535 {
+		bad("discovery.ports.replay", "must be a port 1-65535, or 0 for no replay, got %d", d.Ports.Replay)
+	}
+}
