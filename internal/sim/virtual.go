@@ -70,8 +70,11 @@ type virtualRun struct {
 	ttft     []float64
 	res      Result
 	sampled  int
-	encBuf   []byte
-	finished int
+	// Buffers of delivered payloads and finished requests' tokens, reused
+	// so a run allocates per in-flight item, not per step or request.
+	spareBytes  [][]byte
+	spareTokens [][]uint32
+	finished    int
 }
 
 // RunVirtual runs the workload through a simulated fleet in virtual time.
@@ -135,7 +138,9 @@ func (v *virtualRun) handle(ev vevent) error {
 	case evStepEnd:
 		return v.stepEnd(ev.pod, ev.t)
 	case evDeliver:
-		return v.sink.deliver(v.view.Pods[ev.pod], ev.payload)
+		err := v.sink.deliver(v.view.Pods[ev.pod], ev.payload)
+		v.spareBytes = append(v.spareBytes, ev.payload[:0])
+		return err
 	case evScrape:
 		for i, e := range v.engines {
 			l := &v.view.Load[i]
@@ -166,11 +171,15 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 	v.stepping[pod] = false
 	batch, progress := v.engines[pod].Finish(now)
 	if batch != nil {
-		var err error
-		if v.encBuf, err = kvevents.AppendBatch(v.encBuf[:0], v.cfg.Form, batch); err != nil {
+		var buf []byte
+		if n := len(v.spareBytes); n > 0 {
+			buf, v.spareBytes = v.spareBytes[n-1], v.spareBytes[:n-1]
+		}
+		payload, err := kvevents.AppendBatch(buf, v.cfg.Form, batch)
+		if err != nil {
 			return fmt.Errorf("encoding KV events of %s: %w", v.view.Pods[pod], err)
 		}
-		v.q.push(vevent{t: now + v.cfg.EventDelay, kind: evDeliver, pod: pod, payload: append([]byte(nil), v.encBuf...)})
+		v.q.push(vevent{t: now + v.cfg.EventDelay, kind: evDeliver, pod: pod, payload: payload})
 	}
 	for _, r := range progress {
 		if r.Output == 1 {
@@ -186,6 +195,8 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 		if r.Output > 1 {
 			v.res.MeanTPOT += (r.Done - r.FirstToken) / float64(r.Output-1)
 		}
+		// The engine is done with the request; its token buffer serves the next.
+		v.spareTokens = append(v.spareTokens, r.tokens[:0])
 		conn := int(r.ID >> 32)
 		if v.next < v.work.len() {
 			if err := v.send(conn, now); err != nil {
@@ -201,7 +212,11 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 func (v *virtualRun) send(conn int, now float64) error {
 	i := v.next
 	v.next++
-	tokens := v.work.prompt(i)
+	var buf []uint32
+	if n := len(v.spareTokens); n > 0 {
+		buf, v.spareTokens = v.spareTokens[n-1], v.spareTokens[:n-1]
+	}
+	tokens := v.work.prompt(i, buf)
 	v.route = Route{Conn: conn, Tokens: tokens}
 	v.view.Now = now
 	pod := v.cfg.Picker.Pick(&v.route, &v.view)

@@ -61,11 +61,16 @@ func randomTokens(rng *rand.Rand, dst []uint32) []uint32 {
 
 func (p *prompts) len() int { return len(p.order) }
 
-// prompt returns prompt i with spare capacity for its output, so the engine
-// appends output tokens in place.
-func (p *prompts) prompt(i int) []uint32 {
+// prompt returns prompt i, in buf if it is large enough, with spare
+// capacity for its output, so the engine appends output tokens in place.
+func (p *prompts) prompt(i int, buf []uint32) []uint32 {
 	w := p.w
-	out := make([]uint32, w.PrefixLen+w.SuffixLen, w.PrefixLen+w.SuffixLen+w.OutputLen)
+	n := w.PrefixLen + w.SuffixLen
+	out := buf[:0]
+	if cap(buf) < n+w.OutputLen {
+		out = make([]uint32, 0, n+w.OutputLen)
+	}
+	out = out[:n]
 	copy(out, p.prefixes[p.order[i]])
 	rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1))
 	randomTokens(rng, out[w.PrefixLen:])
