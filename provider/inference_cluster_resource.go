@@ -68,25 +68,35 @@ func (r *inferenceClusterResource) Create(ctx context.Context, req resource.Crea
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, diags := plan.Timeouts.Create(ctx, defaultCreateTimeout)
-	resp.Diagnostics.Append(diags...)
-	spec, diags := plan.spec(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
+	// No partial state on failure: the next apply's create adopts the parts
+	// by their owner tags, where tainted state would make Terraform delete them.
+	r.apply(ctx, plan, plan.Timeouts.Create, defaultCreateTimeout, "Creating", (*awsinfra.Clients).CreateCluster,
+		"\n\nThe parts already created are kept and carry the tag "+awsinfra.OwnerTag+"="+plan.Name.ValueString()+"; apply again to resume.",
+		resp.State.Set, &resp.Diagnostics)
+}
+
+// apply runs a create or an update of the planned cluster within the
+// operation's timeout and records what AWS reports afterwards.
+func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClusterModel,
+	timeoutOf func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), defaultTimeout time.Duration, verb string,
+	op func(*awsinfra.Clients, context.Context, awsinfra.ClusterSpec) (*awsinfra.Cluster, error), hint string,
+	set func(context.Context, any) diag.Diagnostics, diags *diag.Diagnostics) {
+	timeout, d := timeoutOf(ctx, defaultTimeout)
+	diags.Append(d...)
+	spec, d := plan.spec(ctx)
+	diags.Append(d...)
+	if diags.HasError() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := r.clients()
-	// No partial state on failure: the next apply's create adopts the parts
-	// by their owner tags, where tainted state would make Terraform delete them.
-	cl, err := c.CreateCluster(ctx, spec)
+	cl, err := op(c, ctx, spec)
 	if err != nil {
-		resp.Diagnostics.AddError("Creating inference cluster "+spec.Name, err.Error()+"\n\nThe parts already created are kept and carry the tag "+
-			awsinfra.OwnerTag+"="+spec.Name+"; apply again to resume.")
+		diags.AddError(verb+" inference cluster "+spec.Name, err.Error()+hint)
 		return
 	}
-	r.setState(ctx, c, plan, cl, spec, resp.State.Set, &resp.Diagnostics)
+	r.setState(ctx, c, plan, cl, spec, set, diags)
 }
 
 // setState records the cluster as read back, keeping the plan's inputs that
@@ -165,23 +175,8 @@ func (r *inferenceClusterResource) Update(ctx context.Context, req resource.Upda
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, diags := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
-	resp.Diagnostics.Append(diags...)
-	spec, diags := plan.spec(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c := r.clients()
-	cl, err := c.UpdateCluster(ctx, spec)
-	if err != nil {
-		resp.Diagnostics.AddError("Updating inference cluster "+spec.Name, err.Error())
-		return
-	}
 	plan.AdminPrincipalARN = prior.AdminPrincipalARN
-	r.setState(ctx, c, plan, cl, spec, resp.State.Set, &resp.Diagnostics)
+	r.apply(ctx, plan, plan.Timeouts.Update, defaultUpdateTimeout, "Updating", (*awsinfra.Clients).UpdateCluster, "", resp.State.Set, &resp.Diagnostics)
 }
 
 func (r *inferenceClusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

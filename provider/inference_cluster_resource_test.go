@@ -155,6 +155,11 @@ func TestAccInferenceClusterLifecycle(t *testing.T) {
 				Config:             scaled,
 				PlanOnly:           true,
 				ExpectNonEmptyPlan: true,
+				// The refreshed plan reads the drift and proposes to repair it in place.
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("desired_size"), knownvalue.Int64Exact(4)),
+				}},
 			},
 			{
 				Config:           scaled,
@@ -330,8 +335,9 @@ func TestAccInferenceClusterWaits(t *testing.T) {
 
 // TestAccInferenceClusterUpdateInPlace: version upgrade (control plane, then
 // node groups), endpoint access, labels and tags change without replacement,
-// and the tags reach every part in EC2, IAM and EKS. Every request names the
-// provider and its version in the user agent.
+// and the tags reach every part in EC2, IAM and EKS; a disk size change plans
+// a replacement. Every request names the provider and its version in the
+// user agent.
 func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 	standIn, c := standInSetup(t)
 	const name = "acc-update"
@@ -391,6 +397,14 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 					}
 					return nil
 				},
+			},
+			{
+				// What AWS cannot change in place is a replacement, and the plan says so.
+				Config:             strings.Replace(after, `max_size     = 2`, "max_size     = 2\n    disk_size    = 300", 1),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPreRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionReplace)}},
 			},
 		},
 	})

@@ -113,12 +113,22 @@ func (c *Clients) waitEKSClusterActive(ctx context.Context, name string) error {
 }
 
 func clusterIssues(h *ekstypes.ClusterHealth) string {
-	if h == nil || len(h.Issues) == 0 {
+	if h == nil {
+		return issuesText(0, nil)
+	}
+	return issuesText(len(h.Issues), func(i int) string {
+		return issueText(string(h.Issues[i].Code), aws.ToString(h.Issues[i].Message), h.Issues[i].ResourceIds)
+	})
+}
+
+// issuesText joins n health issues for an error message.
+func issuesText(n int, issue func(int) string) string {
+	if n == 0 {
 		return " (no health issues reported)"
 	}
-	parts := []string{}
-	for _, is := range h.Issues {
-		parts = append(parts, issueText(string(is.Code), aws.ToString(is.Message), is.ResourceIds))
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = issue(i)
 	}
 	return "; health issues: " + strings.Join(parts, "; ")
 }

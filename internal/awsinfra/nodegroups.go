@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -123,14 +122,12 @@ func (c *Clients) waitNodeGroupActive(ctx context.Context, cluster, name string)
 }
 
 func nodeGroupIssues(h *ekstypes.NodegroupHealth) string {
-	if h == nil || len(h.Issues) == 0 {
-		return " (no health issues reported)"
+	if h == nil {
+		return issuesText(0, nil)
 	}
-	parts := []string{}
-	for _, is := range h.Issues {
-		parts = append(parts, issueText(string(is.Code), aws.ToString(is.Message), is.ResourceIds))
-	}
-	return "; health issues: " + strings.Join(parts, "; ")
+	return issuesText(len(h.Issues), func(i int) string {
+		return issueText(string(h.Issues[i].Code), aws.ToString(h.Issues[i].Message), h.Issues[i].ResourceIds)
+	})
 }
 
 // nodeGroupIssuesOf describes the node group again for its health issues.
