@@ -111,13 +111,15 @@
 // finished) and serves, per replica, its own HTTP listener and KV-event
 // sockets, so a Fleet of many runs in one process. HTTP: /v1/completions
 // and /v1/chat/completions (streamed or whole, usage chunk on request),
-// /v1/models, /health, /tokenize, /v1/chat/completions/render,
-// /reset_prefix_cache and /metrics with vLLM's metric names. Text prompts
-// need a tokenizer (ReplicaConfig.Tokenizer); token-id prompts do not.
-// Chat messages are rendered with a PROVISIONAL built-in Qwen ChatML
-// framing until the router's chat-template package exists. KV events go
-// out on a PUB as [topic, seq, payload] in the map form (FormArray on
-// request), and a ROUTER replays the last BufferSteps messages.
+// /v1/models, /health, /tokenize, /v1/completions/render and
+// /v1/chat/completions/render (answering prompt_token_ids; vLLM's exact
+// schema for these two was not available to check), /reset_prefix_cache
+// and /metrics with vLLM's metric names. Text prompts need a tokenizer
+// (ReplicaConfig.Tokenizer); token-id prompts do not. Chat messages are
+// rendered with a PROVISIONAL built-in Qwen ChatML framing until the
+// router's chat-template package exists. KV events go out on a PUB as
+// [topic, seq, payload] in the map form (FormArray on request), and a
+// ROUTER replays the last BufferSteps messages.
 //
 // # Virtual time
 //

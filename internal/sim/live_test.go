@@ -249,7 +249,8 @@ func TestReplicaServesOpenAIMetricsAndEvents(t *testing.T) {
 
 			// Streamed chat: role first, content per token.
 			sc := readSSE(t, post(t, r1+"/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 3, "stream": true}))
-			if len(sc) != 3 || sc[0].Object != "chat.completion.chunk" || sc[0].Choices[0].Delta.Role != "assistant" || sc[2].Choices[0].Delta.Content == "" {
+			if len(sc) != 4 || sc[0].Object != "chat.completion.chunk" || sc[0].Choices[0].Delta.Role != "assistant" ||
+				sc[0].Choices[0].Delta.Content != "" || len(sc[3].Choices[0].Delta.Content) != 1 || *sc[3].Choices[0].FinishReason != "length" {
 				t.Fatalf("chat stream %+v", sc)
 			}
 
@@ -264,6 +265,10 @@ func TestReplicaServesOpenAIMetricsAndEvents(t *testing.T) {
 			}
 			var rd struct {
 				IDs []uint32 `json:"prompt_token_ids"`
+			}
+			decodeJSON(t, post(t, r0+"/v1/completions/render", map[string]any{"prompt": "Hello, my dog is cute"}), &rd)
+			if fmt.Sprint(rd.IDs) != fmt.Sprint(tk.Tokens) {
+				t.Fatalf("/v1/completions/render = %v, /tokenize %v", rd.IDs, tk.Tokens)
 			}
 			decodeJSON(t, post(t, r0+"/v1/chat/completions/render", map[string]any{"messages": msgs}), &rd)
 			decodeJSON(t, post(t, r0+"/tokenize", map[string]any{"messages": msgs}), &tk)

@@ -31,27 +31,35 @@ func finishReason(last bool) any {
 	return nil
 }
 
-// chunk is one streamed token; a chat stream's first chunk also carries the role.
-func (r *response) chunk(text string, first, last bool) map[string]any {
+// chunk is one streamed token.
+func (r *response) chunk(text string, last bool) map[string]any {
 	choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": finishReason(last)}
 	if r.chat {
-		delta := map[string]any{"content": text}
-		if first {
-			delta["role"] = "assistant"
-		}
-		choice["delta"] = delta
+		choice["delta"] = map[string]any{"content": text}
 	} else {
 		choice["text"] = text
 		choice["stop_reason"] = nil
 	}
+	return r.wrapChunk(choice)
+}
+
+// roleChunk opens a chat stream, as vLLM does when the first token is ready:
+// the assistant role with empty content.
+func (r *response) roleChunk() map[string]any {
+	return r.wrapChunk(map[string]any{"index": 0, "logprobs": nil, "finish_reason": nil,
+		"delta": map[string]any{"role": "assistant", "content": ""}})
+}
+
+func (r *response) wrapChunk(choice map[string]any) map[string]any {
 	return map[string]any{"id": r.id, "object": r.object(true), "created": r.created, "model": r.model,
 		"choices": []any{choice}}
 }
 
 // usageChunk is the final chunk stream_options.include_usage asks for.
 func (r *response) usageChunk(n int) map[string]any {
-	return map[string]any{"id": r.id, "object": r.object(true), "created": r.created, "model": r.model,
-		"choices": []any{}, "usage": r.usage(n)}
+	c := r.wrapChunk(nil)
+	c["choices"], c["usage"] = []any{}, r.usage(n)
+	return c
 }
 
 // whole is the non-streamed response for output ids.

@@ -19,6 +19,7 @@ func (rp *Replica) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", rp.completions)
 	mux.HandleFunc("POST /v1/chat/completions", rp.chatCompletions)
+	mux.HandleFunc("POST /v1/completions/render", rp.completionRender)
 	mux.HandleFunc("POST /v1/chat/completions/render", rp.chatRender)
 	mux.HandleFunc("POST /tokenize", rp.tokenize)
 	mux.HandleFunc("GET /v1/models", rp.models)
@@ -80,17 +81,10 @@ func (rp *Replica) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if g.Prompt == nil {
-		writeError(w, badRequest("prompt is required"))
+	ids, err := rp.promptTokens(g.Prompt)
+	if err != nil {
+		writeError(w, err)
 		return
-	}
-	ids := g.Prompt.tokens
-	if g.Prompt.isText {
-		var err error
-		if ids, err = rp.encode(g.Prompt.text, true); err != nil {
-			writeError(w, err)
-			return
-		}
 	}
 	rp.generate(w, r, &g, ids, false)
 }
@@ -113,6 +107,35 @@ func (rp *Replica) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	rp.generate(w, r, &g, ids, true)
 }
 
+// completionRender answers /v1/completions/render: the prompt's token ids
+// as /v1/completions would run them.
+func (rp *Replica) completionRender(w http.ResponseWriter, r *http.Request) {
+	var g genRequest
+	if err := decodeBody(r, &g); err != nil {
+		writeError(w, err)
+		return
+	}
+	ids, err := rp.promptTokens(g.Prompt)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prompt_token_ids": ids})
+}
+
+// promptTokens is a completion prompt's ids: given, or tokenized with the
+// special tokens vLLM adds for completions.
+func (rp *Replica) promptTokens(p *prompt) ([]uint32, error) {
+	switch {
+	case p == nil:
+		return nil, badRequest("prompt is required")
+	case p.isText:
+		return rp.encode(p.text, true)
+	}
+	return p.tokens, nil
+}
+
+// chatRender answers /v1/chat/completions/render: the rendered prompt and its ids.
 func (rp *Replica) chatRender(w http.ResponseWriter, r *http.Request) {
 	var g genRequest
 	if err := decodeBody(r, &g); err != nil {
@@ -225,9 +248,11 @@ func (rp *Replica) stream(w http.ResponseWriter, r *http.Request, lr *liveReq, r
 			w.WriteHeader(http.StatusOK)
 			started = true
 		}
+		if have == 0 && len(more) > 0 && resp.chat {
+			writeEvent(w, resp.roleChunk())
+		}
 		for i, id := range more {
-			last := done && i == len(more)-1
-			writeEvent(w, resp.chunk(tokenText(id), have == 0 && i == 0, last))
+			writeEvent(w, resp.chunk(tokenText(id), done && i == len(more)-1))
 		}
 		have += len(more)
 		if flusher != nil {
