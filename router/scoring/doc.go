@@ -1,0 +1,41 @@
+// Package scoring decides which pod serves a request: scorers rate every
+// candidate in [0, 1], the Picker adds them up with configured weights and
+// takes the largest sum, then writes speculative index entries for the
+// chosen pod so the next request with the same prefix follows it before
+// the pod's BlockStored events arrive (DESIGN.md decisions 3, 4 and 6).
+//
+// # Scorers
+//
+// Each lives in its own file with its type constant, constructor, documented
+// parameters and a compile-time check that it implements Scorer:
+//
+//	prefix     leading blocks held (KV-event index, speculation), by tier   prefix.go
+//	queue      engine's waiting requests, min-max                          queue.go
+//	in-flight  router's own unfinished requests per pod, min-max           inflight.go
+//	kv-usage   1 - KV-cache utilisation                                    kvusage.go
+//	spread     least recently chosen pod, for requests no pod has cached   spread.go
+//	cost       estimated time to first token from uncached prefill,
+//	           queue and running batch                                     cost.go
+//	history    routing-history character-block affinity (GIE's default),
+//	           the benchmark's "approx" baseline                           history.go
+//
+// FromConfig builds them from router/config, naming the key in every error.
+// The llm-d precise configuration is prefix 3 : kv-usage 2 : queue 2
+// (config.DefaultScorers) with 2 s speculative entries (index.Config).
+//
+// # Requests
+//
+// A Prompter turns a request body into token ids (Request); Completions
+// serves /v1/completions with text or token-id prompts, and package chat
+// plugs in for the whole OpenAI surface. A request that cannot be tokenized
+// still routes, on load alone (prefix and spread see no blocks), and is
+// counted in Stats.Untokenizable.
+//
+// # Users
+//
+// The live router calls Pick with the pods and loads package discovery
+// tracks; the virtual-time simulator calls it with the loads its View holds
+// (see the adapter in sim_test.go, which package sim or bench can adopt).
+// Explain answers the same question without committing anything, for the
+// /v1/route endpoint. The package is cgo-free (TestImportBoundaries).
+package scoring

@@ -1,0 +1,220 @@
+package scoring
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+)
+
+// Picker combines weighted scorers into a decision. It is safe for
+// concurrent use: the only state it keeps is when each pod was last chosen
+// and its counters; scorers that learn (Observer) lock their own state.
+type Picker struct {
+	ix      *index.Index
+	scorers []Weighted
+
+	mu         sync.Mutex
+	seq        uint64
+	lastPicked map[string]uint64
+
+	decisions, untokenizable, speculateErrs atomic.Int64
+	bufs                                    sync.Pool
+}
+
+// Stats are the picker's counters for export as metrics.
+type Stats struct {
+	Decisions     int64 // committed decisions (Pick, not Explain)
+	Untokenizable int64 // decisions for requests without token ids
+	SpeculateErrs int64 // speculative entries the index refused
+}
+
+// ErrNoPods is returned when there is no candidate.
+var ErrNoPods = errors.New("no ready pod to route to")
+
+// NewPicker returns a picker over ix with the given scorers. ix may be nil
+// for policies without precise prefix scoring.
+func NewPicker(ix *index.Index, scorers []Weighted) *Picker {
+	p := &Picker{ix: ix, scorers: scorers, lastPicked: make(map[string]uint64)}
+	p.bufs.New = func() any { return new(scratch) }
+	return p
+}
+
+// Decision is the outcome for one request.
+type Decision struct {
+	// Chosen is the index into the candidate list, Pod its name.
+	Chosen int
+	Pod    string
+	// Scores holds every candidate's breakdown, in candidate order.
+	Scores []PodScore
+	// Blocks is the request's full-block count.
+	Blocks int
+	// Untokenizable repeats the request's reason: it was routed on load alone.
+	Untokenizable string
+}
+
+// PodScore is one candidate's part of a decision.
+type PodScore struct {
+	Pod string
+	Hit Hit
+	// ByScorer holds each scorer's [0, 1] score, in configuration order and
+	// named by Types; Total is the weighted sum.
+	ByScorer []float64
+	Total    float64
+}
+
+// Types names the scorers in the order of PodScore.ByScorer.
+func (p *Picker) Types() []string {
+	out := make([]string, len(p.scorers))
+	for i, w := range p.scorers {
+		out[i] = w.Scorer.Type()
+	}
+	return out
+}
+
+// scratch holds one decision's working memory, pooled so the hot path
+// allocates only its Decision.
+type scratch struct {
+	state   State
+	keys    []uint64
+	matches []index.Match
+	hits    []Hit
+	last    []uint64
+	score   []float64
+}
+
+// Pick decides and commits: the chosen pod is recorded as last chosen, the
+// index gets speculative entries for the request's blocks on it, and
+// learning scorers observe the choice.
+func (p *Picker) Pick(r *Request, pods []Pod) (Decision, error) {
+	return p.decide(r, pods, true)
+}
+
+// Explain decides without committing anything: what Pick would answer now.
+func (p *Picker) Explain(r *Request, pods []Pod) (Decision, error) {
+	return p.decide(r, pods, false)
+}
+
+func (p *Picker) decide(r *Request, pods []Pod, commit bool) (Decision, error) {
+	if len(pods) == 0 {
+		return Decision{}, ErrNoPods
+	}
+	sc := p.bufs.Get().(*scratch)
+	defer p.bufs.Put(sc)
+	s := p.fill(sc, r, pods)
+
+	d := Decision{Chosen: -1, Blocks: s.Blocks, Untokenizable: r.Untokenizable, Scores: make([]PodScore, len(pods))}
+	flat := make([]float64, len(pods)*len(p.scorers))
+	for i := range pods {
+		d.Scores[i] = PodScore{Pod: pods[i].Name, Hit: s.Hits[i], ByScorer: flat[i*len(p.scorers) : (i+1)*len(p.scorers)]}
+	}
+	sc.score = grow(sc.score, len(pods))
+	for j, w := range p.scorers {
+		w.Scorer.Score(s, sc.score)
+		for i, v := range sc.score {
+			d.Scores[i].ByScorer[j] = v
+			d.Scores[i].Total += w.Weight * v
+		}
+	}
+	// Highest total wins; ties go to the pod chosen least recently, so equal
+	// pods take turns instead of the first in the list taking everything.
+	for i := range d.Scores {
+		if c := d.Chosen; c < 0 || d.Scores[i].Total > d.Scores[c].Total ||
+			(d.Scores[i].Total == d.Scores[c].Total && s.LastPicked[i] < s.LastPicked[c]) {
+			d.Chosen = i
+		}
+	}
+	d.Pod = pods[d.Chosen].Name
+	if commit {
+		p.commit(s, sc.keys, d.Chosen)
+	}
+	return d, nil
+}
+
+// fill computes the request's keys, looks them up and assembles the State.
+func (p *Picker) fill(sc *scratch, r *Request, pods []Pod) *State {
+	n := len(pods)
+	sc.hits = grow(sc.hits, n)
+	clear(sc.hits)
+	sc.last = grow(sc.last, n)
+	sc.keys = sc.keys[:0]
+	s := &sc.state
+	*s = State{Req: r, Pods: pods, Hits: sc.hits, LastPicked: sc.last}
+	if p.ix != nil && len(r.Tokens) > 0 {
+		if bs := p.ix.BlockSize(); bs > 0 {
+			s.BlockSize = bs
+			sc.keys = index.Keys(sc.keys, r.Tokens, bs, r.LoRA, r.Extra)
+			s.Blocks = len(sc.keys)
+			sc.matches = p.ix.Lookup(sc.keys, sc.matches[:0])
+			for _, m := range sc.matches {
+				if m.Engine.Rank != 0 {
+					continue
+				}
+				for i := range pods {
+					if pods[i].Name == m.Engine.Pod {
+						sc.hits[i] = Hit{Blocks: m.Blocks, GPUBlocks: m.GPUBlocks, Speculative: m.Speculative}
+						s.AnyHit = s.AnyHit || m.Blocks > 0
+					}
+				}
+			}
+		}
+	}
+	p.mu.Lock()
+	for i := range pods {
+		sc.last[i] = p.lastPicked[pods[i].Name]
+	}
+	p.mu.Unlock()
+	return s
+}
+
+func (p *Picker) commit(s *State, keys []uint64, chosen int) {
+	p.decisions.Add(1)
+	if s.Req.Untokenizable != "" {
+		p.untokenizable.Add(1)
+	}
+	name := s.Pods[chosen].Name
+	p.mu.Lock()
+	p.seq++
+	p.lastPicked[name] = p.seq
+	p.mu.Unlock()
+	if p.ix != nil && len(keys) > 0 {
+		if err := p.ix.Speculate(engineOf(&s.Pods[chosen]), keys); err != nil {
+			p.speculateErrs.Add(1)
+		}
+	}
+	for _, w := range p.scorers {
+		if o, ok := w.Scorer.(Observer); ok {
+			o.Picked(s, chosen)
+		}
+	}
+}
+
+// Forget drops what the picker remembers of a pod that left the fleet.
+func (p *Picker) Forget(pod string) {
+	p.mu.Lock()
+	delete(p.lastPicked, pod)
+	p.mu.Unlock()
+}
+
+// Stats returns the counters.
+func (p *Picker) Stats() Stats {
+	return Stats{Decisions: p.decisions.Load(), Untokenizable: p.untokenizable.Load(), SpeculateErrs: p.speculateErrs.Load()}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// String renders a decision for logs and test failures.
+func (d Decision) String() string {
+	s := fmt.Sprintf("-> %s (of %d blocks)", d.Pod, d.Blocks)
+	for _, ps := range d.Scores {
+		s += fmt.Sprintf("\n  %-12s total %.3f hit %d/%d scores %.3f", ps.Pod, ps.Total, ps.Hit.Blocks, d.Blocks, ps.ByScorer)
+	}
+	return s
+}

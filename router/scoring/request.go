@@ -1,0 +1,47 @@
+package scoring
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Request is the part of a client request that routing reads.
+type Request struct {
+	// Tokens are the prompt's token ids as the engine will see them (chat
+	// template applied). Empty when Untokenizable is set.
+	Tokens []uint32
+	// LoRA names the adapter the request runs under ("" for the base model);
+	// it is mixed into block keys.
+	LoRA string
+	// Extra holds per-block extra keys (cache_salt on the first block), as
+	// package index expects; nil for none.
+	Extra [][]byte
+	// Text is the raw prompt text when known, for scorers that hash
+	// characters rather than tokens (the routing-history scorer).
+	Text string
+	// Untokenizable, when not empty, says why the request has no token ids:
+	// it routes on load alone and is counted.
+	Untokenizable string
+}
+
+// ErrUntokenizable marks a request body that parses but whose prompt cannot
+// be turned into the engine's token ids (unsupported content, a template the
+// router cannot render, text the tokenizer refuses). The caller still routes
+// it, on load alone.
+var ErrUntokenizable = errors.New("untokenizable request")
+
+// Prompter turns an OpenAI-compatible request body into a Request. path is
+// the request path ("/v1/completions", "/v1/chat/completions"). An error
+// wrapping ErrUntokenizable leaves a routable Request with Untokenizable
+// set; any other error means the body is malformed (HTTP 400).
+//
+// Package chat (request normalisation and chat templates) implements it for
+// the whole request surface; Completions here handles /v1/completions alone.
+type Prompter interface {
+	Prompt(path string, body []byte) (*Request, error)
+}
+
+// untokenizable builds the routable Request for a prompt without token ids.
+func untokenizable(reason string, text string) (*Request, error) {
+	return &Request{Untokenizable: reason, Text: text}, fmt.Errorf("%w: %s", ErrUntokenizable, reason)
+}

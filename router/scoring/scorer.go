@@ -1,0 +1,76 @@
+package scoring
+
+import (
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+)
+
+// Scorer rates every candidate pod for one request. Scores lie in [0, 1],
+// higher is better; the picker multiplies them by the configured weights
+// and picks the largest sum.
+type Scorer interface {
+	// Type is the name the configuration uses for this scorer.
+	Type() string
+	// Score writes one score per s.Pods[i] into out[i] (len(out) ==
+	// len(s.Pods)). It must not keep s or out.
+	Score(s *State, out []float64)
+}
+
+// Observer is implemented by scorers that learn from decisions, such as the
+// routing-history scorer. Picked is called once per committed decision (never
+// for Explain) with the chosen pod's position in s.Pods.
+type Observer interface {
+	Picked(s *State, chosen int)
+}
+
+// Load is what the router knows about one pod's load.
+type Load struct {
+	// Running, Waiting and KVUsage are vLLM's num_requests_running,
+	// num_requests_waiting and kv_cache_usage_perc (0..1) as last scraped.
+	Running, Waiting int
+	KVUsage          float64
+	// Fresh says the scrape is within the staleness limit; scorers that read
+	// scraped values treat a stale pod as the worst candidate, since a pod
+	// whose /metrics stopped answering is more likely sick than idle.
+	Fresh bool
+	// InFlight counts requests the router sent to the pod that have not
+	// finished: exact at decision time, where scrapes are up to an interval old.
+	InFlight int
+}
+
+// Pod is one candidate. Its engine in the block index is index.Engine{Pod:
+// Name} (data-parallel ranks other than 0 are not candidates of their own).
+type Pod struct {
+	Name string
+	Load Load
+}
+
+// Hit is one pod's hold on the request's prefix, from the block index.
+type Hit struct {
+	// Blocks are leading blocks held on any tier, GPUBlocks those on GPU,
+	// Speculative those held only by a speculative entry.
+	Blocks, GPUBlocks, Speculative int
+}
+
+// State is everything scorers see about one decision. The picker fills it;
+// scorers read it.
+type State struct {
+	Req  *Request
+	Pods []Pod
+	// Hits[i] is Pods[i]'s prefix hold.
+	Hits []Hit
+	// Blocks is the request's number of full blocks, BlockSize the fleet's.
+	Blocks, BlockSize int
+	// AnyHit says some pod holds at least one leading block.
+	AnyHit bool
+	// LastPicked[i] is the decision sequence number at which Pods[i] was last
+	// chosen (0: never); larger is more recent.
+	LastPicked []uint64
+}
+
+// uncachedTokens is the number of prompt tokens pod i would have to compute.
+func (s *State) uncachedTokens(i int) int {
+	return max(len(s.Req.Tokens)-s.Hits[i].GPUBlocks*s.BlockSize, 0)
+}
+
+// engineOf is the index engine a candidate pod stands for.
+func engineOf(p *Pod) index.Engine { return index.Engine{Pod: p.Name} }
