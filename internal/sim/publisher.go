@@ -22,10 +22,9 @@ type publisher struct {
 	pubAddr  string
 	replAddr string
 
-	mu    sync.Mutex
-	next  uint64   // seq of the next message
-	kept  [][]byte // payloads of seqs [next-len(kept), next)
-	limit int      // vLLM's buffer_steps
+	mu   sync.Mutex
+	next uint64   // seq of the next message
+	ring [][]byte // payload of seq s at s % len(ring), for the last len(ring) seqs
 
 	stop chan struct{}
 	done chan struct{}
@@ -34,7 +33,7 @@ type publisher struct {
 // newPublisher binds a PUB on pubAddr and, unless replayAddr is empty, a
 // ROUTER on replayAddr ("tcp://127.0.0.1:0" binds an ephemeral port).
 func newPublisher(pubAddr, replayAddr, topic string, bufferSteps int) (*publisher, error) {
-	p := &publisher{topic: []byte(topic), limit: max(bufferSteps, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &publisher{topic: []byte(topic), ring: make([][]byte, max(bufferSteps, 1)), stop: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	if p.pub, p.pubAddr, err = bindSocket(zmq.PUB, pubAddr); err != nil {
 		return nil, fmt.Errorf("binding KV-event PUB %s: %w", pubAddr, err)
@@ -80,11 +79,7 @@ func (p *publisher) publish(payload []byte) error {
 	p.mu.Lock()
 	seq := p.next
 	p.next++
-	if len(p.kept) == p.limit {
-		copy(p.kept, p.kept[1:])
-		p.kept = p.kept[:len(p.kept)-1]
-	}
-	p.kept = append(p.kept, payload)
+	p.ring[seq%uint64(len(p.ring))] = payload
 	p.mu.Unlock()
 	var seqb [8]byte
 	binary.BigEndian.PutUint64(seqb[:], seq)
@@ -120,13 +115,16 @@ func (p *publisher) serveReplay(router *zmq.Socket) {
 }
 
 func (p *publisher) replay(router *zmq.Socket, id []byte, start uint64) {
+	// Oldest kept seq first; a start older than that is answered from there,
+	// which the asker sees as an unrecoverable gap.
 	p.mu.Lock()
-	first := p.next - uint64(len(p.kept))
-	var msgs [][]byte
-	if start < p.next {
-		msgs = append(msgs, p.kept[max(start, first)-first:]...)
-	}
+	n := uint64(len(p.ring))
+	first := p.next - min(p.next, n)
 	seq := max(start, first)
+	var msgs [][]byte
+	for s := seq; s < p.next; s++ {
+		msgs = append(msgs, p.ring[s%n])
+	}
 	p.mu.Unlock()
 	var seqb [8]byte
 	for _, m := range msgs {
