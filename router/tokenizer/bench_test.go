@@ -140,20 +140,26 @@ func BenchmarkUniqueSuffix(b *testing.B) {
 }
 
 // BenchmarkEncodeFamily reports the encode speed of each family on the same
-// text. DeepSeek V3's three split patterns run on regexp2 (no scanner).
+// text, with the hand-written scanners and with regexp2 (the oracle path).
 func BenchmarkEncodeFamily(b *testing.B) {
 	texts := benchTexts(b)[:250]
 	for _, v := range []variant{variants[0], variants[3], variants[6]} {
-		b.Run(v.name, func(b *testing.B) {
-			tk := v.load(b, true)
-			b.SetBytes(int64(totalBytes(texts)))
-			b.ReportAllocs()
-			var dst []uint32
-			for b.Loop() {
-				for _, s := range texts {
-					dst, _ = tk.AppendEncode(dst[:0], s, false)
-				}
+		for _, fast := range []bool{true, false} {
+			name := v.name + "/scanner"
+			if !fast {
+				name = v.name + "/regexp2"
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				tk := v.load(b, fast)
+				b.SetBytes(int64(totalBytes(texts)))
+				b.ReportAllocs()
+				var dst []uint32
+				for b.Loop() {
+					for _, s := range texts {
+						dst, _ = tk.AppendEncode(dst[:0], s, false)
+					}
+				}
+			})
+		}
 	}
 }
