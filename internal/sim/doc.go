@@ -22,7 +22,11 @@
 //     blocks first, hands it out again, which evicts it (BlockRemoved).
 //   - Prefix hits: an admitted request starts after its longest run of
 //     cached leading blocks, but always computes its last prompt token.
-//     Hits and queries are counted in tokens at admission.
+//     Hits and queries are counted in tokens, once per admission. vLLM
+//     counts them at every admission attempt (get_computed_blocks runs
+//     again each step the head of the queue fails to allocate), which
+//     inflates both under KV pressure: counted that way the seed run shows
+//     42% instead of 25%.
 //   - Preemption: when a running request cannot grow, the latest admitted
 //     running request is preempted (blocks freed, back to the head of the
 //     waiting queue, recomputed later); a step that preempts admits nobody.
