@@ -187,11 +187,43 @@ func expectNodeGroupSize(c *awsinfra.Clients, cluster, ng string, want int32) re
 	}
 }
 
+// createSteps are the mutating operations of a clean create, in the order the
+// stand-in first saw them: the steps a create can fail at.
+func createSteps(t *testing.T) []string {
+	standIn, c := standInSetup(t)
+	const name = "acc-steps"
+	var steps []string
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNothingOwned(t, c, name),
+		Steps: []resource.TestStep{{
+			Config: clusterConfig(standIn, name, ""),
+			Check: func(*terraform.State) error {
+				seen := map[string]bool{}
+				for _, op := range standIn.Calls() {
+					if seen[op] || !regexp.MustCompile(`^(Create|Attach|Associate|Allocate|Modify)`).MatchString(op) {
+						continue
+					}
+					seen[op] = true
+					steps = append(steps, op)
+				}
+				if len(steps) < 10 {
+					return fmt.Errorf("a clean create made only %v", steps)
+				}
+				return nil
+			},
+		}},
+	})
+	return steps
+}
+
 // TestAccInferenceClusterResumesAfterFault fails the first apply at each
 // create step in turn; the second apply must converge with zero deletes and
 // keep the cluster the first apply created.
 func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
-	steps := []string{"CreateVpc", "CreateSubnet", "CreateNatGateway", "CreateRole", "AttachRolePolicy", "CreateCluster", "CreateAccessEntry", "AssociateAccessPolicy", "CreateNodegroup"}
+	steps := createSteps(t)
+	t.Logf("create steps: %v", steps)
 	for k, op := range steps {
 		t.Run(fmt.Sprintf("%d-%s", k+1, op), func(t *testing.T) {
 			standIn, c := standInSetup(t)
@@ -221,7 +253,7 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 						Config: clusterConfig(standIn, name, ""),
 						Check: func(*terraform.State) error {
 							for _, call := range standIn.Calls() {
-								if strings.HasPrefix(call, "Delete") || strings.HasPrefix(call, "Release") || strings.HasPrefix(call, "Detach") {
+								if regexp.MustCompile(`^(Delete|Release|Detach|Disassociate)`).MatchString(call) {
 									return fmt.Errorf("the resuming apply called %s", call)
 								}
 							}
