@@ -36,7 +36,11 @@ func TestCalibration(t *testing.T) {
 	if !(less.Duration > base.Duration && base.Duration > more.Duration && less.MeanTTFT > base.MeanTTFT && base.MeanTTFT > more.MeanTTFT) {
 		t.Errorf("capacity does not order the runs: -20%% %+v, base %+v, +20%% %+v", less, base, more)
 	}
-	again, err := RunVirtual(calibrationRun(DefaultEngineConfig(), 1))
+	vc, err := calibrationRun(DefaultEngineConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := RunVirtual(vc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		calibrate   = fs.Bool("calibrate", false, "print the calibration table against the seed baseline")
 		picker      = fs.String("picker", "kube-proxy", "virtual mode: kube-proxy, round-robin or random")
 		concurrency = fs.Int("max-concurrency", 512, "virtual mode: client connections")
+		rate        = fs.Float64("request-rate", 0, "virtual mode: Poisson arrivals per second (0: all at once)")
 		delay       = fs.Duration("event-delay", 10*time.Millisecond, "virtual mode: KV-event delivery delay")
 		numPrompts  = fs.Int("num-prompts", 9000, "virtual mode: prompts")
 		numPrefixes = fs.Int("prefix-repetition-num-prefixes", 150, "virtual mode: distinct prefixes")
@@ -72,11 +73,14 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		w := PrefixRepetition{NumPrefixes: *numPrefixes, PrefixLen: *prefixLen, SuffixLen: *suffixLen,
-			OutputLen: *outputLen, NumPrompts: *numPrompts, Seed: *seed}
+		w, err := PrefixRepetition{NumPrefixes: *numPrefixes, PrefixLen: *prefixLen, SuffixLen: *suffixLen,
+			OutputLen: *outputLen, NumPrompts: *numPrompts, Seed: *seed}.Build()
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		res, err := RunVirtual(VirtualConfig{Engine: ec, Replicas: *replicas, Workload: w, Concurrency: *concurrency,
-			Picker: p, EventDelay: delay.Seconds(), Form: wf, Seed: *seed})
+			RequestRate: *rate, Picker: p, EventDelay: delay.Seconds(), Form: wf, Seed: *seed})
 		if err != nil {
 			return err
 		}

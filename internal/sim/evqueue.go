@@ -16,6 +16,7 @@ const (
 	evDeliver                   // KV-event bytes reach the router
 	evScrape                    // the router scrapes every pod's /metrics
 	evSample                    // the report samples fleet gauges
+	evArrive                    // the next request arrives at the client
 )
 
 // evQueue is a binary min-heap of events by (t, seq).

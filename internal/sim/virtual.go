@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -16,10 +17,15 @@ import (
 type VirtualConfig struct {
 	Engine   EngineConfig
 	Replicas int
-	Workload PrefixRepetition
-	// Concurrency is the client's --max-concurrency: that many keep-alive
-	// connections each send their next request when the last one finishes.
+	Workload Workload
+	// Concurrency is the client's --max-concurrency: at most that many
+	// requests in flight, each on its own keep-alive connection; a freed
+	// connection carries the next request (the most recently freed first,
+	// as a connection pool hands out its idle connections).
 	Concurrency int
+	// RequestRate is the client's --request-rate in requests per second,
+	// with Poisson arrivals; 0 means every request is ready at once (inf).
+	RequestRate float64
 	Picker      Picker
 	// EventDelay is how long after a step ends its KV events reach the
 	// router's index, in seconds (publish, network, decode).
@@ -31,7 +37,8 @@ type VirtualConfig struct {
 	SampleInterval float64
 	// Form is the KV-event wire form the engines publish.
 	Form kvevents.Form
-	// Seed seeds the engines' hash roots; the workload and picker carry their own.
+	// Seed seeds the engines' hash roots and the arrivals; the workload and
+	// picker carry their own.
 	Seed uint64
 }
 
@@ -39,7 +46,7 @@ type VirtualConfig struct {
 // gauges it cannot see (read from the engines' metrics).
 type Result struct {
 	Requests                  int
-	Duration                  float64 // seconds, first send to last token
+	Duration                  float64 // seconds, first arrival to last token
 	InputTokens, OutputTokens int
 	OutputThroughput          float64 // output tokens per second
 	MeanTTFT, MedianTTFT      float64
@@ -47,12 +54,26 @@ type Result struct {
 	// HitRate is prefix-cache hits over queries, in tokens, over the fleet.
 	HitRate float64
 	// MeanWaiting and MeanRunning are fleet totals and MeanKVUsage the pod
-	// average, time-averaged over the steady state (while the client has
-	// prompts left, so every connection is busy).
+	// average, time-averaged while the client still has requests to send
+	// (with the default rate, while every connection is busy).
 	MeanWaiting, MeanRunning, MeanKVUsage float64
-	Preemptions                           uint64
+	// PeakWaiting is the largest sampled fleet total of waiting requests.
+	PeakWaiting int
+	Preemptions uint64
 	// PodRequests counts requests each pod served.
 	PodRequests []int
+	// Records holds every request in completion order, for percentiles and
+	// plots the summary does not carry.
+	Records []RequestRecord `json:"-"`
+}
+
+// RequestRecord is one finished request.
+type RequestRecord struct {
+	Pod, Conn                  int
+	Sent, FirstToken, Done     float64
+	PromptTokens, OutputTokens int
+	// CachedTokens came from the prefix cache at the request's last admission.
+	CachedTokens, Preemptions int
 }
 
 // virtualRun is the state of one run.
@@ -64,24 +85,26 @@ type virtualRun struct {
 	q        evQueue
 	view     View
 	sink     eventSink
-	work     *prompts
 	route    Route
-	next     int // next prompt to send
-	ttft     []float64
+	arrivals *rand.Rand
+	arrived  int   // requests that have arrived at the client
+	next     int   // next request to send
+	conns    []int // idle connections, most recently freed last
 	res      Result
 	sampled  int
 	// Buffers of delivered payloads and finished requests' tokens, reused
 	// so a run allocates per in-flight item, not per step or request.
 	spareBytes  [][]byte
 	spareTokens [][]uint32
-	finished    int
 }
 
 // RunVirtual runs the workload through a simulated fleet in virtual time.
 // It is deterministic: the same config gives the same Result.
 func RunVirtual(cfg VirtualConfig) (Result, error) {
-	if cfg.Replicas <= 0 || cfg.Replicas > index.MaxEngines || cfg.Concurrency <= 0 || cfg.Picker == nil {
-		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0 and a picker", index.MaxEngines)
+	if cfg.Replicas <= 0 || cfg.Replicas > index.MaxEngines || cfg.Concurrency <= 0 || cfg.Picker == nil ||
+		cfg.Workload == nil || cfg.RequestRate < 0 {
+		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate >= 0, a workload and a picker",
+			index.MaxEngines)
 	}
 	if cfg.ScrapeInterval <= 0 {
 		cfg.ScrapeInterval = 0.05
@@ -89,11 +112,8 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	if cfg.SampleInterval <= 0 {
 		cfg.SampleInterval = 1
 	}
-	work, err := newPrompts(cfg.Workload)
-	if err != nil {
-		return Result{}, err
-	}
-	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas), ttft: make([]float64, 0, work.len())}
+	v := &virtualRun{cfg: cfg, stepping: make([]bool, cfg.Replicas),
+		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, cfg.Workload.Len())}}
 	var now float64
 	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize,
 		Now: func() time.Time { return time.Unix(0, 0).Add(time.Duration(now * float64(time.Second))) }})
@@ -111,23 +131,29 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 		v.engines = append(v.engines, e)
 		v.view.Pods[i] = "sim-" + strconv.Itoa(i)
 	}
+	for c := cfg.Concurrency - 1; c >= 0; c-- {
+		v.conns = append(v.conns, c)
+	}
 	v.q.push(vevent{t: 0, kind: evScrape})
 	v.q.push(vevent{t: 0, kind: evSample})
-	for c := 0; c < cfg.Concurrency && v.next < work.len(); c++ {
-		if err := v.send(c, 0); err != nil {
-			return Result{}, err
-		}
+	if cfg.RequestRate == 0 {
+		v.arrived = cfg.Workload.Len()
+	} else {
+		v.q.push(vevent{t: 0, kind: evArrive})
 	}
-	v.kickAll(0)
-	for v.q.len() > 0 && v.finished < work.len() {
+	total := cfg.Workload.Len()
+	for v.q.len() > 0 && len(v.res.Records) < total {
 		ev := v.q.pop()
 		now = ev.t
 		if err := v.handle(ev); err != nil {
 			return Result{}, fmt.Errorf("virtual run at t=%.3fs: %w", now, err)
 		}
+		if err := v.sendReady(now); err != nil {
+			return Result{}, fmt.Errorf("virtual run at t=%.3fs: %w", now, err)
+		}
 		v.kickAll(now)
 	}
-	if v.finished < work.len() {
+	if len(v.res.Records) < total {
 		return Result{}, errors.New("virtual run stalled with requests unfinished")
 	}
 	return v.summary(), nil
@@ -141,6 +167,11 @@ func (v *virtualRun) handle(ev vevent) error {
 		err := v.sink.deliver(v.view.Pods[ev.pod], ev.payload)
 		v.spareBytes = append(v.spareBytes, ev.payload[:0])
 		return err
+	case evArrive:
+		v.arrived++
+		if v.arrived < v.cfg.Workload.Len() {
+			v.q.push(vevent{t: ev.t + v.arrivals.ExpFloat64()/v.cfg.RequestRate, kind: evArrive})
+		}
 	case evScrape:
 		for i, e := range v.engines {
 			l := &v.view.Load[i]
@@ -148,25 +179,33 @@ func (v *virtualRun) handle(ev vevent) error {
 		}
 		v.q.push(vevent{t: ev.t + v.cfg.ScrapeInterval, kind: evScrape})
 	case evSample:
-		// Gauges are averaged over the steady state only, while the client
-		// still has prompts and so keeps every connection busy: ramp-up and
-		// drain would dilute them.
-		if v.next >= v.work.len() {
-			return nil
-		}
-		for _, e := range v.engines {
-			v.res.MeanWaiting += float64(e.Waiting())
-			v.res.MeanRunning += float64(e.Running())
-			v.res.MeanKVUsage += e.KVUsage() / float64(len(v.engines))
-		}
-		v.sampled++
+		v.sample()
 		v.q.push(vevent{t: ev.t + v.cfg.SampleInterval, kind: evSample})
 	}
 	return nil
 }
 
+// sample records the fleet gauges. Means cover only the time the client
+// still has requests to send: ramp-up and drain would dilute them.
+func (v *virtualRun) sample() {
+	waiting := 0
+	for _, e := range v.engines {
+		waiting += e.Waiting()
+	}
+	v.res.PeakWaiting = max(v.res.PeakWaiting, waiting)
+	if v.next >= v.cfg.Workload.Len() {
+		return
+	}
+	for _, e := range v.engines {
+		v.res.MeanRunning += float64(e.Running())
+		v.res.MeanKVUsage += e.KVUsage() / float64(len(v.engines))
+	}
+	v.res.MeanWaiting += float64(waiting)
+	v.sampled++
+}
+
 // stepEnd completes pod's step: its events leave for the router, its
-// finished requests free their connections for the next prompt.
+// finished requests free their connections.
 func (v *virtualRun) stepEnd(pod int, now float64) error {
 	v.stepping[pod] = false
 	batch, progress := v.engines[pod].Finish(now)
@@ -182,33 +221,35 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 		v.q.push(vevent{t: now + v.cfg.EventDelay, kind: evDeliver, pod: pod, payload: payload})
 	}
 	for _, r := range progress {
-		if r.Output == 1 {
-			v.ttft = append(v.ttft, r.FirstToken-r.Arrival)
-		}
 		if !r.Finished() {
 			continue
 		}
-		v.finished++
+		conn := int(r.ID >> 32)
+		v.res.Records = append(v.res.Records, RequestRecord{Pod: pod, Conn: conn, Sent: r.Arrival,
+			FirstToken: r.FirstToken, Done: r.Done, PromptTokens: len(r.Prompt), OutputTokens: r.Output,
+			CachedTokens: r.HitTokens, Preemptions: r.Preemptions})
 		v.view.Load[pod].InFlight--
-		v.res.OutputTokens += r.Output
-		v.res.Duration = now
-		if r.Output > 1 {
-			v.res.MeanTPOT += (r.Done - r.FirstToken) / float64(r.Output-1)
-		}
 		// The engine is done with the request; its token buffer serves the next.
 		v.spareTokens = append(v.spareTokens, r.tokens[:0])
-		conn := int(r.ID >> 32)
-		if v.next < v.work.len() {
-			if err := v.send(conn, now); err != nil {
-				return err
-			}
-		}
+		v.conns = append(v.conns, conn)
 	}
 	v.kick = append(v.kick, pod)
 	return nil
 }
 
-// send routes the next prompt on connection conn.
+// sendReady sends arrived requests while connections are idle.
+func (v *virtualRun) sendReady(now float64) error {
+	for v.next < v.arrived && len(v.conns) > 0 {
+		conn := v.conns[len(v.conns)-1]
+		v.conns = v.conns[:len(v.conns)-1]
+		if err := v.send(conn, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send routes the next request on connection conn.
 func (v *virtualRun) send(conn int, now float64) error {
 	i := v.next
 	v.next++
@@ -216,14 +257,14 @@ func (v *virtualRun) send(conn int, now float64) error {
 	if n := len(v.spareTokens); n > 0 {
 		buf, v.spareTokens = v.spareTokens[n-1], v.spareTokens[:n-1]
 	}
-	tokens := v.work.prompt(i, buf)
+	tokens := v.cfg.Workload.Prompt(i, buf)
 	v.route = Route{Conn: conn, Tokens: tokens}
 	v.view.Now = now
 	pod := v.cfg.Picker.Pick(&v.route, &v.view)
 	if pod < 0 || pod >= len(v.engines) {
 		return fmt.Errorf("picker chose pod %d of %d", pod, len(v.engines))
 	}
-	r := &Request{ID: uint64(conn)<<32 | uint64(i), Prompt: tokens, MaxTokens: v.cfg.Workload.OutputLen, Arrival: now}
+	r := &Request{ID: uint64(conn)<<32 | uint64(i), Prompt: tokens, MaxTokens: v.cfg.Workload.OutputLen(i), Arrival: now}
 	if err := v.engines[pod].Add(r); err != nil {
 		return err
 	}
@@ -251,6 +292,18 @@ func (v *virtualRun) kickAll(now float64) {
 
 func (v *virtualRun) summary() Result {
 	r := v.res
+	ttft := make([]float64, 0, len(r.Records))
+	for _, rec := range r.Records {
+		r.OutputTokens += rec.OutputTokens
+		r.Duration = max(r.Duration, rec.Done)
+		ttft = append(ttft, rec.FirstToken-rec.Sent)
+		if rec.OutputTokens > 1 {
+			r.MeanTPOT += (rec.Done - rec.FirstToken) / float64(rec.OutputTokens-1)
+		}
+	}
+	if len(r.Records) > 0 {
+		r.MeanTPOT /= float64(len(r.Records))
+	}
 	if r.Duration > 0 {
 		r.OutputThroughput = float64(r.OutputTokens) / r.Duration
 	}
@@ -269,10 +322,7 @@ func (v *virtualRun) summary() Result {
 		r.MeanRunning /= float64(v.sampled)
 		r.MeanKVUsage /= float64(v.sampled)
 	}
-	if v.finished > 0 {
-		r.MeanTPOT /= float64(v.finished)
-	}
-	r.MeanTTFT, r.MedianTTFT, r.P99TTFT = meanMedianP99(v.ttft)
+	r.MeanTTFT, r.MedianTTFT, r.P99TTFT = meanMedianP99(ttft)
 	return r
 }
 
@@ -280,16 +330,15 @@ func meanMedianP99(xs []float64) (mean, median, p99 float64) {
 	if len(xs) == 0 {
 		return 0, 0, 0
 	}
-	s := append([]float64(nil), xs...)
-	slices.Sort(s)
-	for _, x := range s {
+	slices.Sort(xs)
+	for _, x := range xs {
 		mean += x
 	}
-	mean /= float64(len(s))
-	median = s[len(s)/2]
-	if len(s)%2 == 0 {
-		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	mean /= float64(len(xs))
+	median = xs[len(xs)/2]
+	if len(xs)%2 == 0 {
+		median = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 	}
-	p99 = s[min(len(s)-1, int(math.Ceil(0.99*float64(len(s))))-1)]
+	p99 = xs[min(len(xs)-1, int(math.Ceil(0.99*float64(len(xs))))-1)]
 	return mean, median, p99
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,19 +12,23 @@ import (
 )
 
 // smallRun is a scaled-down seed workload that still evicts and preempts.
-func smallRun(p Picker, delay float64, form kvevents.Form) VirtualConfig {
+func smallRun(t *testing.T, p Picker, delay float64, form kvevents.Form) VirtualConfig {
+	t.Helper()
 	ec := DefaultEngineConfig()
 	ec.NumGPUBlocks = 500
-	return VirtualConfig{Engine: ec, Replicas: 4, Concurrency: 48, Picker: p, EventDelay: delay, Form: form, Seed: 3,
-		Workload: PrefixRepetition{NumPrefixes: 12, PrefixLen: 512, SuffixLen: 64, OutputLen: 48, NumPrompts: 480, Seed: 3}}
-}
-
-func TestVirtualRunIsDeterministic(t *testing.T) {
-	a, err := RunVirtual(smallRun(NewRandom(1), 0.01, kvevents.FormMap))
+	w, err := PrefixRepetition{NumPrefixes: 12, PrefixLen: 512, SuffixLen: 64, OutputLen: 48, NumPrompts: 480, Seed: 3}.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := RunVirtual(smallRun(NewRandom(1), 0.01, kvevents.FormMap))
+	return VirtualConfig{Engine: ec, Replicas: 4, Concurrency: 48, Picker: p, EventDelay: delay, Form: form, Seed: 3, Workload: w}
+}
+
+func TestVirtualRunIsDeterministic(t *testing.T) {
+	a, err := RunVirtual(smallRun(t, NewRandom(1), 0.01, kvevents.FormMap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := RunVirtual(smallRun(t, NewRandom(1), 0.01, kvevents.FormMap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +38,7 @@ func TestVirtualRunIsDeterministic(t *testing.T) {
 	if a.Requests != 480 || a.OutputTokens != 480*48 || a.Duration <= 0 || a.HitRate <= 0 || a.MeanTTFT <= 0 {
 		t.Fatalf("implausible result %+v", a)
 	}
-	c, err := RunVirtual(smallRun(NewRandom(2), 0.01, kvevents.FormMap))
+	c, err := RunVirtual(smallRun(t, NewRandom(2), 0.01, kvevents.FormMap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +75,7 @@ func (p *probe) Pick(r *Route, v *View) int {
 // either wire form, finds the cached prefixes.
 func TestRouterLearnsOnlyFromDelayedEvents(t *testing.T) {
 	blind := &probe{inner: &RoundRobin{}}
-	res, err := RunVirtual(smallRun(blind, 1e9, kvevents.FormMap))
+	res, err := RunVirtual(smallRun(t, blind, 1e9, kvevents.FormMap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +87,7 @@ func TestRouterLearnsOnlyFromDelayedEvents(t *testing.T) {
 	}
 	for _, form := range []kvevents.Form{kvevents.FormMap, kvevents.FormArray} {
 		informed := &probe{inner: &RoundRobin{}}
-		if _, err := RunVirtual(smallRun(informed, 0.005, form)); err != nil {
+		if _, err := RunVirtual(smallRun(t, informed, 0.005, form)); err != nil {
 			t.Fatal(err)
 		}
 		if informed.seen < 100 || informed.maxSeen < 512/16 {
@@ -149,5 +155,68 @@ func TestKubeProxyPinsConnections(t *testing.T) {
 	}
 	if len(pods) < 6 {
 		t.Fatalf("64 connections landed on only %d of 8 pods", len(pods))
+	}
+}
+
+// inFlightPeak is the most requests in flight at once, per the records.
+func inFlightPeak(recs []RequestRecord) int {
+	type edge struct {
+		t     float64
+		delta int
+	}
+	var edges []edge
+	for _, r := range recs {
+		edges = append(edges, edge{r.Sent, 1}, edge{r.Done, -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.t, b.t), a.delta-b.delta) })
+	n, peak := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		peak = max(peak, n)
+	}
+	return peak
+}
+
+// TestClientConnectionsAndRate checks the client model: with every request
+// ready at once, exactly Concurrency are in flight and a connection carries
+// one request at a time; with a Poisson rate, requests arrive spread over
+// about NumPrompts/rate seconds and none waits for a connection.
+func TestClientConnectionsAndRate(t *testing.T) {
+	cfg := smallRun(t, NewRandom(1), 0.01, kvevents.FormMap)
+	res, err := RunVirtual(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != 480 || inFlightPeak(res.Records) != cfg.Concurrency {
+		t.Fatalf("%d records, peak in flight %d, want 480 and %d", len(res.Records), inFlightPeak(res.Records), cfg.Concurrency)
+	}
+	byConn := map[int][]RequestRecord{}
+	for _, r := range res.Records {
+		byConn[r.Conn] = append(byConn[r.Conn], r)
+	}
+	for conn, recs := range byConn {
+		if inFlightPeak(recs) != 1 {
+			t.Fatalf("connection %d carried overlapping requests", conn)
+		}
+	}
+	if res.PeakWaiting == 0 || res.PeakWaiting < int(res.MeanWaiting) {
+		t.Fatalf("peak waiting %d, mean %v", res.PeakWaiting, res.MeanWaiting)
+	}
+
+	cfg = smallRun(t, NewRandom(1), 0.01, kvevents.FormMap)
+	cfg.RequestRate = 4
+	res, err = RunVirtual(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0.0
+	for _, r := range res.Records {
+		last = max(last, r.Sent)
+	}
+	if last < 0.8*480/4 || last > 1.2*480/4 {
+		t.Fatalf("last of 480 requests at 4/s sent at %.1fs", last)
+	}
+	if peak := inFlightPeak(res.Records); peak >= cfg.Concurrency {
+		t.Fatalf("at 4 requests/s %d were in flight at once: the rate does not pace the client", peak)
 	}
 }

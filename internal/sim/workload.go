@@ -5,6 +5,20 @@ import (
 	"math/rand/v2"
 )
 
+// Workload is a benchmark's requests, generated on demand so that a run
+// holds only its in-flight prompts. Other datasets (Zipf-skewed prefixes,
+// no shared prefix) implement it outside this package.
+type Workload interface {
+	// Len is the number of requests.
+	Len() int
+	// Prompt returns request i's prompt token ids, reusing buf when it is
+	// large enough. Spare capacity for OutputLen(i) more tokens lets the
+	// engine append the output in place.
+	Prompt(i int, buf []uint32) []uint32
+	// OutputLen is how many tokens request i generates.
+	OutputLen(i int) int
+}
+
 // PrefixRepetition mirrors `vllm bench serve --dataset-name
 // prefix_repetition`: NumPrefixes random prefixes of PrefixLen tokens, each
 // followed by a random suffix of SuffixLen tokens in NumPrompts/NumPrefixes
@@ -25,20 +39,21 @@ func SeedWorkload() PrefixRepetition {
 // random prompt tokens are drawn as vLLM draws them from the vocabulary.
 const vocabSize = 151643
 
-// prompts generates the workload lazily: the prefixes up front, each
-// prompt's suffix from its own seeded stream when asked for.
-type prompts struct {
-	w        PrefixRepetition
+// prefixRepetition generates the workload lazily: the prefixes up front,
+// each prompt's suffix from its own seeded stream when asked for.
+type prefixRepetition struct {
+	spec     PrefixRepetition
 	prefixes [][]uint32
 	order    []int32 // shuffled prompt number -> prefix
 }
 
-func newPrompts(w PrefixRepetition) (*prompts, error) {
+// Build draws the prefixes and the shuffled order.
+func (w PrefixRepetition) Build() (Workload, error) {
 	if w.NumPrefixes <= 0 || w.NumPrompts < w.NumPrefixes || w.PrefixLen+w.SuffixLen <= 0 || w.OutputLen <= 0 {
 		return nil, fmt.Errorf("workload %+v: needs prefixes > 0, prompts >= prefixes, a prompt and an output", w)
 	}
 	rng := rand.New(rand.NewPCG(w.Seed, 0x70726566))
-	p := &prompts{w: w, prefixes: make([][]uint32, w.NumPrefixes)}
+	p := &prefixRepetition{spec: w, prefixes: make([][]uint32, w.NumPrefixes)}
 	for i := range p.prefixes {
 		p.prefixes[i] = randomTokens(rng, make([]uint32, w.PrefixLen))
 	}
@@ -52,6 +67,7 @@ func newPrompts(w PrefixRepetition) (*prompts, error) {
 	return p, nil
 }
 
+// randomTokens fills dst with token ids drawn uniformly from the vocabulary.
 func randomTokens(rng *rand.Rand, dst []uint32) []uint32 {
 	for i := range dst {
 		dst[i] = uint32(rng.IntN(vocabSize))
@@ -59,12 +75,11 @@ func randomTokens(rng *rand.Rand, dst []uint32) []uint32 {
 	return dst
 }
 
-func (p *prompts) len() int { return len(p.order) }
+func (p *prefixRepetition) Len() int          { return len(p.order) }
+func (p *prefixRepetition) OutputLen(int) int { return p.spec.OutputLen }
 
-// prompt returns prompt i, in buf if it is large enough, with spare
-// capacity for its output, so the engine appends output tokens in place.
-func (p *prompts) prompt(i int, buf []uint32) []uint32 {
-	w := p.w
+func (p *prefixRepetition) Prompt(i int, buf []uint32) []uint32 {
+	w := p.spec
 	n := w.PrefixLen + w.SuffixLen
 	out := buf[:0]
 	if cap(buf) < n+w.OutputLen {
