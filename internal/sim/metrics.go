@@ -24,7 +24,8 @@ type replicaMetrics struct {
 	promptTokens, genTokens    prometheus.Counter
 	success                    prometheus.Counter
 	ttft, tpot                 prometheus.Observer
-	lag, timeScale             prometheus.Gauge
+	lag, lagMax, timeScale     prometheus.Gauge
+	maxLag                     float64
 	last                       EngineStats
 }
 
@@ -68,6 +69,7 @@ func newReplicaMetrics(model string, cfg EngineConfig, timeScale float64) *repli
 		ttft:      hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
 		tpot:      hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", tpotBuckets),
 		lag:       gauge("llmd_sim_lag_seconds", "How far behind its wall-clock schedule the engine finished its last step, in wall seconds."),
+		lagMax:    gauge("llmd_sim_lag_max_seconds", "The largest llmd_sim_lag_seconds since the replica started."),
 		timeScale: gauge("llmd_sim_time_scale", "Simulated seconds per wall-clock second."),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig",
@@ -93,6 +95,15 @@ func (m *replicaMetrics) update(e *Engine) {
 	m.genTokens.Add(float64(s.GenerationTokens - m.last.GenerationTokens))
 	m.success.Add(float64(s.Finished - m.last.Finished))
 	m.last = s
+}
+
+// lagged records how late a step finished, in wall seconds.
+func (m *replicaMetrics) lagged(s float64) {
+	m.lag.Set(s)
+	if s > m.maxLag {
+		m.maxLag = s
+		m.lagMax.Set(s)
+	}
 }
 
 // finished records a finished request's latencies.

@@ -122,7 +122,8 @@ func (rp *Replica) signal() {
 
 // Run drives the engine until ctx ends, then closes the sockets. Steps
 // end at wall time start + engineTime/TimeScale; when the process cannot
-// keep up, steps run back to back and llmd_sim_lag_seconds says by how much
+// keep up, steps run back to back and llmd_sim_lag_seconds (and its
+// maximum, llmd_sim_lag_max_seconds) say by how much
 // the engine is behind.
 func (rp *Replica) Run(ctx context.Context) error {
 	defer rp.pub.close()
@@ -163,7 +164,7 @@ func (rp *Replica) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C:
 		}
-		rp.metrics.lag.Set(max(0, time.Since(wallAt(end)).Seconds()))
+		rp.metrics.lagged(max(0, time.Since(wallAt(end)).Seconds()))
 		batch, progress := rp.eng.Finish(end)
 		engNow = end
 		if err := rp.publish(batch); err != nil {
