@@ -122,9 +122,8 @@ func (rp *Replica) signal() {
 
 // Run drives the engine until ctx ends, then closes the sockets. Steps
 // end at wall time start + engineTime/TimeScale; when the process cannot
-// keep up, steps run back to back and llmd_sim_lag_seconds (and its
-// maximum, llmd_sim_lag_max_seconds) say by how much
-// the engine is behind.
+// keep up, steps run back to back, and llmd_sim_lag_seconds and its maximum
+// llmd_sim_lag_max_seconds say how far the engine is behind.
 func (rp *Replica) Run(ctx context.Context) error {
 	defer rp.pub.close()
 	defer rp.failAll()
