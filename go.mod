@@ -98,6 +98,7 @@ require (
 	github.com/oklog/run v1.2.0 // indirect
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/pebbe/zmq4 v1.4.0 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.74.0 // indirect

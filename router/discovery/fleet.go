@@ -1,0 +1,251 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// FleetConfig configures a Fleet.
+type FleetConfig struct {
+	// Addresses completes the pods a Source reports.
+	Addresses Addresses
+	// Ingestor follows the pods' KV events; nil runs without (policies that
+	// do not read the block index).
+	Ingestor *kvevents.Ingestor
+	// Metrics sets the scrape interval, timeout and staleness limit.
+	Metrics config.Metrics
+	// Client scrapes /metrics (default: a client without keep-alive limits
+	// beyond Go's defaults).
+	Client *http.Client
+	// OnRemove is called with each pod that left, after it left the
+	// ingestor, e.g. to make the picker forget it.
+	OnRemove func(pod string)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Fleet is the router's view of the pods: which exist, their KV events
+// (through the ingestor) and their load. Safe for concurrent use.
+type Fleet struct {
+	cfg FleetConfig
+
+	mu     sync.RWMutex
+	pods   map[string]*podState
+	names  []string // sorted
+	ctx    context.Context
+	synced atomic.Bool
+	// updateErrs counts source reports the ingestor could not fully follow
+	// (an endpoint address it refused); the other pods are followed anyway.
+	updateErrs atomic.Int64
+}
+
+// podState is one pod's live state.
+type podState struct {
+	pod      Pod
+	cancel   context.CancelFunc
+	done     chan struct{}
+	inFlight atomic.Int64
+
+	mu         sync.Mutex
+	scraped    Scraped
+	scrapedAt  time.Time
+	scrapeErrs int64
+	lastErr    error
+}
+
+// NewFleet returns an empty fleet; Run fills it from a Source.
+func NewFleet(cfg FleetConfig) *Fleet {
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Fleet{cfg: cfg, pods: make(map[string]*podState)}
+}
+
+// Run follows src until ctx ends, then stops every scraper and forgets
+// every pod. It returns the source's error, if any.
+func (f *Fleet) Run(ctx context.Context, src Source) error {
+	f.mu.Lock()
+	f.ctx = ctx
+	f.mu.Unlock()
+	err := src.Run(ctx, func(pods []Pod) {
+		if err := f.Update(pods); err != nil {
+			f.updateErrs.Add(1)
+		}
+	})
+	if uerr := f.Update(nil); uerr != nil {
+		err = errors.Join(err, uerr)
+	}
+	return err
+}
+
+// Update makes the fleet equal pods: new pods get a KV-event subscription
+// (replaying from seq 0) and a scraper, pods no longer listed lose both and
+// leave the index. It marks the fleet synced.
+func (f *Fleet) Update(pods []Pod) error {
+	full := make([]Pod, len(pods))
+	for i, p := range pods {
+		full[i] = f.cfg.Addresses.Fill(p)
+	}
+	f.mu.Lock()
+	ctx := f.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	want := make(map[string]Pod, len(full))
+	for _, p := range full {
+		want[p.Name] = p
+	}
+	var gone []*podState
+	for name, ps := range f.pods {
+		if p, ok := want[name]; !ok || p != ps.pod {
+			// A pod whose IP or ports changed is a new pod: its old
+			// subscription and counts describe another process.
+			gone = append(gone, ps)
+			delete(f.pods, name)
+		}
+	}
+	var added []*podState
+	for _, p := range full {
+		if _, ok := f.pods[p.Name]; ok {
+			continue
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		ps := &podState{pod: p, cancel: cancel, done: make(chan struct{})}
+		f.pods[p.Name] = ps
+		added = append(added, ps)
+		go func() {
+			defer close(ps.done)
+			f.scrapeLoop(pctx, ps)
+		}()
+	}
+	f.names = f.names[:0]
+	for name := range f.pods {
+		f.names = append(f.names, name)
+	}
+	slices.Sort(f.names)
+	f.mu.Unlock()
+
+	var errs []error
+	if in := f.cfg.Ingestor; in != nil && (len(gone) > 0 || len(added) > 0) {
+		eps := make([]kvevents.Endpoint, 0, len(full))
+		for _, p := range full {
+			eps = append(eps, kvevents.Endpoint{Pod: p.Name, Addr: p.KVEvents, ReplayAddr: p.Replay, Topic: p.Topic})
+		}
+		// A replaced pod keeps its name: remove it first so Sync subscribes
+		// afresh instead of keeping the old endpoint.
+		for _, ps := range gone {
+			if _, still := want[ps.pod.Name]; still {
+				in.Remove(ps.pod.Name)
+			}
+		}
+		if err := in.Sync(eps); err != nil {
+			errs = append(errs, fmt.Errorf("following KV events: %w", err))
+		}
+	}
+	for _, ps := range gone {
+		ps.cancel()
+		<-ps.done
+		if f.cfg.OnRemove != nil {
+			f.cfg.OnRemove(ps.pod.Name)
+		}
+	}
+	f.synced.Store(true)
+	return errors.Join(errs...)
+}
+
+// Synced reports whether the source has delivered its first complete view.
+func (f *Fleet) Synced() bool { return f.synced.Load() }
+
+// Pods appends every pod's name and load to dst, sorted by name, for the
+// picker. Scraped values older than the staleness limit are marked stale.
+func (f *Fleet) Pods(dst []scoring.Pod) []scoring.Pod {
+	now := f.cfg.Now()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, name := range f.names {
+		ps := f.pods[name]
+		ps.mu.Lock()
+		s, at := ps.scraped, ps.scrapedAt
+		ps.mu.Unlock()
+		dst = append(dst, scoring.Pod{Name: name, Load: scoring.Load{Running: s.Running, Waiting: s.Waiting,
+			KVUsage: s.KVUsage, Fresh: !at.IsZero() && now.Sub(at) <= f.cfg.Metrics.StaleAfter.Duration,
+			InFlight: int(ps.inFlight.Load())}})
+	}
+	return dst
+}
+
+// UpdateErrors counts source reports that were not followed completely.
+func (f *Fleet) UpdateErrors() int64 { return f.updateErrs.Load() }
+
+// Target returns where pod serves.
+func (f *Fleet) Target(pod string) (Pod, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ps, ok := f.pods[pod]
+	if !ok {
+		return Pod{}, false
+	}
+	return ps.pod, true
+}
+
+// Begin counts a request sent to pod as in flight until the returned
+// function is called (once, when the response ends). A pod that left in
+// between is not counted.
+func (f *Fleet) Begin(pod string) (end func()) {
+	f.mu.RLock()
+	ps := f.pods[pod]
+	f.mu.RUnlock()
+	if ps == nil {
+		return func() {}
+	}
+	ps.inFlight.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { ps.inFlight.Add(-1) }) }
+}
+
+// Health is one pod's scrape health, for metrics and logs.
+type Health struct {
+	Pod        string
+	ScrapeErrs int64
+	LastErr    string
+	ScrapedAt  time.Time
+}
+
+// Health reports every pod's scrape health, sorted by name.
+func (f *Fleet) Health() []Health {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Health, 0, len(f.names))
+	for _, name := range f.names {
+		ps := f.pods[name]
+		ps.mu.Lock()
+		h := Health{Pod: name, ScrapeErrs: ps.scrapeErrs, ScrapedAt: ps.scrapedAt}
+		if ps.lastErr != nil {
+			h.LastErr = ps.lastErr.Error()
+		}
+		ps.mu.Unlock()
+		out = append(out, h)
+	}
+	return out
+}
+
+// String lists the pods, for test failures.
+func (f *Fleet) String() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return "[" + strings.Join(f.names, " ") + "]"
+}

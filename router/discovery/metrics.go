@@ -1,0 +1,102 @@
+package discovery
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// Scraped is one pod's load as its vLLM /metrics reported it.
+type Scraped struct {
+	Running, Waiting int
+	// KVUsage is 0..1.
+	KVUsage float64
+}
+
+// vLLM metric names (PROTOCOLS.md section 3). kv_cache_usage_perc replaced
+// gpu_cache_usage_perc; a pod mid-upgrade may send either.
+const (
+	metricRunning    = "vllm:num_requests_running"
+	metricWaiting    = "vllm:num_requests_waiting"
+	metricKVUsage    = "vllm:kv_cache_usage_perc"
+	metricKVUsageOld = "vllm:gpu_cache_usage_perc"
+)
+
+// ParseMetrics reads the three load gauges from Prometheus text. A pod
+// with several engines (data parallelism) exposes one series per engine:
+// counts are summed and KV usage is the fullest engine's, since one full
+// engine already evicts. Only the lines of interest are parsed, which keeps
+// a 50 ms scrape of a large /metrics page cheap. All three must be present.
+func ParseMetrics(r io.Reader) (Scraped, error) {
+	var s Scraped
+	var seen [3]bool
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] == '#' || !bytes.HasPrefix(line, []byte("vllm:")) {
+			continue
+		}
+		name, value, err := sample(line)
+		if err != nil {
+			return s, err
+		}
+		switch name {
+		case metricRunning:
+			s.Running += int(value)
+			seen[0] = true
+		case metricWaiting:
+			s.Waiting += int(value)
+			seen[1] = true
+		case metricKVUsage, metricKVUsageOld:
+			s.KVUsage = max(s.KVUsage, value)
+			seen[2] = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return s, fmt.Errorf("reading metrics: %w", err)
+	}
+	for i, name := range []string{metricRunning, metricWaiting, metricKVUsage} {
+		if !seen[i] {
+			return s, fmt.Errorf("metrics lack %s", name)
+		}
+	}
+	return s, nil
+}
+
+// sample splits one exposition line into its metric name and value,
+// skipping the label set (whose quoted values may hold spaces, braces and
+// escaped quotes) and an optional timestamp.
+func sample(line []byte) (string, float64, error) {
+	i := bytes.IndexAny(line, "{ ")
+	if i < 0 {
+		return "", 0, fmt.Errorf("metrics line %q has no value", line)
+	}
+	name, rest := string(line[:i]), line[i:]
+	if rest[0] == '{' {
+		quoted, j := false, 1
+		for ; j < len(rest) && (quoted || rest[j] != '}'); j++ {
+			switch {
+			case rest[j] == '\\' && quoted:
+				j++
+			case rest[j] == '"':
+				quoted = !quoted
+			}
+		}
+		if j >= len(rest) {
+			return "", 0, fmt.Errorf("metrics line %q: unterminated labels", line)
+		}
+		rest = rest[j+1:]
+	}
+	fields := bytes.Fields(rest)
+	if len(fields) == 0 {
+		return "", 0, fmt.Errorf("metrics line %q has no value", line)
+	}
+	v, err := strconv.ParseFloat(string(fields[0]), 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("metrics line %q: %w", line, err)
+	}
+	return name, v, nil
+}

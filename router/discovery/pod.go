@@ -1,0 +1,76 @@
+package discovery
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+)
+
+// Pod is one ready vLLM pod and where it serves. A Source may fill only
+// Name and IP; the Fleet derives the addresses from the configured ports.
+type Pod struct {
+	Name string
+	IP   string
+	// HTTP is the base URL of the OpenAI server and /metrics.
+	HTTP string
+	// KVEvents and Replay are the ZeroMQ publisher and replay addresses;
+	// Replay is "" when the fleet runs without replay.
+	KVEvents, Replay string
+	// Topic is the KV-event subscription prefix.
+	Topic string
+}
+
+// Source reports the set of ready pods: once when it has a complete view,
+// then on every change, until ctx ends. report is never called concurrently.
+type Source interface {
+	Run(ctx context.Context, report func([]Pod)) error
+}
+
+// Addresses derives a pod's addresses from its IP where a Source left them
+// empty: vLLM's OpenAI port, its KV-event PUB port and replay port, and the
+// topic template, as the provider configures every pod of a fleet alike.
+type Addresses struct {
+	Discovery config.Discovery
+	Model     string
+}
+
+// Fill completes p.
+func (a Addresses) Fill(p Pod) Pod {
+	ports := a.Discovery.Ports
+	hostPort := func(port int) string { return net.JoinHostPort(p.IP, strconv.Itoa(port)) }
+	if p.HTTP == "" {
+		p.HTTP = "http://" + hostPort(ports.HTTP)
+	}
+	if p.KVEvents == "" {
+		p.KVEvents = "tcp://" + hostPort(ports.KVEvents)
+	}
+	if p.Replay == "" && ports.Replay > 0 {
+		p.Replay = "tcp://" + hostPort(ports.Replay)
+	}
+	if p.Topic == "" && a.Discovery.Topic != "" {
+		p.Topic = a.Discovery.TopicFor(p.IP, a.Model)
+	}
+	return p
+}
+
+// Static is a fixed list of pods, for local use and the benchmark.
+type Static []Pod
+
+// FromConfig turns the config's static list into a Static source.
+func FromConfig(list []config.StaticPod) Static {
+	out := make(Static, len(list))
+	for i, p := range list {
+		out[i] = Pod{Name: p.Name, IP: p.IP, HTTP: p.HTTP, KVEvents: p.KVEvents, Replay: p.Replay}
+	}
+	return out
+}
+
+// Run implements Source: it reports the list once and waits for ctx.
+func (s Static) Run(ctx context.Context, report func([]Pod)) error {
+	report(slices.Clone(s))
+	<-ctx.Done()
+	return nil
+}
