@@ -29,7 +29,7 @@ process_cpu_seconds_total 12
 		t.Errorf("parsed %+v", s)
 	}
 	for _, bad := range []string{
-		"vllm:num_requests_running 1\nvllm:num_requests_waiting 1\n",     // no KV usage
+		"vllm:num_requests_running 1\nvllm:num_requests_waiting 1\n",       // no KV usage
 		"vllm:num_requests_running{a=\"b 1\nvllm:num_requests_waiting 1\n", // unterminated labels
 		"vllm:num_requests_running abc\n",
 	} {
