@@ -1,0 +1,267 @@
+package chat
+
+import (
+	"errors"
+	"strings"
+)
+
+// frame is one variable scope. Jinja2 gives each loop iteration and each
+// macro call its own scope, so a {% set %} there does not leak out; that is
+// why templates carry state across iterations in a namespace().
+type frame struct {
+	vars   map[string]any
+	parent *frame
+}
+
+func (f *frame) lookup(name string) (any, bool) {
+	for ; f != nil; f = f.parent {
+		if v, ok := f.vars[name]; ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+func newFrame(parent *frame) *frame { return &frame{vars: map[string]any{}, parent: parent} }
+
+// evaluator renders one template call.
+type evaluator struct {
+	depth int // macro recursion guard
+}
+
+// flow signals break and continue out of nested statements.
+type flow int
+
+const (
+	flowNormal flow = iota
+	flowBreak
+	flowContinue
+)
+
+const maxMacroDepth = 100
+
+func (ev *evaluator) run(body []node, f *frame, out *strings.Builder) (flow, error) {
+	for _, n := range body {
+		fl, err := ev.stmt(n, f, out)
+		if err != nil || fl != flowNormal {
+			return fl, err
+		}
+	}
+	return flowNormal, nil
+}
+
+func (ev *evaluator) stmt(n node, f *frame, out *strings.Builder) (flow, error) {
+	switch n := n.(type) {
+	case *dataNode:
+		out.WriteString(n.text)
+	case *outputNode:
+		v, err := ev.eval(n.expr, f)
+		if err != nil {
+			return flowNormal, err
+		}
+		out.WriteString(pyStr(v))
+	case *ifNode:
+		for i, c := range n.conds {
+			v, err := ev.eval(c, f)
+			if err != nil {
+				return flowNormal, err
+			}
+			if truthy(v) {
+				return ev.run(n.bodies[i], f, out)
+			}
+		}
+		if len(n.bodies) > len(n.conds) {
+			return ev.run(n.bodies[len(n.conds)], f, out)
+		}
+	case *forNode:
+		return flowNormal, ev.forLoop(n, f, out)
+	case *setNode:
+		return flowNormal, ev.set(n, f)
+	case *macroNode:
+		f.vars[n.name] = ev.macro(n, f)
+	case *breakNode:
+		return flowBreak, nil
+	case *continueNode:
+		return flowContinue, nil
+	}
+	return flowNormal, nil
+}
+
+func (ev *evaluator) set(n *setNode, f *frame) error {
+	var v any
+	if n.body != nil {
+		var b strings.Builder
+		if _, err := ev.run(n.body, f, &b); err != nil {
+			return err
+		}
+		v = b.String()
+	} else {
+		var err error
+		if v, err = ev.eval(n.value, f); err != nil {
+			return err
+		}
+	}
+	if n.attr != "" {
+		target, _ := f.lookup(n.targets[0])
+		ns, ok := target.(*namespace)
+		if !ok {
+			return templateError(n.line, "cannot assign attribute on non-namespace object")
+		}
+		ns.attrs.Set(n.attr, v)
+		return nil
+	}
+	if len(n.targets) == 1 {
+		f.vars[n.targets[0]] = v
+		return nil
+	}
+	items, err := unpack(v, len(n.targets), n.line)
+	if err != nil {
+		return err
+	}
+	for i, t := range n.targets {
+		f.vars[t] = items[i]
+	}
+	return nil
+}
+
+func unpack(v any, n, line int) ([]any, error) {
+	items, err := iterate(v, line)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) != n {
+		return nil, templateError(line, "ValueError: expected %d values to unpack, got %d", n, len(items))
+	}
+	return items, nil
+}
+
+func (ev *evaluator) forLoop(n *forNode, f *frame, out *strings.Builder) error {
+	seq, err := ev.eval(n.iter, f)
+	if err != nil {
+		return err
+	}
+	items, err := iterate(seq, n.line)
+	if err != nil {
+		return err
+	}
+	if n.filter != nil {
+		kept := items[:0:0]
+		for _, it := range items {
+			inner := newFrame(f)
+			if err := bindTargets(inner, n.targets, it, n.line); err != nil {
+				return err
+			}
+			v, err := ev.eval(n.filter, inner)
+			if err != nil {
+				return err
+			}
+			if truthy(v) {
+				kept = append(kept, it)
+			}
+		}
+		items = kept
+	}
+	if len(items) == 0 {
+		_, err := ev.run(n.orElse, f, out)
+		return err
+	}
+	for i, it := range items {
+		inner := newFrame(f)
+		if err := bindTargets(inner, n.targets, it, n.line); err != nil {
+			return err
+		}
+		inner.vars["loop"] = loopObject(items, i)
+		fl, err := ev.run(n.body, inner, out)
+		if err != nil {
+			return err
+		}
+		if fl == flowBreak {
+			break
+		}
+	}
+	return nil
+}
+
+func bindTargets(f *frame, targets []string, item any, line int) error {
+	if len(targets) == 1 {
+		f.vars[targets[0]] = item
+		return nil
+	}
+	vals, err := unpack(item, len(targets), line)
+	if err != nil {
+		return err
+	}
+	for i, t := range targets {
+		f.vars[t] = vals[i]
+	}
+	return nil
+}
+
+// loopObject is Jinja2's loop variable for iteration i.
+func loopObject(items []any, i int) *Dict {
+	n := len(items)
+	d := NewDict()
+	d.Set("index", int64(i+1))
+	d.Set("index0", int64(i))
+	d.Set("revindex", int64(n-i))
+	d.Set("revindex0", int64(n-i-1))
+	d.Set("first", i == 0)
+	d.Set("last", i == n-1)
+	d.Set("length", int64(n))
+	d.Set("depth", int64(1))
+	d.Set("depth0", int64(0))
+	if i > 0 {
+		d.Set("previtem", items[i-1])
+	} else {
+		d.Set("previtem", undefined{"previtem"})
+	}
+	if i < n-1 {
+		d.Set("nextitem", items[i+1])
+	} else {
+		d.Set("nextitem", undefined{"nextitem"})
+	}
+	d.Set("cycle", callable(func(_ *evaluator, args []any, _ *Dict) (any, error) {
+		if len(args) == 0 {
+			return nil, errors.New("TypeError: no items for cycling given")
+		}
+		return args[i%len(args)], nil
+	}))
+	return d
+}
+
+// macro makes a callable from a macro definition, closing over its scope.
+func (ev *evaluator) macro(n *macroNode, defined *frame) callable {
+	return func(ev *evaluator, args []any, kwargs *Dict) (any, error) {
+		if ev.depth >= maxMacroDepth {
+			return nil, templateError(0, "macro %s recursed too deeply", n.name)
+		}
+		ev.depth++
+		defer func() { ev.depth-- }()
+		f := newFrame(defined)
+		if len(args) > len(n.params) {
+			return nil, templateError(0, "macro %s takes not more than %d arguments", n.name, len(n.params))
+		}
+		firstDefault := len(n.params) - len(n.defaults)
+		for i, p := range n.params {
+			switch v, ok := kwargs.Get(p); {
+			case i < len(args):
+				f.vars[p] = args[i]
+			case ok:
+				f.vars[p] = v
+			case i >= firstDefault:
+				d, err := ev.eval(n.defaults[i-firstDefault], f)
+				if err != nil {
+					return nil, err
+				}
+				f.vars[p] = d
+			default:
+				f.vars[p] = undefined{p}
+			}
+		}
+		var b strings.Builder
+		if _, err := ev.run(n.body, f, &b); err != nil {
+			return nil, err
+		}
+		return b.String(), nil
+	}
+}

@@ -1,0 +1,218 @@
+package chat
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Paths of the OpenAI-compatible endpoints the router tokenizes.
+const (
+	PathCompletions     = "/v1/completions"
+	PathChatCompletions = "/v1/chat/completions"
+)
+
+// Request is what the router reads from an inference request before
+// routing it: the model name (a base model or a LoRA adapter), the cache
+// salt, and the prompt material to tokenize.
+type Request struct {
+	// Path is the endpoint path, e.g. PathChatCompletions.
+	Path string
+	// Model is the request's "model" field.
+	Model string
+	// CacheSalt is vLLM's cache_salt, mixed into the first block's key.
+	CacheSalt string
+	// Untokenizable is set (wrapping ErrUntokenizable) for requests the
+	// router routes on load alone: other endpoints, prompt embeddings.
+	Untokenizable error
+	body          *Dict
+}
+
+// ParseRequest reads a request body sent to path. A body vLLM would refuse
+// is an error wrapping ErrInvalidRequest; a request the router cannot
+// tokenize is returned with Untokenizable set.
+func ParseRequest(path string, body []byte) (*Request, error) {
+	r := &Request{Path: path}
+	switch path {
+	case PathCompletions, PathChatCompletions:
+	default:
+		// /v1/responses, /v1/messages and anything else: vLLM renders these
+		// through other code paths (Responses items, Anthropic blocks) that
+		// the router does not mirror.
+		r.Untokenizable = untokenizable("endpoint", "endpoint %s", path)
+		if d, err := decodeBody(body); err == nil {
+			r.Model, _ = d.m["model"].(string)
+		}
+		return r, nil
+	}
+	d, err := decodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	r.body = d
+	switch m := d.m["model"].(type) {
+	case nil:
+	case string:
+		r.Model = m
+	default:
+		return nil, fmt.Errorf("%w: model must be a string", ErrInvalidRequest)
+	}
+	switch s := d.m["cache_salt"].(type) {
+	case nil:
+	case string:
+		if s == "" {
+			return nil, fmt.Errorf("%w: Parameter 'cache_salt' must be a non-empty string if provided.", ErrInvalidRequest)
+		}
+		r.CacheSalt = s
+	default:
+		return nil, fmt.Errorf("%w: Parameter 'cache_salt' must be a non-empty string if provided.", ErrInvalidRequest)
+	}
+	if path == PathCompletions {
+		if _, ok := d.m["prompt_embeds"]; ok && d.m["prompt_embeds"] != nil {
+			r.Untokenizable = untokenizable("prompt_embeds", "completion with prompt_embeds")
+		}
+	}
+	return r, nil
+}
+
+// Tokenize returns the token ids of each prompt of the request, as the
+// engine will see them: one for a chat request, one per batch element of a
+// completion.
+func (m *Model) Tokenize(r *Request) ([][]uint32, error) {
+	if r.Untokenizable != nil {
+		return nil, r.Untokenizable
+	}
+	if r.Path == PathChatCompletions {
+		text, addSpecial, err := m.renderChat(r.body)
+		if err != nil {
+			return nil, err
+		}
+		ids, err := m.tok.Encode(text, addSpecial)
+		if err != nil {
+			return nil, fmt.Errorf("encoding rendered chat: %w", err)
+		}
+		return [][]uint32{ids}, nil
+	}
+	return m.completionIDs(r.body)
+}
+
+// completionIDs mirrors vLLM's prompt parsing for /v1/completions: a string,
+// a list of strings (a batch), a list of token ids, or a list of such lists.
+// Strings get the tokenizer's special tokens unless add_special_tokens is
+// false; token ids are taken as they are.
+func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
+	addSpecial, err := boolField(body, "add_special_tokens", true)
+	if err != nil {
+		return nil, err
+	}
+	encode := func(s string) ([]uint32, error) {
+		ids, err := m.tok.Encode(s, addSpecial)
+		if err != nil {
+			return nil, fmt.Errorf("encoding prompt: %w", err)
+		}
+		return ids, nil
+	}
+	switch p := body.m["prompt"].(type) {
+	case string:
+		ids, err := encode(p)
+		return [][]uint32{ids}, err
+	case []any:
+		if len(p) == 0 {
+			return nil, fmt.Errorf("%w: prompt must not be an empty list", ErrInvalidRequest)
+		}
+		if _, isInt := p[0].(int64); isInt {
+			ids, err := tokenList(p)
+			return [][]uint32{ids}, err
+		}
+		out := make([][]uint32, len(p))
+		for i, e := range p {
+			switch x := e.(type) {
+			case string:
+				out[i], err = encode(x)
+			case []any:
+				out[i], err = tokenList(x)
+			default:
+				err = fmt.Errorf("%w: prompt[%d] is neither a string nor a list of token ids", ErrInvalidRequest, i)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case nil:
+		return nil, fmt.Errorf("%w: prompt is required", ErrInvalidRequest)
+	}
+	return nil, fmt.Errorf("%w: prompt must be a string, a list of strings or token ids", ErrInvalidRequest)
+}
+
+func tokenList(list []any) ([]uint32, error) {
+	ids := make([]uint32, len(list))
+	for i, e := range list {
+		n, ok := e.(int64)
+		if !ok || n < 0 || n > 1<<32-1 {
+			return nil, fmt.Errorf("%w: token id %s at %d is not a non-negative integer", ErrInvalidRequest, pyStr(e), i)
+		}
+		ids[i] = uint32(n)
+	}
+	return ids, nil
+}
+
+// Catalog maps the model names requests use to the base models the router
+// tokenizes for, including LoRA adapters served on top of a base model.
+type Catalog struct {
+	models   map[string]*Model
+	adapters map[string]string // adapter name -> base model name
+}
+
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog {
+	return &Catalog{models: map[string]*Model{}, adapters: map[string]string{}}
+}
+
+// AddModel registers a base model under the name requests use for it.
+func (c *Catalog) AddModel(name string, m *Model) { c.models[name] = m }
+
+// AddAdapter registers a LoRA adapter served on top of base. Its requests
+// use the base model's tokenizer and template; their blocks are keyed apart
+// because the engine caches them apart.
+func (c *Catalog) AddAdapter(adapter, base string) { c.adapters[adapter] = base }
+
+// Tokens is a tokenized request, with what keys its blocks besides the ids.
+type Tokens struct {
+	// Base is the base model's name.
+	Base string
+	// LoRA is the adapter name, empty for the base model.
+	LoRA string
+	// CacheSalt is the request's cache_salt.
+	CacheSalt string
+	// Prompts holds the ids of each prompt.
+	Prompts [][]uint32
+}
+
+// Resolve returns the base model and adapter a model name stands for.
+func (c *Catalog) Resolve(name string) (base string, lora string, m *Model, err error) {
+	if b, ok := c.adapters[name]; ok {
+		base, lora = b, name
+	} else {
+		base = name
+	}
+	if m = c.models[base]; m == nil {
+		return "", "", nil, untokenizable("unknown_model", "model %q", strings.TrimSpace(name))
+	}
+	return base, lora, m, nil
+}
+
+// Tokenize tokenizes r for the model it names.
+func (c *Catalog) Tokenize(r *Request) (*Tokens, error) {
+	if r.Untokenizable != nil {
+		return nil, r.Untokenizable
+	}
+	base, lora, m, err := c.Resolve(r.Model)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := m.Tokenize(r)
+	if err != nil {
+		return nil, err
+	}
+	return &Tokens{Base: base, LoRA: lora, CacheSalt: r.CacheSalt, Prompts: ids}, nil
+}
