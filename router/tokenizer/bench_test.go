@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -88,9 +89,39 @@ func prompt2176(b *testing.B, tk *Tokenizer, texts []string, first int) string {
 	}
 }
 
+// latencies records per-call wall and thread CPU times and reports their
+// p50 and p99.
+type latencies struct{ wall, cpu []time.Duration }
+
+func (l *latencies) measure(fn func()) {
+	c0, okCPU := threadCPU()
+	start := time.Now()
+	fn()
+	l.wall = append(l.wall, time.Since(start))
+	if c1, ok := threadCPU(); ok && okCPU {
+		l.cpu = append(l.cpu, c1-c0)
+	}
+}
+
+func (l *latencies) report(b *testing.B) {
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"wall", l.wall}, {"cpu", l.cpu}} {
+		if len(m.d) == 0 {
+			continue
+		}
+		slices.Sort(m.d)
+		b.ReportMetric(float64(m.d[len(m.d)/2].Microseconds()), m.name+"-p50-µs")
+		b.ReportMetric(float64(m.d[len(m.d)*99/100].Microseconds()), m.name+"-p99-µs")
+	}
+}
+
 // BenchmarkCold2176 times one 2,176-token prompt never seen before, with the
 // tokenizer's buffers dropped first, so nothing from an earlier call helps.
 func BenchmarkCold2176(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	texts := benchTexts(b)
 	tk := variants[0].load(b, true)
 	prompts := make([]string, 64)
@@ -98,6 +129,7 @@ func BenchmarkCold2176(b *testing.B) {
 		prompts[i] = prompt2176(b, tk, texts, i*7)
 	}
 	b.ReportAllocs()
+	var lat latencies
 	i := 0
 	for b.Loop() {
 		b.StopTimer()
@@ -105,19 +137,24 @@ func BenchmarkCold2176(b *testing.B) {
 		p := prompts[i%len(prompts)]
 		i++
 		b.StartTimer()
-		if _, err := tk.Encode(p, false); err != nil {
-			b.Fatal(err)
-		}
+		lat.measure(func() {
+			if _, err := tk.Encode(p, false); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
+	lat.report(b)
 }
 
 // BenchmarkUniqueSuffix encodes chat-sized prompts that share a long system
 // prefix and end in a unique suffix, and reports the p50 and p99 latency.
 func BenchmarkUniqueSuffix(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	texts := benchTexts(b)
 	tk := variants[0].load(b, true)
 	prefix := prompt2176(b, tk, texts, 0)
-	var lat []time.Duration
+	var lat latencies
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -128,15 +165,13 @@ func BenchmarkUniqueSuffix(b *testing.B) {
 		}
 		p := prefix + suffix[:n] + fmt.Sprintf("\nrequest %d", i)
 		i++
-		start := time.Now()
-		if _, err := tk.Encode(p, false); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
+		lat.measure(func() {
+			if _, err := tk.Encode(p, false); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	lat.report(b)
 }
 
 // BenchmarkEncodeFamily reports the encode speed of each family on the same
