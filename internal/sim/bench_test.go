@@ -6,13 +6,8 @@ import "testing"
 // prompts, 512 connections, kube-proxy baseline) in virtual time: the unit
 // of work of the policy benchmark, which runs it once per policy.
 func BenchmarkSeedWorkloadVirtual(b *testing.B) {
-	vc, err := calibrationRun(DefaultEngineConfig(), 1)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for b.Loop() {
-		vc.Picker = NewKubeProxy(1)
-		res, err := RunVirtual(vc)
+		res, err := RunVirtual(calibrationRun(DefaultEngineConfig(), 1))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -39,11 +39,7 @@ func Calibrate(ec EngineConfig, seed uint64) (CalibrationReport, error) {
 			defer wg.Done()
 			c := ec
 			c.NumGPUBlocks = int(float64(ec.NumGPUBlocks) * fc.f)
-			vc, err := calibrationRun(c, seed)
-			var res Result
-			if err == nil {
-				res, err = RunVirtual(vc)
-			}
+			res, err := RunVirtual(calibrationRun(c, seed))
 			rep.Rows[i], errs[i] = CalibrationRow{Label: fc.label, NumGPUBlocks: c.NumGPUBlocks, Result: res}, err
 		}()
 	}
@@ -57,12 +53,11 @@ func Calibrate(ec EngineConfig, seed uint64) (CalibrationReport, error) {
 }
 
 // calibrationRun is the seed workload under the kube-proxy baseline.
-func calibrationRun(ec EngineConfig, seed uint64) (VirtualConfig, error) {
-	spec := SeedWorkload()
-	spec.Seed = seed
-	w, err := spec.Build()
+func calibrationRun(ec EngineConfig, seed uint64) VirtualConfig {
+	w := SeedWorkload()
+	w.Seed = seed
 	return VirtualConfig{Engine: ec, Replicas: 8, Workload: w, Concurrency: 512, Picker: NewKubeProxy(seed),
-		EventDelay: 0.01, Seed: seed}, err
+		EventDelay: 0.01, Seed: seed}
 }
 
 // Markdown renders the report as the table in doc.go.

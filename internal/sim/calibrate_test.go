@@ -36,11 +36,7 @@ func TestCalibration(t *testing.T) {
 	if !(less.Duration > base.Duration && base.Duration > more.Duration && less.MeanTTFT > base.MeanTTFT && base.MeanTTFT > more.MeanTTFT) {
 		t.Errorf("capacity does not order the runs: -20%% %+v, base %+v, +20%% %+v", less, base, more)
 	}
-	vc, err := calibrationRun(DefaultEngineConfig(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := RunVirtual(vc)
+	again, err := RunVirtual(calibrationRun(DefaultEngineConfig(), 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,11 +73,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		w, err := PrefixRepetition{NumPrefixes: *numPrefixes, PrefixLen: *prefixLen, SuffixLen: *suffixLen,
-			OutputLen: *outputLen, NumPrompts: *numPrompts, Seed: *seed}.Build()
-		if err != nil {
-			return err
-		}
+		w := PrefixRepetition{NumPrefixes: *numPrefixes, PrefixLen: *prefixLen, SuffixLen: *suffixLen,
+			OutputLen: *outputLen, NumPrompts: *numPrompts, Seed: *seed}
 		start := time.Now()
 		res, err := RunVirtual(VirtualConfig{Engine: ec, Replicas: *replicas, Workload: w, Concurrency: *concurrency,
 			RequestRate: *rate, Picker: p, EventDelay: delay.Seconds(), Form: wf, Seed: *seed})

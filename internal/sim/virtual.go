@@ -17,7 +17,7 @@ import (
 type VirtualConfig struct {
 	Engine   EngineConfig
 	Replicas int
-	Workload Workload
+	Workload Dataset
 	// Concurrency is the client's --max-concurrency: at most that many
 	// requests in flight, each on its own keep-alive connection; a freed
 	// connection carries the next request (the most recently freed first,
@@ -86,6 +86,7 @@ type virtualRun struct {
 	view     View
 	sink     eventSink
 	route    Route
+	work     Workload
 	arrivals *rand.Rand
 	arrived  int   // requests that have arrived at the client
 	next     int   // next request to send
@@ -112,8 +113,12 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	if cfg.SampleInterval <= 0 {
 		cfg.SampleInterval = 1
 	}
-	v := &virtualRun{cfg: cfg, stepping: make([]bool, cfg.Replicas),
-		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, cfg.Workload.Len())}}
+	work, err := cfg.Workload.Build()
+	if err != nil {
+		return Result{}, err
+	}
+	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas),
+		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())}}
 	var now float64
 	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize,
 		Now: func() time.Time { return time.Unix(0, 0).Add(time.Duration(now * float64(time.Second))) }})
@@ -137,11 +142,11 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	v.q.push(vevent{t: 0, kind: evScrape})
 	v.q.push(vevent{t: 0, kind: evSample})
 	if cfg.RequestRate == 0 {
-		v.arrived = cfg.Workload.Len()
+		v.arrived = work.Len()
 	} else {
 		v.q.push(vevent{t: 0, kind: evArrive})
 	}
-	total := cfg.Workload.Len()
+	total := work.Len()
 	for v.q.len() > 0 && len(v.res.Records) < total {
 		ev := v.q.pop()
 		now = ev.t
@@ -169,7 +174,7 @@ func (v *virtualRun) handle(ev vevent) error {
 		return err
 	case evArrive:
 		v.arrived++
-		if v.arrived < v.cfg.Workload.Len() {
+		if v.arrived < v.work.Len() {
 			v.q.push(vevent{t: ev.t + v.arrivals.ExpFloat64()/v.cfg.RequestRate, kind: evArrive})
 		}
 	case evScrape:
@@ -193,7 +198,7 @@ func (v *virtualRun) sample() {
 		waiting += e.Waiting()
 	}
 	v.res.PeakWaiting = max(v.res.PeakWaiting, waiting)
-	if v.next >= v.cfg.Workload.Len() {
+	if v.next >= v.work.Len() {
 		return
 	}
 	for _, e := range v.engines {
@@ -257,14 +262,14 @@ func (v *virtualRun) send(conn int, now float64) error {
 	if n := len(v.spareTokens); n > 0 {
 		buf, v.spareTokens = v.spareTokens[n-1], v.spareTokens[:n-1]
 	}
-	tokens := v.cfg.Workload.Prompt(i, buf)
+	tokens := v.work.Prompt(i, buf)
 	v.route = Route{Conn: conn, Tokens: tokens}
 	v.view.Now = now
 	pod := v.cfg.Picker.Pick(&v.route, &v.view)
 	if pod < 0 || pod >= len(v.engines) {
 		return fmt.Errorf("picker chose pod %d of %d", pod, len(v.engines))
 	}
-	r := &Request{ID: uint64(conn)<<32 | uint64(i), Prompt: tokens, MaxTokens: v.cfg.Workload.OutputLen(i), Arrival: now}
+	r := &Request{ID: uint64(conn)<<32 | uint64(i), Prompt: tokens, MaxTokens: v.work.OutputLen(i), Arrival: now}
 	if err := v.engines[pod].Add(r); err != nil {
 		return err
 	}

@@ -12,23 +12,19 @@ import (
 )
 
 // smallRun is a scaled-down seed workload that still evicts and preempts.
-func smallRun(t *testing.T, p Picker, delay float64, form kvevents.Form) VirtualConfig {
-	t.Helper()
+func smallRun(p Picker, delay float64, form kvevents.Form) VirtualConfig {
 	ec := DefaultEngineConfig()
 	ec.NumGPUBlocks = 500
-	w, err := PrefixRepetition{NumPrefixes: 12, PrefixLen: 512, SuffixLen: 64, OutputLen: 48, NumPrompts: 480, Seed: 3}.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return VirtualConfig{Engine: ec, Replicas: 4, Concurrency: 48, Picker: p, EventDelay: delay, Form: form, Seed: 3, Workload: w}
+	return VirtualConfig{Engine: ec, Replicas: 4, Concurrency: 48, Picker: p, EventDelay: delay, Form: form, Seed: 3,
+		Workload: PrefixRepetition{NumPrefixes: 12, PrefixLen: 512, SuffixLen: 64, OutputLen: 48, NumPrompts: 480, Seed: 3}}
 }
 
 func TestVirtualRunIsDeterministic(t *testing.T) {
-	a, err := RunVirtual(smallRun(t, NewRandom(1), 0.01, kvevents.FormMap))
+	a, err := RunVirtual(smallRun(NewRandom(1), 0.01, kvevents.FormMap))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := RunVirtual(smallRun(t, NewRandom(1), 0.01, kvevents.FormMap))
+	b, err := RunVirtual(smallRun(NewRandom(1), 0.01, kvevents.FormMap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +34,7 @@ func TestVirtualRunIsDeterministic(t *testing.T) {
 	if a.Requests != 480 || a.OutputTokens != 480*48 || a.Duration <= 0 || a.HitRate <= 0 || a.MeanTTFT <= 0 {
 		t.Fatalf("implausible result %+v", a)
 	}
-	c, err := RunVirtual(smallRun(t, NewRandom(2), 0.01, kvevents.FormMap))
+	c, err := RunVirtual(smallRun(NewRandom(2), 0.01, kvevents.FormMap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +71,7 @@ func (p *probe) Pick(r *Route, v *View) int {
 // either wire form, finds the cached prefixes.
 func TestRouterLearnsOnlyFromDelayedEvents(t *testing.T) {
 	blind := &probe{inner: &RoundRobin{}}
-	res, err := RunVirtual(smallRun(t, blind, 1e9, kvevents.FormMap))
+	res, err := RunVirtual(smallRun(blind, 1e9, kvevents.FormMap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +83,7 @@ func TestRouterLearnsOnlyFromDelayedEvents(t *testing.T) {
 	}
 	for _, form := range []kvevents.Form{kvevents.FormMap, kvevents.FormArray} {
 		informed := &probe{inner: &RoundRobin{}}
-		if _, err := RunVirtual(smallRun(t, informed, 0.005, form)); err != nil {
+		if _, err := RunVirtual(smallRun(informed, 0.005, form)); err != nil {
 			t.Fatal(err)
 		}
 		if informed.seen < 100 || informed.maxSeen < 512/16 {
@@ -182,7 +178,7 @@ func inFlightPeak(recs []RequestRecord) int {
 // one request at a time; with a Poisson rate, requests arrive spread over
 // about NumPrompts/rate seconds and none waits for a connection.
 func TestClientConnectionsAndRate(t *testing.T) {
-	cfg := smallRun(t, NewRandom(1), 0.01, kvevents.FormMap)
+	cfg := smallRun(NewRandom(1), 0.01, kvevents.FormMap)
 	res, err := RunVirtual(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +199,7 @@ func TestClientConnectionsAndRate(t *testing.T) {
 		t.Fatalf("peak waiting %d, mean %v", res.PeakWaiting, res.MeanWaiting)
 	}
 
-	cfg = smallRun(t, NewRandom(1), 0.01, kvevents.FormMap)
+	cfg = smallRun(NewRandom(1), 0.01, kvevents.FormMap)
 	cfg.RequestRate = 4
 	res, err = RunVirtual(cfg)
 	if err != nil {

@@ -5,9 +5,15 @@ import (
 	"math/rand/v2"
 )
 
+// Dataset describes a benchmark workload; Build draws its requests. Other
+// datasets (Zipf-skewed prefixes, no shared prefix) implement it outside
+// this package; a Workload that needs no drawing returns itself.
+type Dataset interface {
+	Build() (Workload, error)
+}
+
 // Workload is a benchmark's requests, generated on demand so that a run
-// holds only its in-flight prompts. Other datasets (Zipf-skewed prefixes,
-// no shared prefix) implement it outside this package.
+// holds only its in-flight prompts.
 type Workload interface {
 	// Len is the number of requests.
 	Len() int
