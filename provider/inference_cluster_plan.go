@@ -65,6 +65,11 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("tags_all"), mapOf(c.AllTags(user)))...)
 	}
 	resp.Diagnostics.Append(checkSizes(ctx, plan)...)
+	if !req.State.Raw.IsNull() {
+		var prior inferenceClusterModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+		resp.Diagnostics.Append(checkVersionStep(prior.KubernetesVersion, plan.KubernetesVersion)...)
+	}
 	if resp.Diagnostics.HasError() || !r.needsPreflight(ctx, req, plan) {
 		return
 	}
@@ -125,6 +130,28 @@ func checkSizes(ctx context.Context, m inferenceClusterModel) diag.Diagnostics {
 			diags.AddAttributeError(path.Root(group.name).AtName("desired_size"), "Node group sizes out of order",
 				fmt.Sprintf("%s needs min_size <= desired_size <= max_size, got %d <= %d <= %d; set all three when changing one", group.name, minS, des, maxS))
 		}
+	}
+	return diags
+}
+
+// checkVersionStep allows what EKS allows in place: an upgrade by one minor
+// version. Anything else fails at plan time instead of half way through.
+func checkVersionStep(prior, planned types.String) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if prior.IsNull() || prior.IsUnknown() || planned.IsUnknown() || prior.Equal(planned) {
+		return diags
+	}
+	var pMajor, pMinor, nMajor, nMinor int
+	if _, err := fmt.Sscanf(prior.ValueString(), "%d.%d", &pMajor, &pMinor); err != nil {
+		return diags
+	}
+	if _, err := fmt.Sscanf(planned.ValueString(), "%d.%d", &nMajor, &nMinor); err != nil {
+		return diags
+	}
+	if nMajor != pMajor || nMinor != pMinor+1 {
+		diags.AddAttributeError(path.Root("kubernetes_version"), "Unsupported version change",
+			fmt.Sprintf("EKS upgrades in place one minor version at a time and never downgrades: from %s the next version is %d.%d; "+
+				"apply each step in turn, or create a new cluster for a downgrade", prior.ValueString(), pMajor, pMinor+1))
 	}
 	return diags
 }

@@ -367,8 +367,8 @@ func TestAccInferenceClusterWaits(t *testing.T) {
 
 // TestAccInferenceClusterUpdateInPlace: version upgrade (control plane, then
 // node groups), endpoint access, labels and tags change without replacement,
-// and the tags reach every part in EC2, IAM and EKS; a disk size change plans
-// a replacement. Every request names the provider and its version in the
+// and the tags reach every part in EC2, IAM and EKS; a downgrade fails at
+// plan time, and a disk size change plans a replacement. Every request names the provider and its version in the
 // user agent.
 func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 	standIn, c := standInSetup(t)
@@ -429,6 +429,11 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 					}
 					return nil
 				},
+			},
+			{
+				Config:      strings.Replace(after, `kubernetes_version = "1.34"`, `kubernetes_version = "1.32"`, 1),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)EKS upgrades in place one minor version at a time and never downgrades:\s+from\s+1.34 the next version is 1.35`),
 			},
 			{
 				// What AWS cannot change in place is a replacement, and the plan says so.

@@ -38,6 +38,9 @@ func (c *Clients) ensureEKSCluster(ctx context.Context, spec ClusterSpec, net Ne
 			return fmt.Errorf("EKS cluster %s exists but was not created by llmd (no %s tag): import it with terraform import, or choose another name", spec.Name, OwnerTag)
 		}
 		c.adopted(ctx, "EKS cluster", spec.Name)
+		if existing.Status == ekstypes.ClusterStatusFailed {
+			return fmt.Errorf("EKS cluster %s is FAILED%s; delete it (aws eks delete-cluster --name %s) and apply again", spec.Name, clusterIssues(existing.Health), spec.Name)
+		}
 		if existing.Status == ekstypes.ClusterStatusDeleting {
 			if err := c.waitEKSClusterGone(ctx, spec.Name); err != nil {
 				return err

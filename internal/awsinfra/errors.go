@@ -38,12 +38,20 @@ func isNotFound(err error) bool {
 		strings.HasSuffix(code, ".NotFound") || strings.HasSuffix(code, "NotFound")
 }
 
-// isNotImplemented is how an emulator or a partition without the API answers;
-// preflight checks skip with a reason instead of failing on it.
+// isNotImplemented is how an emulator or a partition without the API
+// answers: a route that does not exist (404/501 that is not a resource's
+// not-found), or a 500 page that is no AWS error document (moto's answer to
+// an action it lacks). Preflight checks skip with a reason instead of failing.
 func isNotImplemented(err error) bool {
 	var httpErr interface{ HTTPStatusCode() int }
-	if errors.As(err, &httpErr) && (httpErr.HTTPStatusCode() == 404 || httpErr.HTTPStatusCode() == 501) && errorCode(err) != "ResourceNotFoundException" {
-		return true
+	if errors.As(err, &httpErr) {
+		switch httpErr.HTTPStatusCode() {
+		case 404, 501:
+			return !isNotFound(err)
+		case 500:
+			var apiErr smithy.APIError
+			return !errors.As(err, &apiErr)
+		}
 	}
 	return isCode(err, "NotImplemented", "NotImplementedException", "UnknownOperationException", "InvalidAction")
 }

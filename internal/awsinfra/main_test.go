@@ -15,11 +15,21 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // every few milliseconds so injected states pass quickly.
 func standInClients(t *testing.T) (*Clients, *testenv.AWSStandIn) {
 	t.Helper()
-	moto := testenv.StartMoto(t)
-	standIn := testenv.StartAWSStandIn(t, moto)
+	standIn := testenv.StartAWSStandIn(t, testenv.StartMoto(t))
+	return clientsAt(t, standIn.URL), standIn
+}
+
+// motoOnlyClients talk to a fresh moto directly, without the stand-in.
+func motoOnlyClients(t *testing.T) *Clients {
+	t.Helper()
+	return clientsAt(t, testenv.StartMoto(t).URL)
+}
+
+func clientsAt(t *testing.T, url string) *Clients {
+	t.Helper()
 	endpoints := map[string]string{}
 	for _, svc := range Services {
-		endpoints[svc] = standIn.URL
+		endpoints[svc] = url
 	}
 	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
@@ -34,7 +44,7 @@ func standInClients(t *testing.T) (*Clients, *testenv.AWSStandIn) {
 	c := NewClients(cfg, s)
 	c.PollInterval = 5 * time.Millisecond
 	c.Log = func(_ context.Context, msg string, fields map[string]any) { t.Log(msg, fields) }
-	return c, standIn
+	return c
 }
 
 // testSpec is a small cluster with the product's defaults.

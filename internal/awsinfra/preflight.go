@@ -176,15 +176,15 @@ func (c *Clients) checkGPUQuota(ctx context.Context, gpu NodeGroupSpec, vcpus in
 	if gpu.CapacityType == "SPOT" {
 		code, what = QuotaGAndVTSpot, "All G and VT Spot Instance Requests"
 	}
-	out, err := c.ServiceQuotas.GetServiceQuota(ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("ec2"), QuotaCode: aws.String(code)})
+	value, skip, err := c.quotaValue(ctx, code)
 	if err != nil {
-		if isNotImplemented(err) || isCode(err, "NoSuchResourceException", "AccessDeniedException") {
-			res.Skipped = append(res.Skipped, fmt.Sprintf("vCPU quota %s (%s): Service Quotas did not answer (%s)", code, what, errorMessage(err)))
-			return nil
-		}
-		return fmt.Errorf("reading Service Quotas ec2/%s: %w", code, err)
+		return err
 	}
-	limit := int64(aws.ToFloat64(out.Quota.Value))
+	if skip != "" {
+		res.Skipped = append(res.Skipped, fmt.Sprintf("vCPU quota %s (%s): Service Quotas did not answer (%s)", code, what, skip))
+		return nil
+	}
+	limit := int64(value)
 	need := int64(gpu.MaxSize) * int64(vcpus)
 	if need > limit {
 		res.Findings = append(res.Findings, Finding{"gpu_node_group.max_size", fmt.Sprintf(
@@ -192,6 +192,40 @@ func (c *Clients) checkGPUQuota(ctx context.Context, gpu NodeGroupSpec, vcpus in
 			gpu.MaxSize, gpu.InstanceType, need, code, what, limit, limit/int64(max(vcpus, 1)))})
 	}
 	return nil
+}
+
+// quotaValue is the account's applied value of an EC2 quota, or its AWS
+// default where none was ever applied (GetServiceQuota then answers
+// NoSuchResource). skip says why there is no answer at all.
+func (c *Clients) quotaValue(ctx context.Context, code string) (value float64, skip string, err error) {
+	applied, err := c.ServiceQuotas.GetServiceQuota(ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("ec2"), QuotaCode: aws.String(code)})
+	if err == nil {
+		return aws.ToFloat64(applied.Quota.Value), "", nil
+	}
+	if !isCode(err, "NoSuchResourceException") {
+		return 0, quotaSkip(err), quotaError(err, code)
+	}
+	def, err := c.ServiceQuotas.GetAWSDefaultServiceQuota(ctx, &servicequotas.GetAWSDefaultServiceQuotaInput{ServiceCode: aws.String("ec2"), QuotaCode: aws.String(code)})
+	if err != nil {
+		return 0, quotaSkip(err), quotaError(err, code)
+	}
+	return aws.ToFloat64(def.Quota.Value), "", nil
+}
+
+// quotaSkip is the reason to skip the quota check for errors that mean the
+// API cannot answer here (emulators, partitions without it, no permission).
+func quotaSkip(err error) string {
+	if isNotImplemented(err) || isCode(err, "NoSuchResourceException", "AccessDeniedException") {
+		return errorMessage(err)
+	}
+	return ""
+}
+
+func quotaError(err error, code string) error {
+	if quotaSkip(err) != "" {
+		return nil
+	}
+	return fmt.Errorf("reading Service Quotas ec2/%s: %w", code, err)
 }
 
 // checkVersion asks EKS which Kubernetes versions it offers.

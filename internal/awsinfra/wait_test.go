@@ -141,3 +141,19 @@ func TestCreateRefusesForeignCluster(t *testing.T) {
 		t.Fatalf("delete error %v, want a refusal", err)
 	}
 }
+
+// TestClusterFailedSurfacesHealthIssues: a control plane that goes FAILED
+// ends the wait with its health issue codes, and the next create says how to
+// get past it instead of waiting on a cluster that will never be ACTIVE.
+func TestClusterFailedSurfacesHealthIssues(t *testing.T) {
+	c, standIn := standInClients(t)
+	standIn.ClusterStatus("eta", "FAILED", -1, testenv.HealthIssue{Code: "Ec2SubnetNotFound", Message: "subnet-123 was deleted", ResourceIDs: []string{"subnet-123"}})
+	_, err := c.CreateCluster(context.Background(), testSpec("eta"))
+	if err == nil || !strings.Contains(err.Error(), "is FAILED; health issues: Ec2SubnetNotFound: subnet-123 was deleted (subnet-123)") {
+		t.Fatalf("create error %v, want FAILED with the health issue", err)
+	}
+	_, err = c.CreateCluster(context.Background(), testSpec("eta"))
+	if err == nil || !strings.Contains(err.Error(), "aws eks delete-cluster --name eta") {
+		t.Fatalf("second create error %v, want the fix for the failed cluster", err)
+	}
+}
