@@ -160,7 +160,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// TopicFor expands the topic template for one pod's publisher.
-func (d *Discovery) TopicFor(ip string, model string) string {
-	return strings.NewReplacer("{ip}", ip, "{port}", strconv.Itoa(d.Ports.HTTP), "{model}", model).Replace(d.Topic)
+// TopicFor expands the topic template for the publisher of the pod whose
+// OpenAI server listens on ip:port.
+func (d *Discovery) TopicFor(ip string, port int, model string) string {
+	return strings.NewReplacer("{ip}", ip, "{port}", strconv.Itoa(port), "{model}", model).Replace(d.Topic)
 }

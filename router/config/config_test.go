@@ -32,7 +32,7 @@ func TestDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c.Scoring.Scorers, DefaultScorers()) {
 		t.Errorf("scorers %+v", c.Scoring.Scorers)
 	}
-	if got := c.Discovery.TopicFor("10.0.0.7", c.Model); got != "kv@10.0.0.7:8000@Qwen/Qwen2.5-7B-Instruct" {
+	if got := c.Discovery.TopicFor("10.0.0.7", c.Discovery.Ports.HTTP, c.Model); got != "kv@10.0.0.7:8000@Qwen/Qwen2.5-7B-Instruct" {
 		t.Errorf("topic %q", got)
 	}
 }

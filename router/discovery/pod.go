@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 
@@ -51,7 +52,16 @@ func (a Addresses) Fill(p Pod) Pod {
 		p.Replay = "tcp://" + hostPort(ports.Replay)
 	}
 	if p.Topic == "" && a.Discovery.Topic != "" {
-		p.Topic = a.Discovery.TopicFor(p.IP, a.Model)
+		// The topic names the OpenAI server's address, which a static pod
+		// may give as a URL instead of an IP.
+		ip, port := p.IP, ports.HTTP
+		if u, err := url.Parse(p.HTTP); err == nil && u.Hostname() != "" {
+			ip = u.Hostname()
+			if n, err := strconv.Atoi(u.Port()); err == nil {
+				port = n
+			}
+		}
+		p.Topic = a.Discovery.TopicFor(ip, port, a.Model)
 	}
 	return p
 }
