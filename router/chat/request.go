@@ -25,13 +25,18 @@ type Request struct {
 	// router routes on load alone: other endpoints, prompt embeddings.
 	Untokenizable error
 	body          *Dict
+	raw           []byte
 }
+
+// Body returns the request body as received, for forwarding it to the
+// engine's tokenizer.
+func (r *Request) Body() []byte { return r.raw }
 
 // ParseRequest reads a request body sent to path. A body vLLM would refuse
 // is an error wrapping ErrInvalidRequest; a request the router cannot
 // tokenize is returned with Untokenizable set.
 func ParseRequest(path string, body []byte) (*Request, error) {
-	r := &Request{Path: path}
+	r := &Request{Path: path, raw: body}
 	switch path {
 	case PathCompletions, PathChatCompletions:
 	default:
@@ -190,9 +195,15 @@ type Tokens struct {
 
 // Resolve returns the base model and adapter a model name stands for.
 func (c *Catalog) Resolve(name string) (base string, lora string, m *Model, err error) {
-	if b, ok := c.adapters[name]; ok {
+	switch b, ok := c.adapters[name]; {
+	case ok:
 		base, lora = b, name
-	} else {
+	case name == "" && len(c.models) == 1:
+		// vLLM serves a request without "model" with its only model.
+		for n := range c.models {
+			base = n
+		}
+	default:
 		base = name
 	}
 	if m = c.models[base]; m == nil {
