@@ -365,7 +365,8 @@ func TestAccInferenceClusterWaits(t *testing.T) {
 	})
 }
 
-// TestAccInferenceClusterUpdateInPlace: version upgrade (control plane, then
+// TestAccInferenceClusterUpdateInPlace: created through an assumed role, whose
+// IAM role (not the session) gets the admin access entry; version upgrade (control plane, then
 // node groups), endpoint access, labels and tags change without replacement,
 // and the tags reach every part in EC2, IAM and EKS; a downgrade fails at
 // plan time, and a disk size change plans a replacement. Every request names the provider and its version in the
@@ -374,9 +375,19 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 	standIn, c := standInSetup(t)
 	const name = "acc-update"
 	res := "llmd_inference_cluster.test"
-	before := clusterConfig(standIn, name, `
-  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }`)
-	after := strings.Replace(clusterConfig(standIn, name, `
+	roleARN := createRole(t, &testenv.Moto{URL: standIn.URL}, "/platform/", "llmd-deployer")
+	// The provider acts through an assumed role: the admin access entry must
+	// name the IAM role (with its path), never the session.
+	assumed := func(cfg string) string {
+		return strings.Replace(cfg, "  default_tags {", `  assume_role {
+    role_arn     = "`+roleARN+`"
+    session_name = "ci"
+  }
+  default_tags {`, 1)
+	}
+	before := assumed(clusterConfig(standIn, name, `
+  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }`))
+	after := assumed(strings.Replace(clusterConfig(standIn, name, `
   kubernetes_version = "1.34"
   endpoint_access = { public_cidrs = ["203.0.113.0/24"] }
   gpu_node_group = {
@@ -384,7 +395,7 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
     min_size     = 2
     max_size     = 2
     labels       = { "llmd.dev/pool" = "gpu", "llmd.dev/model" = "qwen-7b" }
-  }`), `env = "acc"`, `env = "prod", costcenter = "ml"`, 1)
+  }`), `env = "acc"`, `env = "prod", costcenter = "ml"`, 1))
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -392,9 +403,15 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: before,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("admin_principal_arn"), knownvalue.StringExact(roleARN)),
+				},
 				Check: func(*terraform.State) error {
 					if ua := standIn.LastUserAgent(); !strings.Contains(ua, " terraform-provider-llmd/test ") {
 						return fmt.Errorf("user agent %q does not name the provider and its version", ua)
+					}
+					if entries := standIn.AccessEntries(name); len(entries) != 1 || entries[0] != roleARN {
+						return fmt.Errorf("access entries %v, want only the assumed role %s", entries, roleARN)
 					}
 					return nil
 				},
@@ -449,7 +466,8 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 
 // TestAccInferenceClusterExistingNetwork: given a VPC and subnets, the cluster
 // uses them, reads the zones and CIDR back, imports cleanly, and destroy
-// leaves the network that was not its own.
+// leaves the network that was not its own. Admin access is EKS's creator
+// bootstrap here, so no access entry is made.
 func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 	standIn, c := standInSetup(t)
 	ctx := context.Background()
@@ -467,7 +485,8 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 	}
 	const name = "acc-existing"
 	res := "llmd_inference_cluster.test"
-	cfg := strings.Replace(clusterConfig(standIn, name, `  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }`),
+	cfg := strings.Replace(clusterConfig(standIn, name, `  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }
+  admin_access   = "bootstrap_creator"`),
 		`vpc_cidr           = "10.0.0.0/16"
     availability_zones = ["us-west-2a", "us-west-2b"]`,
 		fmt.Sprintf(`vpc_id     = %q
@@ -490,8 +509,12 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("networking").AtMapKey("availability_zones"), knownvalue.SetExact([]knownvalue.Check{
 						knownvalue.StringExact("us-west-2b"), knownvalue.StringExact("us-west-2c")})),
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("networking").AtMapKey("public_subnet_ids"), knownvalue.SetSizeExact(0)),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("admin_principal_arn"), knownvalue.StringExact("")),
 				},
 				Check: func(*terraform.State) error {
+					if entries := standIn.AccessEntries(name); len(entries) != 0 {
+						return fmt.Errorf("access entries %v with bootstrap_creator: EKS's bootstrap and an entry are exclusive", entries)
+					}
 					parts, err := c.FindOwnedParts(ctx, name)
 					if err != nil {
 						return err
