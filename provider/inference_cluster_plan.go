@@ -46,16 +46,26 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 	}
 }
 
-// ModifyPlan computes tags_all (so default_tags changes show in the plan),
-// checks node group sizes (defaults applied) and runs the preflight checks when a cluster is to be created or its GPU node
-// group or version changes.
+// ModifyPlan checks node group sizes (with defaults applied) and the version
+// step, computes tags_all (so default_tags changes show in the plan), and runs
+// the preflight checks when a cluster is to be created or its GPU node group
+// or version changes.
 func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() || r.data == nil {
+	if req.Plan.Raw.IsNull() {
 		return
 	}
 	var plan inferenceClusterModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(checkSizes(ctx, plan)...)
+	if !req.State.Raw.IsNull() {
+		var prior inferenceClusterModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+		resp.Diagnostics.Append(checkVersionStep(prior.KubernetesVersion, plan.KubernetesVersion)...)
+	}
+	if resp.Diagnostics.HasError() || r.data == nil {
 		return
 	}
 	c := r.clients()
@@ -64,13 +74,7 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &user, false)...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("tags_all"), mapOf(c.AllTags(user)))...)
 	}
-	resp.Diagnostics.Append(checkSizes(ctx, plan)...)
-	if !req.State.Raw.IsNull() {
-		var prior inferenceClusterModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
-		resp.Diagnostics.Append(checkVersionStep(prior.KubernetesVersion, plan.KubernetesVersion)...)
-	}
-	if resp.Diagnostics.HasError() || !r.needsPreflight(ctx, req, plan) {
+	if !r.needsPreflight(ctx, req, plan) {
 		return
 	}
 	spec, diags := plan.spec(ctx)
