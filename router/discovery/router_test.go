@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
@@ -90,7 +93,7 @@ func startRouter(t *testing.T, simFleet *sim.Fleet, scorers ...config.Scorer) *r
 		t.Fatal(err)
 	}
 	r := &router{ix: index.New(index.Config{BlockSize: cfg.BlockSize, SpeculationTTL: cfg.Index.SpeculationTTL.Duration}),
-		prompter: &scoring.Completions{BaseModel: simModel}}
+		prompter: &scoring.Chat{Catalog: catalog(t)}}
 	if r.in, err = kvevents.New(kvevents.Config{Index: r.ix, Transport: &zmqtransport.Transport{}, Poll: 20 * time.Millisecond,
 		Logf: t.Logf}); err != nil {
 		t.Fatal(err)
@@ -134,6 +137,30 @@ func startRouter(t *testing.T, simFleet *sim.Fleet, scorers ...config.Scorer) *r
 	}
 }
 
+var (
+	catalogOnce sync.Once
+	catalogs    *chat.Catalog
+	catalogErr  error
+)
+
+// catalog serves the real Qwen3 tokenizer and template under the simulated
+// replicas' model name, loaded once per test binary.
+func catalog(t testing.TB) *chat.Catalog {
+	t.Helper()
+	files := testenv.Tokenizer(t, "qwen3")
+	catalogOnce.Do(func() {
+		var m *chat.Model
+		if m, catalogErr = chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{}); catalogErr == nil {
+			catalogs = chat.NewCatalog()
+			catalogs.AddModel(simModel, m)
+		}
+	})
+	if catalogErr != nil {
+		t.Fatal(catalogErr)
+	}
+	return catalogs
+}
+
 // body is a /v1/completions request with a token-id prompt.
 func body(t testing.TB, prompt []uint32, maxTokens int) []byte {
 	t.Helper()
@@ -147,7 +174,7 @@ func body(t testing.TB, prompt []uint32, maxTokens int) []byte {
 // decide routes a request body as the proxy will: prompter, then picker.
 func (r *router) decide(t *testing.T, b []byte, commit bool) scoring.Decision {
 	t.Helper()
-	req, err := r.prompter.Prompt("/v1/completions", b)
+	req, err := r.prompter.Prompt(chat.PathCompletions, b)
 	if err != nil {
 		t.Fatal(err)
 	}

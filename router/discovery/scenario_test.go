@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
@@ -250,7 +251,7 @@ func mustScorers(t *testing.T, s []config.Scorer) []scoring.Weighted {
 
 func explain(t *testing.T, p *scoring.Picker, r *router, b []byte) scoring.Decision {
 	t.Helper()
-	req, err := r.prompter.Prompt("/v1/completions", b)
+	req, err := r.prompter.Prompt(chat.PathCompletions, b)
 	if err != nil {
 		t.Fatal(err)
 	}

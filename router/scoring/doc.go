@@ -25,9 +25,9 @@
 //
 // # Requests
 //
-// A Prompter turns a request body into token ids (Request); Completions
-// serves /v1/completions with text or token-id prompts, and package chat
-// plugs in for the whole OpenAI surface. A request that cannot be tokenized
+// A Prompter turns a request body into token ids (Request); Chat does it for
+// the whole OpenAI surface through package chat (templates, request
+// normalisation, LoRA adapters). A request that cannot be tokenized
 // still routes, on load alone (prefix and spread see no blocks), and is
 // counted in Stats.Untokenizable.
 //

@@ -16,8 +16,8 @@ type Request struct {
 	// Extra holds per-block extra keys (cache_salt on the first block), as
 	// package index expects; nil for none.
 	Extra [][]byte
-	// Text is the raw prompt text when known, for scorers that hash
-	// characters rather than tokens (the routing-history scorer).
+	// Text is the raw prompt text when the caller has it, for scorers that
+	// hash characters rather than tokens (the routing-history scorer).
 	Text string
 	// Untokenizable, when not empty, says why the request has no token ids:
 	// it routes on load alone and is counted.
@@ -35,13 +35,12 @@ var ErrUntokenizable = errors.New("untokenizable request")
 // wrapping ErrUntokenizable leaves a routable Request with Untokenizable
 // set; any other error means the body is malformed (HTTP 400).
 //
-// Package chat (request normalisation and chat templates) implements it for
-// the whole request surface; Completions here handles /v1/completions alone.
+// Chat implements it over package chat for the whole request surface.
 type Prompter interface {
 	Prompt(path string, body []byte) (*Request, error)
 }
 
 // untokenizable builds the routable Request for a prompt without token ids.
-func untokenizable(reason string, text string) (*Request, error) {
-	return &Request{Untokenizable: reason, Text: text}, fmt.Errorf("%w: %s", ErrUntokenizable, reason)
+func untokenizable(reason string) (*Request, error) {
+	return &Request{Untokenizable: reason}, fmt.Errorf("%w: %s", ErrUntokenizable, reason)
 }
