@@ -3,11 +3,13 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
@@ -27,6 +29,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		noReplay    = fs.Bool("no-replay", false, "do not serve KV-event replay")
 		model       = fs.String("model", "Qwen/Qwen2.5-7B-Instruct", "served model name")
 		tokPath     = fs.String("tokenizer", "", "tokenizer.json for text prompts (without it, prompts must be token ids)")
+		tokConfig   = fs.String("tokenizer-config", "", "tokenizer_config.json whose chat template serves chat requests (needs -tokenizer)")
 		form        = fs.String("kv-events-form", "map", "KV-event wire form: map (vLLM ~0.26 on) or array (legacy)")
 		bufferSteps = fs.Int("buffer-steps", 10000, "KV-event messages kept for replay")
 		timeScale   = fs.Float64("time-scale", 1, "simulated seconds per wall-clock second")
@@ -85,7 +88,16 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return json.NewEncoder(stdout).Encode(res)
 	}
 	rc := ReplicaConfig{Model: *model, Engine: ec, TimeScale: *timeScale, Form: wf, BufferSteps: *bufferSteps}
-	if *tokPath != "" {
+	switch {
+	case *tokConfig != "" && *tokPath == "":
+		return errors.New("-tokenizer-config needs -tokenizer")
+	case *tokConfig != "":
+		m, err := chat.LoadModel(*tokPath, *tokConfig, chat.Options{})
+		if err != nil {
+			return fmt.Errorf("loading chat model: %w", err)
+		}
+		rc.Chat = m
+	case *tokPath != "":
 		tok, err := tokenizer.Load(*tokPath)
 		if err != nil {
 			return fmt.Errorf("loading tokenizer: %w", err)

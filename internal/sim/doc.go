@@ -119,11 +119,12 @@
 // /v1/chat/completions/render (answering prompt_token_ids; vLLM's exact
 // schema for these two was not available to check), /reset_prefix_cache
 // and /metrics with vLLM's metric names. Text prompts need a tokenizer
-// (ReplicaConfig.Tokenizer); token-id prompts do not. Chat messages are
-// rendered with a PROVISIONAL built-in Qwen ChatML framing until the
-// router's chat-template package exists. KV events go out on a PUB as
-// [topic, seq, payload] in the map form (FormArray on request), and a
-// ROUTER replays the last BufferSteps messages.
+// (ReplicaConfig.Tokenizer); token-id prompts do not. Chat requests are
+// rendered by the router's own package router/chat from the model's
+// tokenizer_config.json chat template, as vLLM renders them
+// (ReplicaConfig.Chat; without it they are refused). KV events go out on
+// a PUB as [topic, seq, payload] in the map form (FormArray on request),
+// and a ROUTER replays the last BufferSteps messages.
 //
 // # Virtual time
 //

@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents/zmqtransport"
-	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
 
 // startFleet serves n replicas on free loopback ports until the test ends.
@@ -196,14 +196,16 @@ func sequence(n int, from uint32) []uint32 {
 }
 
 func TestReplicaServesOpenAIMetricsAndEvents(t *testing.T) {
-	tok, err := tokenizer.Load(testenv.Tokenizer(t, "qwen3").TokenizerJSON)
+	files := testenv.Tokenizer(t, "qwen3")
+	model, err := chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tok := model.Tokenizer()
 	for _, form := range []kvevents.Form{kvevents.FormMap, kvevents.FormArray} {
 		t.Run(form.String(), func(t *testing.T) {
 			rc := ReplicaConfig{Model: "Qwen/Qwen2.5-7B-Instruct", Engine: DefaultEngineConfig(), TimeScale: 50,
-				Tokenizer: tok, Form: form, BufferSteps: 1000}
+				Chat: model, Form: form, BufferSteps: 1000}
 			f := startFleet(t, 2, rc)
 			ix := follow(t, f)
 			r0, r1 := f.Infos[0].HTTP, f.Infos[1].HTTP
@@ -226,7 +228,8 @@ func TestReplicaServesOpenAIMetricsAndEvents(t *testing.T) {
 			}
 			waitBlocks(t, ix, "sim-0", prompt, 4)
 
-			// Whole chat completion: the prompt is the ChatML rendering, tokenized.
+			// Whole chat completion: the prompt is the model's chat template
+			// rendering (Qwen's ChatML framing for these messages), tokenized.
 			msgs := []map[string]any{{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello, my dog is cute"}}
 			var chat struct {
 				Object  string `json:"object"`
@@ -264,7 +267,8 @@ func TestReplicaServesOpenAIMetricsAndEvents(t *testing.T) {
 				t.Fatalf("/tokenize = %+v", tk)
 			}
 			var rd struct {
-				IDs []uint32 `json:"prompt_token_ids"`
+				Prompt string   `json:"prompt"`
+				IDs    []uint32 `json:"prompt_token_ids"`
 			}
 			decodeJSON(t, post(t, r0+"/v1/completions/render", map[string]any{"prompt": "Hello, my dog is cute"}), &rd)
 			if fmt.Sprint(rd.IDs) != fmt.Sprint(tk.Tokens) {
@@ -272,8 +276,8 @@ func TestReplicaServesOpenAIMetricsAndEvents(t *testing.T) {
 			}
 			decodeJSON(t, post(t, r0+"/v1/chat/completions/render", map[string]any{"messages": msgs}), &rd)
 			decodeJSON(t, post(t, r0+"/tokenize", map[string]any{"messages": msgs}), &tk)
-			if fmt.Sprint(rd.IDs) != fmt.Sprint(chatIDs) || fmt.Sprint(tk.Tokens) != fmt.Sprint(chatIDs) {
-				t.Fatalf("render %v / tokenize %v, want %v", rd.IDs, tk.Tokens, chatIDs)
+			if rd.Prompt != rendered || fmt.Sprint(rd.IDs) != fmt.Sprint(chatIDs) || fmt.Sprint(tk.Tokens) != fmt.Sprint(chatIDs) {
+				t.Fatalf("render %q %v / tokenize %v, want %q %v", rd.Prompt, rd.IDs, tk.Tokens, rendered, chatIDs)
 			}
 
 			// The same prompt again: 3 full blocks come from the cache (the last token is always computed).
@@ -363,6 +367,12 @@ func TestReplicaWithoutTokenizerNeedsTokenIDs(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "token ids") {
 		t.Fatalf("text prompt without tokenizer: %d %s", resp.StatusCode, b)
+	}
+	resp = post(t, base+"/v1/chat/completions", map[string]any{"messages": []map[string]any{{"role": "user", "content": "hi"}}})
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "chat template") {
+		t.Fatalf("chat request without a chat template: %d %s", resp.StatusCode, b)
 	}
 	var out struct {
 		Choices []struct{ Text string } `json:"choices"`

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,12 +38,10 @@ type streamOptions struct {
 type genRequest struct {
 	Model               string         `json:"model"`
 	Prompt              *prompt        `json:"prompt"`
-	Messages            []chatMessage  `json:"messages"`
 	MaxTokens           *int           `json:"max_tokens"`
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	Stream              bool           `json:"stream"`
 	StreamOptions       *streamOptions `json:"stream_options"`
-	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
 }
 
 // defaultMaxTokens is vLLM's default for /v1/completions (OpenAI's 16).
@@ -104,11 +103,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func decodeBody(r *http.Request, v any) error {
-	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<20)).Decode(v); err != nil {
-		return badRequest("decoding request body: %v", err)
+// readBody reads a request body and decodes it into v; the raw bytes serve
+// the chat renderer, which reads the body as vLLM does.
+func readBody(r *http.Request, v any) ([]byte, error) {
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 64<<20))
+	if err != nil {
+		return nil, badRequest("reading request body: %v", err)
 	}
-	return nil
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, badRequest("decoding request body: %v", err)
+	}
+	return raw, nil
 }
 
 func (g *genRequest) maxTokens() (int, error) {

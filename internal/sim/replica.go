@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
@@ -19,8 +20,12 @@ type ReplicaConfig struct {
 	// TimeScale is simulated seconds per wall-clock second: 10 runs the
 	// engine ten times faster than the modelled GPU.
 	TimeScale float64
-	// Tokenizer turns text prompts into ids; nil accepts token-id prompts only.
+	// Tokenizer turns text prompts into ids; nil accepts token-id prompts
+	// only, unless Chat is set.
 	Tokenizer *tokenizer.Tokenizer
+	// Chat renders chat requests with the model's chat template as vLLM
+	// does; nil refuses them. Its tokenizer serves when Tokenizer is nil.
+	Chat *chat.Model
 	// Form is the KV-event wire form; Topic the PUB topic.
 	Form  kvevents.Form
 	Topic string
@@ -66,6 +71,9 @@ type liveReq struct {
 func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
+	}
+	if cfg.Tokenizer == nil && cfg.Chat != nil {
+		cfg.Tokenizer = cfg.Chat.Tokenizer()
 	}
 	eng, err := NewEngine(cfg.Engine)
 	if err != nil {

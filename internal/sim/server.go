@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 )
 
 // maxModelLen is Qwen2.5-7B-Instruct's max_position_embeddings, reported
@@ -51,17 +53,22 @@ func (rp *Replica) encode(text string, addSpecial bool) ([]uint32, error) {
 	return ids, nil
 }
 
-// chatTokens renders messages with the provisional ChatML template and tokenizes them.
-func (rp *Replica) chatTokens(msgs []chatMessage, addGen *bool) (string, []uint32, error) {
-	if len(msgs) == 0 {
-		return "", nil, badRequest("messages must not be empty")
+// chatTokens renders a chat request body (of /v1/chat/completions, its
+// render endpoint or chat-form /tokenize) with the model's template and
+// tokenizes it, as vLLM does.
+func (rp *Replica) chatTokens(body []byte) ([]uint32, error) {
+	if rp.cfg.Chat == nil {
+		return nil, badRequest("this simulated replica has no chat template (start it with --tokenizer-config)")
 	}
-	text, err := renderChatML(msgs, addGen == nil || *addGen)
+	req, err := chat.ParseRequest(chat.PathChatCompletions, body)
 	if err != nil {
-		return "", nil, badRequest("rendering messages: %v", err)
+		return nil, badRequest("%v", err)
 	}
-	ids, err := rp.encode(text, false)
-	return text, ids, err
+	ids, err := rp.cfg.Chat.Tokenize(req)
+	if err != nil {
+		return nil, badRequest("rendering chat: %v", err)
+	}
+	return ids[0], nil
 }
 
 func (rp *Replica) checkModel(model string) error {
@@ -73,7 +80,7 @@ func (rp *Replica) checkModel(model string) error {
 
 func (rp *Replica) completions(w http.ResponseWriter, r *http.Request) {
 	var g genRequest
-	if err := decodeBody(r, &g); err != nil {
+	if _, err := readBody(r, &g); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -91,7 +98,8 @@ func (rp *Replica) completions(w http.ResponseWriter, r *http.Request) {
 
 func (rp *Replica) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var g genRequest
-	if err := decodeBody(r, &g); err != nil {
+	body, err := readBody(r, &g)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -99,7 +107,7 @@ func (rp *Replica) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	_, ids, err := rp.chatTokens(g.Messages, g.AddGenerationPrompt)
+	ids, err := rp.chatTokens(body)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -111,7 +119,7 @@ func (rp *Replica) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // as /v1/completions would run them.
 func (rp *Replica) completionRender(w http.ResponseWriter, r *http.Request) {
 	var g genRequest
-	if err := decodeBody(r, &g); err != nil {
+	if _, err := readBody(r, &g); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -138,13 +146,19 @@ func (rp *Replica) promptTokens(p *prompt) ([]uint32, error) {
 // chatRender answers /v1/chat/completions/render: the rendered prompt and its ids.
 func (rp *Replica) chatRender(w http.ResponseWriter, r *http.Request) {
 	var g genRequest
-	if err := decodeBody(r, &g); err != nil {
+	body, err := readBody(r, &g)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	text, ids, err := rp.chatTokens(g.Messages, g.AddGenerationPrompt)
+	ids, err := rp.chatTokens(body)
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	text, err := rp.cfg.Chat.RenderChat(body)
+	if err != nil {
+		writeError(w, badRequest("rendering chat: %v", err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"prompt": text, "prompt_token_ids": ids})
@@ -152,22 +166,21 @@ func (rp *Replica) chatRender(w http.ResponseWriter, r *http.Request) {
 
 func (rp *Replica) tokenize(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Prompt              *string       `json:"prompt"`
-		Messages            []chatMessage `json:"messages"`
-		AddSpecialTokens    *bool         `json:"add_special_tokens"`
-		AddGenerationPrompt *bool         `json:"add_generation_prompt"`
+		Prompt           *string         `json:"prompt"`
+		Messages         json.RawMessage `json:"messages"`
+		AddSpecialTokens *bool           `json:"add_special_tokens"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	raw, err := readBody(r, &body)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
 	var ids []uint32
-	var err error
 	switch {
 	case body.Prompt != nil:
 		ids, err = rp.encode(*body.Prompt, body.AddSpecialTokens == nil || *body.AddSpecialTokens)
 	case body.Messages != nil:
-		_, ids, err = rp.chatTokens(body.Messages, body.AddGenerationPrompt)
+		ids, err = rp.chatTokens(raw)
 	default:
 		err = badRequest("tokenize needs a prompt or messages")
 	}
