@@ -422,6 +422,9 @@ func attrPath(v any, path string) (any, error) {
 // attribute, then test).
 func selectFilter(byAttr, reject bool) filterFunc {
 	return func(ev *evaluator, v any, args []any, _ *Dict) (any, error) {
+		if !truthy(v) { // Jinja2 selects from a false sequence (None) nothing
+			return []any{}, nil
+		}
 		items, err := iterate(v, 0)
 		if err != nil {
 			return nil, err
@@ -469,6 +472,9 @@ func selectFilter(byAttr, reject bool) filterFunc {
 }
 
 func mapFilter(ev *evaluator, v any, args []any, kw *Dict) (any, error) {
+	if !truthy(v) { // Jinja2 maps a false sequence (None) to nothing
+		return []any{}, nil
+	}
 	items, err := iterate(v, 0)
 	if err != nil {
 		return nil, err

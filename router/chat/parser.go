@@ -495,23 +495,31 @@ func (p *parser) concat() (expr, error) { return p.binary([]string{"~"}, p.math2
 func (p *parser) math2() (expr, error) {
 	return p.binary([]string{"*", "/", "//", "%"}, p.pow)
 }
-func (p *parser) pow() (expr, error) { return p.binary([]string{"**"}, p.unary) }
+func (p *parser) pow() (expr, error) {
+	return p.binary([]string{"**"}, func() (expr, error) { return p.unary(true) })
+}
 
-func (p *parser) unary() (expr, error) {
+// unary parses a signed operand. As in Jinja2, filters after a sign apply
+// to the signed value: -3|abs is (-3)|abs.
+func (p *parser) unary(withFilters bool) (expr, error) {
+	var x expr
+	var err error
 	if p.isOp("-") || p.isOp("+") {
 		t := p.next()
-		x, err := p.unary()
-		if err != nil {
+		if x, err = p.unary(false); err != nil {
 			return nil, err
 		}
-		return p.filters(&unaryExpr{op: t.val, x: x, line: t.line})
+		x = &unaryExpr{op: t.val, x: x, line: t.line}
+	} else {
+		if x, err = p.primary(); err != nil {
+			return nil, err
+		}
+		if x, err = p.postfix(x); err != nil {
+			return nil, err
+		}
 	}
-	x, err := p.primary()
-	if err != nil {
-		return nil, err
-	}
-	if x, err = p.postfix(x); err != nil {
-		return nil, err
+	if !withFilters {
+		return x, nil
 	}
 	return p.filters(x)
 }
