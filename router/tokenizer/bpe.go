@@ -130,6 +130,14 @@ func (c candidate) before(o candidate) bool {
 	return c.rank < o.rank || (c.rank == o.rank && c.pos < o.pos)
 }
 
+// shortWord is the length up to which a linear scan for the best merge beats
+// keeping candidates in a heap; longer pieces (white space runs, long
+// identifiers) need the heap to stay O(n log n).
+const shortWord = 32
+
+// noMerge marks an adjacent pair that has no merge.
+const noMerge = ^uint32(0)
+
 // encodeWord appends the ids of one piece. Merges are applied lowest rank
 // first and, within a rank, leftmost first: the order Hugging Face's BPE uses,
 // which matters when a pair occurs several times in one piece.
@@ -142,6 +150,56 @@ func (m *bpeModel) encodeWord(dst []uint32, word string, sc *scratch) []uint32 {
 			return append(dst, id)
 		}
 	}
+	if len(word) <= shortWord {
+		return m.mergeShort(dst, word, sc)
+	}
+	return m.mergeHeap(dst, word, sc)
+}
+
+// lookup returns the merge of a pair, with rank noMerge if there is none.
+func (m *bpeModel) lookup(left, right uint32) merge {
+	if mg, ok := m.merges[pairKey(left, right)]; ok {
+		return mg
+	}
+	return merge{rank: noMerge}
+}
+
+// mergeShort merges a short piece by scanning its pairs for the best merge:
+// pairs[i] is the merge of ids[i] and ids[i+1].
+func (m *bpeModel) mergeShort(dst []uint32, word string, sc *scratch) []uint32 {
+	ids, pairs := sc.ids[:0], sc.pairs[:0]
+	for i := 0; i < len(word); i++ {
+		ids = append(ids, m.byteIDs[word[i]])
+	}
+	for i := 0; i+1 < len(ids); i++ {
+		pairs = append(pairs, m.lookup(ids[i], ids[i+1]))
+	}
+	for {
+		best := -1
+		for i, p := range pairs {
+			if p.rank != noMerge && (best < 0 || p.rank < pairs[best].rank) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		ids[best] = pairs[best].id
+		ids = append(ids[:best+1], ids[best+2:]...)
+		pairs = append(pairs[:best], pairs[best+1:]...)
+		if best > 0 {
+			pairs[best-1] = m.lookup(ids[best-1], ids[best])
+		}
+		if best < len(pairs) {
+			pairs[best] = m.lookup(ids[best], ids[best+1])
+		}
+	}
+	sc.ids, sc.pairs = ids, pairs
+	return append(dst, ids...)
+}
+
+// mergeHeap merges a long piece, keeping the candidate merges in a heap.
+func (m *bpeModel) mergeHeap(dst []uint32, word string, sc *scratch) []uint32 {
 	syms := sc.symbols[:0]
 	for i := 0; i < len(word); i++ {
 		syms = append(syms, symbol{id: m.byteIDs[word[i]], prev: int32(i - 1), next: int32(i + 1)})

@@ -35,6 +35,8 @@ type scratch struct {
 	runs, segs    []segment
 	symbols       []symbol
 	heap          candidateHeap
+	ids           []uint32
+	pairs         []merge
 	cache         map[string]cachedIDs // see cache.go
 	arena         []uint32
 }
