@@ -167,6 +167,13 @@ func (m *inferenceClusterModel) refresh(c *awsinfra.Clients, cl *awsinfra.Cluste
 		m.AdminAccess = types.StringValue(map[bool]string{true: "bootstrap_creator", false: "access_entry"}[*cl.BootstrapCreatorAdmin])
 	}
 	user := c.UserTags(cl.Tags)
+	// A tag the resource sets to the same value as a default tag is the
+	// resource's own: keep it, or the plan would show it forever.
+	for k, v := range m.Tags.Elements() {
+		if s, ok := v.(types.String); ok && cl.Tags[k] == s.ValueString() {
+			user[k] = s.ValueString()
+		}
+	}
 	if len(user) > 0 || !m.Tags.IsNull() {
 		m.Tags = mapOf(user)
 	}

@@ -368,7 +368,8 @@ func TestAccInferenceClusterWaits(t *testing.T) {
 // TestAccInferenceClusterUpdateInPlace: created through an assumed role, whose
 // IAM role (not the session) gets the admin access entry; version upgrade (control plane, then
 // node groups), endpoint access, labels and tags change without replacement,
-// and the tags reach every part in EC2, IAM and EKS; a downgrade fails at
+// and the tags reach every part in EC2, IAM and EKS (a tag equal to a default
+// tag stays the resource's own, without a perpetual diff); a downgrade fails at
 // plan time, and a disk size change plans a replacement. Every request names the provider and its version in the
 // user agent.
 func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
@@ -395,7 +396,7 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
     min_size     = 2
     max_size     = 2
     labels       = { "llmd.dev/pool" = "gpu", "llmd.dev/model" = "qwen-7b" }
-  }`), `env = "acc"`, `env = "prod", costcenter = "ml"`, 1))
+  }`), `env = "acc"`, `env = "prod", costcenter = "ml", team = "inference"`, 1))
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
