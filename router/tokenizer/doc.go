@@ -45,7 +45,7 @@
 //
 // The split patterns of Qwen, Llama 3 and DeepSeek V3 run on hand-written
 // scanners (scanner.go, scanner_deepseek.go) that decide each piece from its
-// first runes, 10 to 25 times faster than a backtracking regex; regexp2, whose
+// first runes, over ten times faster than regexp2's backtracking; regexp2, whose
 // dialect matches Oniguruma's (the engine tokenizers uses) on these patterns,
 // runs any other pattern and is the scanners' oracle in the tests. The one
 // place regexp2 differs from Oniguruma is case folding: (?i:'s) matches "'ſ"
@@ -73,11 +73,16 @@
 //
 // # Measured
 //
-// On the shared 2-core CI machine (Intel Xeon, one core, Go 1.26.8, node 20):
+// On the shared 2-core CI machine (Intel Xeon, Go 1.26.8, node 20, -cpu 1),
+// with other builds keeping the load average near 10, so wall-clock tails
+// are preemption; the latency benchmarks also report the thread's CPU time:
 //
-//	go test -run '^$' -bench . -benchtime 20x -cpu 1 ./router/tokenizer/
+//	go test -run '^$' -bench 'EncodeVersusJS|EncodeFamily' -benchtime 5x -cpu 1 ./router/tokenizer/
+//	go test -run '^$' -bench 'Cold2176|UniqueSuffix' -benchtime 1000x -cpu 1 ./router/tokenizer/
 //
-//	encode, 3.7 MB of real text:   22.8 MB/s, JS reference 0.61 MB/s in the same run (37x)
-//	cold 2,176-token prompt:       0.94 ms (new buffers, empty cache)
-//	2,176-token shared prefix + unique suffix: p50 219 µs, p99 262 µs
+//	Qwen3, 3.7 MB of real text:   22.9 MB/s; JS reference 0.35 MB/s in the same run (66x;
+//	                              37x to 78x over runs, as the load moved node's speed)
+//	scanners vs regexp2:          Qwen3 19.6 vs 1.2, Llama 3 21.4 vs 1.6, DeepSeek V3 10.1 vs 1.2 MB/s
+//	cold 2,176-token prompt:      CPU p50 0.59 ms, p99 1.8 ms (wall p50 0.61 ms)
+//	2,176-token shared prefix + unique suffix: CPU p50 122 µs, p99 240 µs (wall p50 122 µs)
 package tokenizer
