@@ -134,3 +134,10 @@ func (h *History) Picked(s *State, chosen int) {
 		}
 	}
 }
+
+// Forget implements Observer.
+func (h *History) Forget(pod string) {
+	h.mu.Lock()
+	delete(h.pods, pod)
+	h.mu.Unlock()
+}

@@ -191,11 +191,17 @@ func (p *Picker) commit(s *State, keys []uint64, chosen int) {
 	}
 }
 
-// Forget drops what the picker remembers of a pod that left the fleet.
+// Forget drops what the picker and its learning scorers remember of a pod
+// that left the fleet.
 func (p *Picker) Forget(pod string) {
 	p.mu.Lock()
 	delete(p.lastPicked, pod)
 	p.mu.Unlock()
+	for _, w := range p.scorers {
+		if o, ok := w.Scorer.(Observer); ok {
+			o.Forget(pod)
+		}
+	}
 }
 
 // Stats returns the counters.

@@ -187,6 +187,10 @@ func TestHistoryLearnsFromDecisions(t *testing.T) {
 	if d.Pod != "a" || d.Scores[0].ByScorer[0] < 0.8 || d.Scores[1].ByScorer[0] != 0 {
 		t.Errorf("history did not follow the first decision: %v", d)
 	}
+	p.Forget("a")
+	if d, _ = p.Explain(&Request{Text: first + "another question"}, pods); d.Scores[0].ByScorer[0] != 0 {
+		t.Errorf("history kept a pod that left: %v", d)
+	}
 }
 
 // TestFromConfigNamesTheKey checks scorer-level validation errors.

@@ -17,9 +17,11 @@ type Scorer interface {
 
 // Observer is implemented by scorers that learn from decisions, such as the
 // routing-history scorer. Picked is called once per committed decision (never
-// for Explain) with the chosen pod's position in s.Pods.
+// for Explain) with the chosen pod's position in s.Pods; Forget when a pod
+// leaves the fleet, so a pod that returns under the same name starts afresh.
 type Observer interface {
 	Picked(s *State, chosen int)
+	Forget(pod string)
 }
 
 // Load is what the router knows about one pod's load.
