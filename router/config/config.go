@@ -16,6 +16,15 @@ type Config struct {
 	// Model is the served model name, checked against requests' "model" and
 	// used in the default KV-event topic.
 	Model string `json:"model"`
+	// LoRAAdapters are the adapter names served on top of Model; their
+	// requests are tokenized with Model's tokenizer and keyed apart.
+	LoRAAdapters []string `json:"lora_adapters,omitempty"`
+	// Listen is the router's serving address.
+	Listen string `json:"listen"`
+	// Tokenizer locates Model's tokenizer files, which the router reads from
+	// the same read-only volume as the engines. Without them requests route
+	// on load alone.
+	Tokenizer Tokenizer `json:"tokenizer"`
 	// BlockSize is vLLM's --block-size; 0 learns it from the first
 	// BlockStored event. A fleet whose events disagree is counted.
 	BlockSize int `json:"block_size,omitempty"`
@@ -27,6 +36,15 @@ type Config struct {
 	Index Index `json:"index"`
 	// Scoring lists the scorers and their weights.
 	Scoring Scoring `json:"scoring"`
+}
+
+// Tokenizer names the model's Hugging Face tokenizer files.
+type Tokenizer struct {
+	// JSON is the path of tokenizer.json.
+	JSON string `json:"json,omitempty"`
+	// Config is the path of tokenizer_config.json (chat template, BOS/EOS
+	// rules); needed with JSON.
+	Config string `json:"config,omitempty"`
 }
 
 // Discovery selects pods from Kubernetes or from a static list (exactly one).

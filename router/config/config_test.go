@@ -25,6 +25,9 @@ func TestDefaults(t *testing.T) {
 	if c.Discovery.Ports != want {
 		t.Errorf("ports %+v, want %+v", c.Discovery.Ports, want)
 	}
+	if c.Listen != DefaultListen {
+		t.Errorf("listen %q", c.Listen)
+	}
 	if c.Metrics.Interval.Duration != 50*time.Millisecond || c.Metrics.StaleAfter.Duration != 2*time.Second ||
 		c.Index.SpeculationTTL.Duration != 2*time.Second {
 		t.Errorf("durations %+v %+v", c.Metrics, c.Index)
@@ -53,6 +56,9 @@ func TestExplicitReplayOff(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	c, err := Parse([]byte(`
 model: m
+lora_adapters: [sql]
+listen: 127.0.0.1:9000
+tokenizer: {json: /models/q/tokenizer.json, config: /models/q/tokenizer_config.json}
 block_size: 16
 discovery:
   static:
@@ -89,6 +95,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		want       []string
 	}{
 		{"unknown key", minimal + "scorers: []\n", []string{`unknown field "scorers"`}},
+		{"tokenizer", minimal + "tokenizer: {json: /a}\nlora_adapters: [x, x, '']\n", []string{"tokenizer: set both json and config",
+			`lora_adapters[1]: "x" is already lora_adapters[0]`, "lora_adapters[2]: must be a non-empty name"}},
 		{"no model", "discovery: {kubernetes: {namespace: a, selector: b}}", []string{"model: must be set"}},
 		{"no discovery", "model: m", []string{"discovery: set kubernetes or static"}},
 		{"both sources", "model: m\ndiscovery: {kubernetes: {namespace: a, selector: b}, static: [{name: a, ip: 1.2.3.4}]}",

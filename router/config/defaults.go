@@ -7,6 +7,7 @@ import "time"
 // the KV-event ports of llm-d's deployment guides; the speculation TTL is
 // llm-d's.
 const (
+	DefaultListen         = ":8000"
 	DefaultHTTPPort       = 8000
 	DefaultKVEventsPort   = 5557
 	DefaultReplayPort     = 5558
@@ -26,6 +27,9 @@ func DefaultScorers() []Scorer {
 // Default fills every unset field with its default. Replay has no "unset":
 // 0 turns it off, so only a file without any ports gets the default.
 func (c *Config) Default() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
 	p := &c.Discovery.Ports
 	if *p == (Ports{}) {
 		p.Replay = DefaultReplayPort

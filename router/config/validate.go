@@ -16,6 +16,20 @@ func (c *Config) Validate() error {
 	if c.Model == "" {
 		bad("model", "must be set")
 	}
+	if (c.Tokenizer.JSON == "") != (c.Tokenizer.Config == "") {
+		bad("tokenizer", "set both json and config, or neither")
+	}
+	adapters := map[string]int{}
+	for i, a := range c.LoRAAdapters {
+		key := fmt.Sprintf("lora_adapters[%d]", i)
+		if j, dup := adapters[a]; dup {
+			bad(key, "%q is already lora_adapters[%d]", a, j)
+		}
+		if a == "" || a == c.Model {
+			bad(key, "must be a non-empty name other than model, got %q", a)
+		}
+		adapters[a] = i
+	}
 	if c.BlockSize < 0 {
 		bad("block_size", "must be >= 0 (0 learns it from KV events), got %d", c.BlockSize)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // Chat is the Prompter for the whole OpenAI surface vLLM serves, through
@@ -50,4 +51,22 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 	}
 	// vLLM serves a completion batch on one engine: its first prompt routes it.
 	return &Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA}, nil
+}
+
+// ChatFromConfig builds the Chat prompter the configuration describes: the
+// model's tokenizer files and its LoRA adapters. Without tokenizer files
+// every request routes on load alone (reason "unknown_model").
+func ChatFromConfig(cfg *config.Config) (*Chat, error) {
+	cat := chat.NewCatalog()
+	if cfg.Tokenizer.JSON != "" {
+		m, err := chat.LoadModel(cfg.Tokenizer.JSON, cfg.Tokenizer.Config, chat.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("loading the tokenizer of %s: %w", cfg.Model, err)
+		}
+		cat.AddModel(cfg.Model, m)
+	}
+	for _, a := range cfg.LoRAAdapters {
+		cat.AddAdapter(a, cfg.Model)
+	}
+	return &Chat{Catalog: cat}, nil
 }

@@ -8,22 +8,41 @@ import (
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
 // qwenCatalog serves the real Qwen3 tokenizer and chat template as model
-// "qwen", with one LoRA adapter on top.
+// "qwen", with one LoRA adapter on top, built the way the router builds it
+// from its configuration.
 func qwenCatalog(t testing.TB) *chat.Catalog {
 	t.Helper()
 	files := testenv.Tokenizer(t, "qwen3")
-	m, err := chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{})
+	p, err := scoring.ChatFromConfig(&config.Config{Model: "qwen", LoRAAdapters: []string{"sql-adapter"},
+		Tokenizer: config.Tokenizer{JSON: files.TokenizerJSON, Config: files.TokenizerConfig}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := chat.NewCatalog()
-	c.AddModel("qwen", m)
-	c.AddAdapter("sql-adapter", "qwen")
-	return c
+	return p.Catalog
+}
+
+// TestChatWithoutTokenizer: a router configured without tokenizer files
+// routes every request on load alone, and still refuses malformed bodies.
+func TestChatWithoutTokenizer(t *testing.T) {
+	p, err := scoring.ChatFromConfig(&config.Config{Model: "qwen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Prompt(chat.PathCompletions, []byte(`{"model":"qwen","prompt":[1,2,3]}`))
+	if !errors.Is(err, scoring.ErrUntokenizable) || r == nil || r.Untokenizable != "unknown_model" {
+		t.Errorf("got %+v, %v", r, err)
+	}
+	if _, err := p.Prompt(chat.PathCompletions, []byte(`[`)); err == nil || errors.Is(err, scoring.ErrUntokenizable) {
+		t.Errorf("malformed body: %v", err)
+	}
+	if _, err := scoring.ChatFromConfig(&config.Config{Model: "qwen", Tokenizer: config.Tokenizer{JSON: "/nonexistent", Config: "/nonexistent"}}); err == nil {
+		t.Error("loaded a tokenizer from a missing file")
+	}
 }
 
 // TestChatPrompter reads every request form through package chat with the

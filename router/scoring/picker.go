@@ -3,6 +3,7 @@ package scoring
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +16,7 @@ import (
 type Picker struct {
 	ix      *index.Index
 	scorers []Weighted
+	types   []string // scorer types in order, shared by every Decision
 
 	mu         sync.Mutex
 	seq        uint64
@@ -38,41 +40,41 @@ var ErrNoPods = errors.New("no ready pod to route to")
 // for policies without precise prefix scoring.
 func NewPicker(ix *index.Index, scorers []Weighted) *Picker {
 	p := &Picker{ix: ix, scorers: scorers, lastPicked: make(map[string]uint64)}
+	for _, w := range scorers {
+		p.types = append(p.types, w.Scorer.Type())
+	}
 	p.bufs.New = func() any { return new(scratch) }
 	return p
 }
 
-// Decision is the outcome for one request.
+// Decision is the outcome for one request, shaped for the explain endpoint's
+// JSON as well as for logs.
 type Decision struct {
 	// Chosen is the index into the candidate list, Pod its name.
-	Chosen int
-	Pod    string
+	Chosen int    `json:"chosen"`
+	Pod    string `json:"pod"`
+	// Scorers names the columns of PodScore.ByScorer (shared, read-only).
+	Scorers []string `json:"scorers"`
 	// Scores holds every candidate's breakdown, in candidate order.
-	Scores []PodScore
+	Scores []PodScore `json:"scores"`
 	// Blocks is the request's full-block count.
-	Blocks int
+	Blocks int `json:"blocks"`
 	// Untokenizable repeats the request's reason: it was routed on load alone.
-	Untokenizable string
+	Untokenizable string `json:"untokenizable,omitempty"`
 }
 
 // PodScore is one candidate's part of a decision.
 type PodScore struct {
-	Pod string
-	Hit Hit
+	Pod string `json:"pod"`
+	Hit Hit    `json:"hit"`
 	// ByScorer holds each scorer's [0, 1] score, in configuration order and
-	// named by Types; Total is the weighted sum.
-	ByScorer []float64
-	Total    float64
+	// named by Decision.Scorers; Total is the weighted sum.
+	ByScorer []float64 `json:"by_scorer"`
+	Total    float64   `json:"total"`
 }
 
 // Types names the scorers in the order of PodScore.ByScorer.
-func (p *Picker) Types() []string {
-	out := make([]string, len(p.scorers))
-	for i, w := range p.scorers {
-		out[i] = w.Scorer.Type()
-	}
-	return out
-}
+func (p *Picker) Types() []string { return slices.Clone(p.types) }
 
 // scratch holds one decision's working memory, pooled so the hot path
 // allocates only its Decision.
@@ -105,7 +107,8 @@ func (p *Picker) decide(r *Request, pods []Pod, commit bool) (Decision, error) {
 	defer p.bufs.Put(sc)
 	s := p.fill(sc, r, pods)
 
-	d := Decision{Chosen: -1, Blocks: s.Blocks, Untokenizable: r.Untokenizable, Scores: make([]PodScore, len(pods))}
+	d := Decision{Chosen: -1, Scorers: p.types, Blocks: s.Blocks, Untokenizable: r.Untokenizable,
+		Scores: make([]PodScore, len(pods))}
 	flat := make([]float64, len(pods)*len(p.scorers))
 	for i := range pods {
 		d.Scores[i] = PodScore{Pod: pods[i].Name, Hit: s.Hits[i], ByScorer: flat[i*len(p.scorers) : (i+1)*len(p.scorers)]}

@@ -1,6 +1,7 @@
 package scoring
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -145,6 +146,11 @@ func TestSpeculationAndSpread(t *testing.T) {
 	now = now.Add(3 * time.Second)
 	if d, _ = p.Explain(&Request{Tokens: seq(2000, 8*bs)}, pods); d.Scores[1].Hit.Blocks != 0 {
 		t.Errorf("speculative entry outlived its TTL: %v", d)
+	}
+	out, err := json.Marshal(d)
+	if err != nil || !strings.Contains(string(out), `"scorers":["prefix","spread"]`) ||
+		!strings.Contains(string(out), `"hit":{"blocks":0,"gpu_blocks":0,"speculative":0}`) {
+		t.Errorf("explain JSON %s (%v)", out, err)
 	}
 	if s := p.Stats(); s.Decisions != 3 {
 		t.Errorf("stats %+v: Explain must not count", s)

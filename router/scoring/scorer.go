@@ -50,7 +50,9 @@ type Pod struct {
 type Hit struct {
 	// Blocks are leading blocks held on any tier, GPUBlocks those on GPU,
 	// Speculative those held only by a speculative entry.
-	Blocks, GPUBlocks, Speculative int
+	Blocks      int `json:"blocks"`
+	GPUBlocks   int `json:"gpu_blocks"`
+	Speculative int `json:"speculative"`
 }
 
 // State is everything scorers see about one decision. The picker fills it;
