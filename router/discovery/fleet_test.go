@@ -1,0 +1,99 @@
+package discovery_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// TestFleetLoadAndStaleness scrapes a simulated replica's real /metrics:
+// a request in progress shows as running, the router's own in-flight count
+// follows Begin and its end, and when the replica goes away its load turns
+// stale within the staleness limit and the scrape errors are reported.
+func TestFleetLoadAndStaleness(t *testing.T) {
+	simFleet, err := sim.StartFleet(sim.FleetConfig{Replicas: 1, Host: "127.0.0.1", NoReplay: true,
+		Replica: sim.ReplicaConfig{Model: simModel, Engine: simEngine(), TimeScale: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simCtx, stopSim := context.WithCancel(context.Background())
+	simDone := make(chan error, 1)
+	go func() { simDone <- simFleet.Serve(simCtx) }()
+	defer stopSim()
+
+	info := simFleet.Infos[0]
+	metrics := config.Metrics{Interval: config.Duration{Duration: 20 * time.Millisecond},
+		StaleAfter: config.Duration{Duration: 300 * time.Millisecond}, Timeout: config.Duration{Duration: 100 * time.Millisecond}}
+	f := discovery.NewFleet(discovery.FleetConfig{Metrics: metrics})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Run(ctx, discovery.Static{{Name: info.Pod, HTTP: info.HTTP, KVEvents: info.KV}})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("fleet: %v", err)
+		}
+	}()
+
+	load := func() scoring.Load {
+		pods := f.Pods(nil)
+		if len(pods) != 1 {
+			return scoring.Load{} // not reported yet
+		}
+		return pods[0].Load
+	}
+	await := func(what string, ok func(scoring.Load) bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !ok(load()) {
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("%s: load stays %+v", what, load())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	await("first scrape", func(l scoring.Load) bool { return l.Fresh })
+
+	b := body(t, prompts(11, 1, 64)[0], 200)
+	end := f.Begin(info.Pod)
+	reqDone := make(chan struct{})
+	go func() {
+		defer close(reqDone)
+		// At time scale 1 this request decodes for several seconds; it
+		// ends with an error when the replica is stopped under it.
+		resp, err := http.Post(info.HTTP+"/v1/completions", "application/json", bytes.NewReader(b))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	await("request running", func(l scoring.Load) bool { return l.Fresh && l.Running == 1 && l.InFlight == 1 && l.KVUsage > 0 })
+	end()
+	end() // a second call must not count twice
+	if l := load(); l.InFlight != 0 {
+		t.Errorf("in-flight %d after end", l.InFlight)
+	}
+
+	stopSim()
+	<-reqDone
+	if err := <-simDone; err != nil {
+		t.Logf("simulated replica stopped: %v", err)
+	}
+	stale := await("replica gone", func(l scoring.Load) bool { return !l.Fresh })
+	t.Logf("load turned stale %s after the replica stopped", stale)
+	if stale > metrics.StaleAfter.Duration+metrics.Interval.Duration+metrics.Timeout.Duration {
+		t.Errorf("stale after %s, limit %s", stale, metrics.StaleAfter)
+	}
+	if h := f.Health(); len(h) != 1 || h[0].ScrapeErrs == 0 || h[0].LastErr == "" {
+		t.Errorf("health %+v", h)
+	}
+}
