@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +63,10 @@ func TestPrefixFollowsIndex(t *testing.T) {
 	d, err := p.Explain(&Request{Tokens: prompt}, pods)
 	if err != nil {
 		t.Fatal(err)
+	}
+	gpuOnly := picker(t, ix, config.Scorer{Type: PrefixType, Weight: 1, Params: map[string]float64{"offload_weight": 0}})
+	if g, _ := gpuOnly.Explain(&Request{Tokens: prompt}, pods); g.Scores[2].ByScorer[0] != 0 {
+		t.Errorf("offload_weight 0 still counts CPU blocks: %v", g)
 	}
 	want := []float64{0.3, 0.6, 0.4, 0} // c: 8 CPU blocks at offload weight 0.5
 	for i, w := range want {
@@ -213,6 +218,45 @@ func TestFromConfigNamesTheKey(t *testing.T) {
 		ws, err := FromConfig(config.Scoring{Scorers: []config.Scorer{{Type: typ, Weight: 1}}})
 		if err != nil || ws[0].Scorer.Type() != typ {
 			t.Errorf("%s: built %v, %v", typ, ws, err)
+		}
+	}
+}
+
+// TestConcurrentPicks runs decisions from many goroutines, as the proxy's
+// handlers will (run it with -race): every decision is counted, and
+// requests no pod has cached still spread over every pod.
+func TestConcurrentPicks(t *testing.T) {
+	ix := index.New(index.Config{BlockSize: bs})
+	p := picker(t, ix, config.Scorer{Type: PrefixType, Weight: 3}, config.Scorer{Type: SpreadType, Weight: 1},
+		config.Scorer{Type: HistoryType, Weight: 1, Params: map[string]float64{"block_chars": 4}})
+	pods := []Pod{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}
+	const workers, each = 8, 250
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				d, err := p.Pick(&Request{Tokens: seq((w*each+i)*1000, 4*bs)}, pods)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				counts[d.Pod]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if s := p.Stats(); s.Decisions != workers*each {
+		t.Errorf("%d decisions counted, want %d", s.Decisions, workers*each)
+	}
+	for _, pod := range pods {
+		if n := counts[pod.Name]; n < workers*each/len(pods)/2 {
+			t.Errorf("pod %s got %d of %d new prefixes: %v", pod.Name, n, workers*each, counts)
 		}
 	}
 }

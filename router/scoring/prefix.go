@@ -9,7 +9,7 @@ const PrefixType = "prefix"
 // Parameters:
 //   - offload_weight (default 0.5, 0..1): what a block held only on a CPU or
 //     storage tier counts for relative to a GPU block; it saves the prefill
-//     but costs a load back into GPU memory.
+//     but costs a load back into GPU memory. 0 ignores offload tiers.
 type Prefix struct {
 	offloadWeight float64
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -11,28 +12,32 @@ import (
 )
 
 // builders maps each scorer type to its parameter names and a constructor
-// taking the parameters in that order (absent ones are 0, which each
-// constructor turns into its documented default).
+// taking the parameters in that order; absent ones are NaN (see or).
 var builders = map[string]struct {
 	params []string
 	build  func(p []float64) Scorer
 }{
-	PrefixType: {[]string{"offload_weight"}, func(p []float64) Scorer {
-		if p[0] == 0 {
-			p[0] = 0.5
-		}
-		return NewPrefix(p[0])
-	}},
+	PrefixType:   {[]string{"offload_weight"}, func(p []float64) Scorer { return NewPrefix(or(p[0], 0.5)) }},
 	QueueType:    {nil, func([]float64) Scorer { return NewQueue() }},
 	InFlightType: {nil, func([]float64) Scorer { return NewInFlight() }},
 	KVUsageType:  {nil, func([]float64) Scorer { return NewKVUsage() }},
 	SpreadType:   {nil, func([]float64) Scorer { return NewSpread() }},
 	CostType: {[]string{"budget_tokens", "step_seconds", "waiting_tokens"}, func(p []float64) Scorer {
-		return NewCost(p[0], p[1], p[2])
+		return NewCost(or(p[0], 0), or(p[1], 0), or(p[2], 0))
 	}},
 	HistoryType: {[]string{"block_chars", "max_blocks", "capacity_per_pod"}, func(p []float64) Scorer {
-		return NewHistory(int(p[0]), int(p[1]), int(p[2]))
+		return NewHistory(int(or(p[0], 0)), int(or(p[1], 0)), int(or(p[2], 0)))
 	}},
+}
+
+// or is v, or def when the parameter was absent (NaN). Constructors turn
+// their own zero values into defaults, so a parameter that has no meaningful
+// zero needs no default here.
+func or(v, def float64) float64 {
+	if math.IsNaN(v) {
+		return def
+	}
+	return v
 }
 
 // Types lists the scorer types the configuration accepts.
@@ -64,6 +69,9 @@ func FromConfig(cfg config.Scoring) ([]Weighted, error) {
 			continue
 		}
 		p := make([]float64, len(b.params))
+		for j := range p {
+			p[j] = math.NaN()
+		}
 		for _, name := range slices.Sorted(maps.Keys(sc.Params)) {
 			v, j := sc.Params[name], slices.Index(b.params, name)
 			switch {
