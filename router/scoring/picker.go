@@ -65,8 +65,9 @@ type Decision struct {
 
 // PodScore is one candidate's part of a decision.
 type PodScore struct {
-	Pod string `json:"pod"`
-	Hit Hit    `json:"hit"`
+	Pod  string `json:"pod"`
+	Load Load   `json:"load"`
+	Hit  Hit    `json:"hit"`
 	// ByScorer holds each scorer's [0, 1] score, in configuration order and
 	// named by Decision.Scorers; Total is the weighted sum.
 	ByScorer []float64 `json:"by_scorer"`
@@ -111,7 +112,7 @@ func (p *Picker) decide(r *Request, pods []Pod, commit bool) (Decision, error) {
 		Scores: make([]PodScore, len(pods))}
 	flat := make([]float64, len(pods)*len(p.scorers))
 	for i := range pods {
-		d.Scores[i] = PodScore{Pod: pods[i].Name, Hit: s.Hits[i], ByScorer: flat[i*len(p.scorers) : (i+1)*len(p.scorers)]}
+		d.Scores[i] = PodScore{Pod: pods[i].Name, Load: pods[i].Load, Hit: s.Hits[i], ByScorer: flat[i*len(p.scorers) : (i+1)*len(p.scorers)]}
 	}
 	sc.score = grow(sc.score, len(pods))
 	for j, w := range p.scorers {

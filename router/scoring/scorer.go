@@ -28,15 +28,16 @@ type Observer interface {
 type Load struct {
 	// Running, Waiting and KVUsage are vLLM's num_requests_running,
 	// num_requests_waiting and kv_cache_usage_perc (0..1) as last scraped.
-	Running, Waiting int
-	KVUsage          float64
+	Running int     `json:"running"`
+	Waiting int     `json:"waiting"`
+	KVUsage float64 `json:"kv_usage"`
 	// Fresh says the scrape is within the staleness limit; scorers that read
 	// scraped values treat a stale pod as the worst candidate, since a pod
 	// whose /metrics stopped answering is more likely sick than idle.
-	Fresh bool
+	Fresh bool `json:"fresh"`
 	// InFlight counts requests the router sent to the pod that have not
 	// finished: exact at decision time, where scrapes are up to an interval old.
-	InFlight int
+	InFlight int `json:"in_flight"`
 }
 
 // Pod is one candidate. Its engine in the block index is index.Engine{Pod:
