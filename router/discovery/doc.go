@@ -9,7 +9,22 @@
 //
 // The Kubernetes source reports a pod once it is Running, Ready and has an
 // IP, and stops reporting it when it loses readiness, starts terminating or
-// is deleted: informer events are acted on as they arrive, within
-// milliseconds of the API server's watch event (TestKubernetesFollowsPods
-// measures it against a real control plane).
+// is deleted: informer events are acted on as they arrive.
+//
+// # Tests and measured figures
+//
+// TestKubernetesFollowsPods runs against a real control plane (etcd,
+// kube-apiserver, scheduler, controller-manager, kwok GPU nodes): the
+// router's view followed a readiness flip in 2-10 ms, a restored readiness
+// in under 8 ms, a deletion in 4-5 ms and a relabelling in 10-19 ms
+// (2 shared vCPUs, load average ~10; the Done-when limit is 1 s).
+//
+// The scenario tests (scenario_test.go) assemble the routing core as the
+// serve command will, over simulated vLLM replicas with real HTTP and
+// ZeroMQ, in cases where routing history and the true cache disagree:
+// a prefix cached by a request sent straight to a pod draws the router
+// there; eviction and a single AllBlocksCleared move it away; a restarted
+// router hits every prefix from its first request (replay from seq 0); and a
+// hot prefix spills off a pod with more than 4 waiting within 3 requests,
+// leaving two pods holding it.
 package discovery
