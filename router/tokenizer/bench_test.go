@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
 // Benchmarks. Run on one core so MB/s compares with node's single thread:
@@ -36,12 +38,16 @@ func totalBytes(texts []string) int {
 // speeds and their ratio.
 func BenchmarkEncodeVersusJS(b *testing.B) {
 	texts := benchTexts(b)
-	tk := variants[0].load(b, true)
+	tk := qwen3V.load(b, true)
 	var js struct {
 		Bytes int
 		Ms    float64
 	}
-	if err := json.Unmarshal(runNode(b, "qwen3", refOptions{Bench: true}, texts), &js); err != nil || js.Ms <= 0 {
+	out, err := runNode(testenv.NodeModules(b), "qwen3", refOptions{Bench: true}, texts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &js); err != nil || js.Ms <= 0 {
 		b.Fatalf("reading the JS timing: %v (%+v)", err, js)
 	}
 	b.SetBytes(int64(totalBytes(texts)))
@@ -123,7 +129,7 @@ func BenchmarkCold2176(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	texts := benchTexts(b)
-	tk := variants[0].load(b, true)
+	tk := qwen3V.load(b, true)
 	prompts := make([]string, 64)
 	for i := range prompts {
 		prompts[i] = prompt2176(b, tk, texts, i*7)
@@ -152,7 +158,7 @@ func BenchmarkUniqueSuffix(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	texts := benchTexts(b)
-	tk := variants[0].load(b, true)
+	tk := qwen3V.load(b, true)
 	prefix := prompt2176(b, tk, texts, 0)
 	var lat latencies
 	b.ReportAllocs()
@@ -178,7 +184,7 @@ func BenchmarkUniqueSuffix(b *testing.B) {
 // text, with the hand-written scanners and with regexp2 (the oracle path).
 func BenchmarkEncodeFamily(b *testing.B) {
 	texts := benchTexts(b)[:250]
-	for _, v := range []variant{variants[0], variants[3], variants[6]} {
+	for _, v := range []variant{qwen3V, llama3V, deepseekV} {
 		for _, fast := range []bool{true, false} {
 			name := v.name + "/scanner"
 			if !fast {

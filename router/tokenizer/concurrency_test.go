@@ -10,7 +10,7 @@ import (
 // buffers and piece caches interleave, and requires the ids a lone caller
 // gets. Run with -race to also check that no state is shared unguarded.
 func TestConcurrentEncode(t *testing.T) {
-	tk := variants[0].load(t, true)
+	tk := qwen3V.load(t, true)
 	texts := generatedTexts(40)
 	want := encodeAll(t, tk, texts, false)
 	var wg sync.WaitGroup

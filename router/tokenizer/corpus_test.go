@@ -154,10 +154,10 @@ func appendChunks(dst []string, text string) []string {
 }
 
 // TestExactCorpus compares more than 50 MB of real text with the JS reference
-// on Qwen3, every fourth chunk of it (about 14 MB) on Llama 3 with its
-// BOS-adding post-processor and every eighth (about 7 MB) on DeepSeek V3: the
-// JS reference runs at about 0.5 MB/s, and the whole test has to fit in a CI
-// run on two cores.
+// on Qwen3, every eighth chunk of it (about 7 MB) on Llama 3 with its
+// BOS-adding post-processor and every sixteenth (about 3.7 MB) on DeepSeek V3:
+// the JS reference runs at 0.3 to 0.7 MB/s, and the package must pass within
+// go test's default 10-minute timeout on a busy two-core machine.
 func TestExactCorpus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the 50 MB corpus comparison is skipped in -short mode; CI runs it")
@@ -166,7 +166,7 @@ func TestExactCorpus(t *testing.T) {
 	for _, c := range []struct {
 		v     variant
 		every int
-	}{{variants[0], 1}, {variants[4], 4}, {variants[6], 8}} {
+	}{{qwen3V, 1}, {llama3TemplateV, 8}, {deepseekV, 16}} {
 		var sample []string
 		for i := 0; i < len(texts); i += c.every {
 			sample = append(sample, texts[i])

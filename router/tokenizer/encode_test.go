@@ -13,7 +13,7 @@ import (
 // TestUntokenizable: lone surrogates, which Python would keep and Hugging
 // Face's Rust tokenizer would refuse, must never become different ids.
 func TestUntokenizable(t *testing.T) {
-	tk := variants[0].load(t, true)
+	tk := qwen3V.load(t, true)
 	// WTF-8 (a surrogate encoded as if it were a scalar value) and stray bytes.
 	for _, s := range []string{"a\xed\xa0\x80b", "\xff", "ok \xe4\xbd"} {
 		if ids, err := tk.Encode(s, false); !errors.Is(err, ErrUntokenizable) {
@@ -40,7 +40,7 @@ func TestUntokenizable(t *testing.T) {
 // TestQwen25Variant: without the four tokens after 151664, "<think>" is
 // ordinary text; with them it is one id.
 func TestQwen25Variant(t *testing.T) {
-	q3, q25 := variants[0].load(t, true), variants[2].load(t, true)
+	q3, q25 := qwen3V.load(t, true), qwen25V.load(t, true)
 	a, _ := q3.Encode("<think>x</think>", false)
 	b, _ := q25.Encode("<think>x</think>", false)
 	if !slices.Equal(a, []uint32{151667, 87, 151668}) || len(b) <= 3 || slices.Contains(b, 151667) {
@@ -54,13 +54,13 @@ func TestQwen25Variant(t *testing.T) {
 // TestAddSpecial: the TemplateProcessing post-processor adds
 // <|begin_of_text|> only when asked; ByteLevel post-processors add nothing.
 func TestAddSpecial(t *testing.T) {
-	tmpl := variants[4].load(t, true)
+	tmpl := llama3TemplateV.load(t, true)
 	plain, _ := tmpl.Encode("Hi", false)
 	with, _ := tmpl.Encode("Hi", true)
 	if !slices.Equal(with, append([]uint32{128000}, plain...)) || !slices.Equal(tmpl.SpecialPrefix(), []uint32{128000}) {
 		t.Errorf("llama3 with template: %v with special, %v without; want 128000 prepended", with, plain)
 	}
-	q := variants[0].load(t, true)
+	q := qwen3V.load(t, true)
 	a, _ := q.Encode("Hi", false)
 	b, _ := q.Encode("Hi", true)
 	if !slices.Equal(a, b) {
@@ -71,7 +71,7 @@ func TestAddSpecial(t *testing.T) {
 // TestDecodeRoundTrip: decoding the ids of a text gives back its NFC form,
 // and a character cut between tokens decodes to one U+FFFD.
 func TestDecodeRoundTrip(t *testing.T) {
-	tk := variants[0].load(t, true)
+	tk := qwen3V.load(t, true)
 	for _, s := range generatedTexts(50) {
 		ids, err := tk.Encode(s, false)
 		if err != nil {

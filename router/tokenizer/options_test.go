@@ -39,7 +39,7 @@ func editedFamily(t *testing.T, family string, edit func(doc map[string]json.Raw
 // turning the flag off changes their ids, and that ours match the JS
 // reference (which implements the flag) with it on.
 func TestIgnoreMerges(t *testing.T) {
-	on := variants[3].load(t, true)
+	on := llama3V.load(t, true)
 	off := editedFamily(t, "llama3", func(doc map[string]json.RawMessage) {
 		doc["model"] = json.RawMessage(withField(t, doc["model"], "ignore_merges", false))
 	})

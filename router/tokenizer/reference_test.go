@@ -25,20 +25,38 @@ type refOptions struct {
 	Bench            bool            `json:"bench,omitempty"`
 }
 
-// runReference encodes texts with the JS reference in one node process and
-// returns its ids, one slice per text.
+// runReference encodes texts with the JS reference and returns its ids, one
+// slice per text. Large inputs are split between two node processes, which
+// halves the wall time of the corpus tests on an idle two-core machine.
 func runReference(t testing.TB, family string, opts refOptions, texts []string) [][]uint32 {
 	t.Helper()
-	out := runNode(t, family, opts, texts)
+	shards := 1
+	if len(texts) >= 4000 {
+		shards = 2
+	}
+	outs := make([][]byte, shards)
+	errs := make([]error, shards)
+	modules := testenv.NodeModules(t)
+	var wg sync.WaitGroup
+	for i := range shards {
+		part := texts[i*len(texts)/shards : (i+1)*len(texts)/shards]
+		wg.Go(func() { outs[i], errs[i] = runNode(modules, family, opts, part) })
+	}
+	wg.Wait()
 	ids := make([][]uint32, 0, len(texts))
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for sc.Scan() {
-		var v []uint32
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("reading JS reference output line %d: %v", len(ids)+1, err)
+	for i, out := range outs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
 		}
-		ids = append(ids, v)
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		sc.Buffer(make([]byte, 1<<20), 1<<30)
+		for sc.Scan() {
+			var v []uint32
+			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+				t.Fatalf("reading JS reference output line %d: %v", len(ids)+1, err)
+			}
+			ids = append(ids, v)
+		}
 	}
 	if len(ids) != len(texts) {
 		t.Fatalf("JS reference returned %d results for %d texts", len(ids), len(texts))
@@ -48,71 +66,50 @@ func runReference(t testing.TB, family string, opts refOptions, texts []string) 
 
 // runNode feeds texts (one JSON string per line) to reference.mjs and returns
 // its standard output.
-func runNode(t testing.TB, family string, opts refOptions, texts []string) []byte {
-	t.Helper()
-	modules := testenv.NodeModules(t)
+func runNode(modules, family string, opts refOptions, texts []string) ([]byte, error) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatalf("node not on PATH although the npm packages are installed: %v", err)
+		return nil, fmt.Errorf("node not on PATH although the npm packages are installed: %w", err)
 	}
 	optJSON, err := json.Marshal(opts)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	script, err := filepath.Abs(filepath.Join("testdata", "reference.mjs"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cmd := exec.Command(node, "--max-old-space-size=4096", script, family, string(optJSON))
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting node: %v", err)
+		return nil, fmt.Errorf("starting node: %w", err)
 	}
-	var wg sync.WaitGroup
+	w := bufio.NewWriterSize(stdin, 1<<20)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	var writeErr error
-	wg.Go(func() {
-		w := bufio.NewWriterSize(stdin, 1<<20)
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		for _, s := range texts {
-			if writeErr = enc.Encode(s); writeErr != nil {
-				break
-			}
+	for _, s := range texts {
+		if writeErr = enc.Encode(s); writeErr != nil {
+			break
 		}
-		if err := w.Flush(); writeErr == nil {
-			writeErr = err
-		}
-		stdin.Close()
-	})
-	wg.Wait()
+	}
+	if err := w.Flush(); writeErr == nil {
+		writeErr = err
+	}
+	stdin.Close()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("node reference.mjs %s: %v\n%s", family, err, stderr.String())
+		return nil, fmt.Errorf("node reference.mjs %s: %w\n%s", family, err, stderr.String())
 	}
 	if writeErr != nil {
-		t.Fatalf("writing texts to node: %v", writeErr)
+		return nil, fmt.Errorf("writing texts to node: %w", writeErr)
 	}
-	return stdout.Bytes()
-}
-
-// loadFamily loads the real tokenizer.json of a family, with the scanner
-// (fast) or with every split on the regex oracle.
-func loadFamily(t testing.TB, family string, fast bool) *Tokenizer {
-	t.Helper()
-	data, err := os.ReadFile(testenv.Tokenizer(t, family).TokenizerJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := parse(data, fast)
-	if err != nil {
-		t.Fatalf("loading %s: %v", family, err)
-	}
-	return tk
+	return stdout.Bytes(), nil
 }
 
 // compareIDs encodes every text and reports the texts whose ids differ from want.
