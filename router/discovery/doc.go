@@ -24,7 +24,8 @@
 // ZeroMQ, in cases where routing history and the true cache disagree:
 // a prefix cached by a request sent straight to a pod draws the router
 // there; eviction and a single AllBlocksCleared move it away; a restarted
-// router hits every prefix from its first request (replay from seq 0); and a
+// router hits every prefix from its first request with replay from seq 0,
+// and from its second without replay (a miss stores the prefix again); and a
 // hot prefix spills off a pod with more than 4 waiting within 3 requests,
 // leaving two pods holding it.
 package discovery

@@ -38,9 +38,14 @@ type Addresses struct {
 	Model     string
 }
 
-// Fill completes p.
+// Fill completes p. Addresses are derived only for a pod with an IP: a
+// static pod given by URLs alone keeps exactly what it was given (no
+// replay address means no replay).
 func (a Addresses) Fill(p Pod) Pod {
 	ports := a.Discovery.Ports
+	if p.IP == "" {
+		return a.fillTopic(p)
+	}
 	hostPort := func(port int) string { return net.JoinHostPort(p.IP, strconv.Itoa(port)) }
 	if p.HTTP == "" {
 		p.HTTP = "http://" + hostPort(ports.HTTP)
@@ -51,6 +56,12 @@ func (a Addresses) Fill(p Pod) Pod {
 	if p.Replay == "" && ports.Replay > 0 {
 		p.Replay = "tcp://" + hostPort(ports.Replay)
 	}
+	return a.fillTopic(p)
+}
+
+// fillTopic derives the KV-event topic from the template.
+func (a Addresses) fillTopic(p Pod) Pod {
+	ports := a.Discovery.Ports
 	if p.Topic == "" && a.Discovery.Topic != "" {
 		// The topic names the OpenAI server's address, which a static pod
 		// may give as a URL instead of an IP.

@@ -50,7 +50,13 @@ func simEngine() sim.EngineConfig {
 // startSim serves n replicas on loopback until the test ends.
 func startSim(t *testing.T, n int, timeScale float64) *sim.Fleet {
 	t.Helper()
-	f, err := sim.StartFleet(sim.FleetConfig{Replicas: n, Host: "127.0.0.1", Replica: sim.ReplicaConfig{
+	return startSimWith(t, n, timeScale, false)
+}
+
+// startSimWith is startSim with the replay sockets optionally off.
+func startSimWith(t *testing.T, n int, timeScale float64, noReplay bool) *sim.Fleet {
+	t.Helper()
+	f, err := sim.StartFleet(sim.FleetConfig{Replicas: n, Host: "127.0.0.1", NoReplay: noReplay, Replica: sim.ReplicaConfig{
 		Model: simModel, Engine: simEngine(), TimeScale: timeScale, BufferSteps: 10000}})
 	if err != nil {
 		t.Fatal(err)
