@@ -192,8 +192,7 @@ func (r *inferenceClusterResource) Delete(ctx context.Context, req resource.Dele
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	gpu, system := nodeGroupNames(ctx, state)
-	if err := r.clients().DeleteCluster(ctx, state.Name.ValueString(), gpu, system); err != nil {
+	if err := r.clients().DeleteCluster(ctx, state.Name.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Deleting inference cluster "+state.Name.ValueString(), err.Error())
 	}
 }

@@ -28,13 +28,26 @@ import (
 // The clients returned are for arranging and checking behind Terraform's back.
 func standInSetup(t *testing.T) (*testenv.AWSStandIn, *awsinfra.Clients) {
 	t.Helper()
+	return standInOn(t, motoSetup(t))
+}
+
+// motoSetup is the environment and a freshly reset moto, for tests that put
+// several stand-ins in front of one moto.
+func motoSetup(t *testing.T) *testenv.Moto {
+	t.Helper()
 	moto := testenv.StartMoto(t)
-	standIn := testenv.StartAWSStandIn(t, moto)
 	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": testenv.AccessKey, "AWS_SECRET_ACCESS_KEY": testenv.SecretKey,
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
 		awsinfra.PollIntervalEnv: "10ms"} {
 		t.Setenv(k, v)
 	}
+	return moto
+}
+
+// standInOn puts a stand-in of the test's own in front of moto.
+func standInOn(t *testing.T, moto *testenv.Moto) (*testenv.AWSStandIn, *awsinfra.Clients) {
+	t.Helper()
+	standIn := testenv.StartAWSStandIn(t, moto)
 	// Checks go through the stand-in too, so they see what it serves over moto.
 	return standIn, motoClients(t, &testenv.Moto{URL: standIn.URL})
 }
@@ -189,8 +202,8 @@ func expectNodeGroupSize(c *awsinfra.Clients, cluster, ng string, want int32) re
 
 // createSteps are the mutating operations of a clean create, in the order the
 // stand-in first saw them: the steps a create can fail at.
-func createSteps(t *testing.T) []string {
-	standIn, c := standInSetup(t)
+func createSteps(t *testing.T, moto *testenv.Moto) []string {
+	standIn, c := standInOn(t, moto)
 	const name = "acc-steps"
 	var steps []string
 	resource.Test(t, resource.TestCase{
@@ -220,19 +233,22 @@ func createSteps(t *testing.T) []string {
 
 // TestAccInferenceClusterResumesAfterFault fails the first apply at each
 // create step in turn; the second apply must converge with zero deletes and
-// keep the cluster the first apply created.
+// keep the cluster the first apply created. The steps run in parallel, each
+// with its own cluster name and its own stand-in (so its own call record)
+// in front of one moto.
 func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
-	steps := createSteps(t)
+	moto := motoSetup(t)
+	steps := createSteps(t, moto)
 	t.Logf("create steps: %v", steps)
 	for k, op := range steps {
 		t.Run(fmt.Sprintf("%d-%s", k+1, op), func(t *testing.T) {
-			standIn, c := standInSetup(t)
+			standIn, c := standInOn(t, moto)
 			name := "acc-fault-" + strings.ToLower(op)
 			if len(name) > 38 {
 				name = name[:38]
 			}
 			var firstCreated string
-			resource.Test(t, resource.TestCase{
+			resource.ParallelTest(t, resource.TestCase{
 				PreCheck:                 func() { testAccPreCheck(t) },
 				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 				CheckDestroy:             checkNothingOwned(t, c, name),

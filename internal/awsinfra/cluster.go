@@ -162,10 +162,11 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 }
 
 // DeleteCluster removes everything owned by the cluster in dependency order:
-// node groups, the control plane, then IAM roles and the network. Parts are
-// found by name and owner tag, so parts already gone are skipped and parts a
-// failed create left behind are removed too.
-func (c *Clients) DeleteCluster(ctx context.Context, name string, nodeGroups ...string) error {
+// its node groups, the control plane, then IAM roles and the network. Parts
+// are found by name and owner tag, not from state, so parts already gone are
+// skipped and parts a failed create left behind are removed too. Node groups
+// someone else added block the delete with their names.
+func (c *Clients) DeleteCluster(ctx context.Context, name string) error {
 	cl, err := c.findEKSClusterByName(ctx, name)
 	if err != nil {
 		return err
@@ -174,14 +175,21 @@ func (c *Clients) DeleteCluster(ctx context.Context, name string, nodeGroups ...
 		if cl.Tags[OwnerTag] != name {
 			return fmt.Errorf("EKS cluster %s is not owned by llmd (no %s tag); refusing to delete it", name, OwnerTag)
 		}
+		owned, foreign, err := c.nodeGroupsOf(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(foreign) > 0 {
+			return fmt.Errorf("EKS cluster %s has node groups llmd did not create (%v): delete them first, then destroy again", name, foreign)
+		}
 		jobs := []func() error{}
-		for _, ng := range nodeGroups {
+		for _, ng := range owned {
 			jobs = append(jobs, func() error { return c.deleteNodeGroup(ctx, name, ng) })
 		}
 		if err := parallel(jobs...); err != nil {
 			return err
 		}
-		if err := c.deleteEKSCluster(ctx, name); err != nil {
+		if err := c.deleteEKSCluster(ctx, name, cl.Status); err != nil {
 			return err
 		}
 	}

@@ -4,14 +4,22 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 )
 
 // TestCreateClusterThenDelete creates every part against moto (+ stand-in for
 // access entries) in the default zones, checks the owner tag and the
-// read-back, then deletes and finds nothing of the owner left.
+// read-back, then deletes and finds nothing of the owner left, while a
+// neighbouring cluster in the same account keeps every one of its parts.
 func TestCreateClusterThenDelete(t *testing.T) {
 	c, standIn := standInClients(t)
 	ctx := context.Background()
+	if _, err := c.CreateCluster(ctx, testSpec("neighbour")); err != nil {
+		t.Fatalf("creating the neighbour: %v", err)
+	}
+	neighbourParts := countOwned(t, c, "neighbour")
 	spec := testSpec("alpha")
 	// No zones given: the first three offering both g5.xlarge and m6i.4xlarge
 	// (moto's offerings data lists g5.xlarge in us-west-2a to c only).
@@ -36,14 +44,53 @@ func TestCreateClusterThenDelete(t *testing.T) {
 	if n := countOwned(t, c, "alpha"); n == 0 {
 		t.Fatal("no EC2 part carries the owner tag")
 	}
-	if err := c.DeleteCluster(ctx, "alpha", "gpu", "system"); err != nil {
+	if err := c.DeleteCluster(ctx, "alpha"); err != nil {
 		t.Fatalf("deleting: %v", err)
 	}
 	if n := countOwned(t, c, "alpha"); n != 0 {
 		t.Fatalf("%d tagged parts left after delete", n)
 	}
+	if n := countOwned(t, c, "neighbour"); n != neighbourParts || n != 15 {
+		t.Fatalf("the neighbour has %d parts after alpha's delete, had %d (want 15)", n, neighbourParts)
+	}
 	// Deleting again finds everything gone and succeeds.
-	if err := c.DeleteCluster(ctx, "alpha", "gpu", "system"); err != nil {
+	if err := c.DeleteCluster(ctx, "alpha"); err != nil {
 		t.Fatalf("deleting again: %v", err)
+	}
+}
+
+// TestDeleteStopsAtForeignNodeGroup: a node group someone added by hand keeps
+// the cluster from being deleted, named in the error, before anything of the
+// cluster is removed; once it is gone, delete finishes.
+func TestDeleteStopsAtForeignNodeGroup(t *testing.T) {
+	c, _ := standInClients(t)
+	ctx := context.Background()
+	cl, err := c.CreateCluster(ctx, testSpec("theta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roleARN, err := c.roleARN(ctx, "theta"+nodeRole.suffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EKS.CreateNodegroup(ctx, &eks.CreateNodegroupInput{ClusterName: aws.String("theta"), NodegroupName: aws.String("extra"),
+		NodeRole: aws.String(roleARN), Subnets: cl.Network.PrivateSubnetIDs}); err != nil {
+		t.Fatal(err)
+	}
+	err = c.DeleteCluster(ctx, "theta")
+	if err == nil || !strings.Contains(err.Error(), "node groups llmd did not create ([extra])") {
+		t.Fatalf("delete error %v, want the foreign node group named", err)
+	}
+	if ng, err := c.findNodeGroupByName(ctx, "theta", "gpu"); err != nil || ng == nil {
+		t.Fatalf("the gpu node group was deleted before the refusal (%v)", err)
+	}
+	if _, err := c.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String("theta"), NodegroupName: aws.String("extra")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteCluster(ctx, "theta"); err != nil {
+		t.Fatalf("delete after removing the foreign node group: %v", err)
+	}
+	if n := countOwned(t, c, "theta"); n != 0 {
+		t.Fatalf("%d owned parts left", n)
 	}
 }

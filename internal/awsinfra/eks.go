@@ -161,10 +161,13 @@ func (c *Clients) waitEKSClusterGone(ctx context.Context, name string) error {
 }
 
 // deleteEKSCluster deletes the control plane (its access entries go with it)
-// and waits until it is gone; the caller has checked the cluster is owned.
-func (c *Clients) deleteEKSCluster(ctx context.Context, name string) error {
-	if _, err := c.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)}); err != nil && !isNotFound(err) && !isCode(err, "ResourceInUseException") {
-		return fmt.Errorf("deleting EKS cluster %s: %w", name, err)
+// unless it is already DELETING, and waits until it is gone; the caller has
+// checked the cluster is owned and has no node groups left.
+func (c *Clients) deleteEKSCluster(ctx context.Context, name string, status ekstypes.ClusterStatus) error {
+	if status != ekstypes.ClusterStatusDeleting {
+		if _, err := c.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting EKS cluster %s: %w", name, err)
+		}
 	}
 	return c.waitEKSClusterGone(ctx, name)
 }

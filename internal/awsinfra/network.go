@@ -218,14 +218,13 @@ func (c *Clients) ensureNATAddress(ctx context.Context, spec ClusterSpec) (strin
 }
 
 func (c *Clients) ensureNATGateway(ctx context.Context, spec ClusterSpec, subnetID, allocationID string) (string, error) {
-	out, err := c.EC2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: append(ownerFilters(spec.Name, "nat"),
-		ec2types.Filter{Name: aws.String("state"), Values: []string{"pending", "available"}})})
+	nats, err := c.findNATGateways(ctx, spec.Name, "nat", "pending", "available")
 	if err != nil {
-		return "", fmt.Errorf("finding NAT gateway of %s: %w", spec.Name, err)
+		return "", err
 	}
 	var id string
-	if len(out.NatGateways) > 0 {
-		id = aws.ToString(out.NatGateways[0].NatGatewayId)
+	if len(nats) > 0 {
+		id = aws.ToString(nats[0].NatGatewayId)
 		c.adopted(ctx, "NAT gateway", id)
 	} else {
 		created, err := c.EC2.CreateNatGateway(ctx, &ec2.CreateNatGatewayInput{SubnetId: aws.String(subnetID), AllocationId: aws.String(allocationID),
@@ -252,6 +251,26 @@ func (c *Clients) ensureNATGateway(ctx context.Context, spec ClusterSpec, subnet
 			return fmt.Errorf("NAT gateway %s is %s: %s", id, st, aws.ToString(out.NatGateways[0].FailureMessage))
 		}
 	})
+}
+
+// findNATGateways lists the owner's NAT gateways (of one part, if given) in
+// the given states. The tags are checked here as well as in the filter:
+// moto ignores tag filters on DescribeNatGateways, and adopting another
+// cluster's NAT gateway would route this cluster through it.
+func (c *Clients) findNATGateways(ctx context.Context, owner, part string, states ...string) ([]ec2types.NatGateway, error) {
+	out, err := c.EC2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: append(ownerFilters(owner, part),
+		ec2types.Filter{Name: aws.String("state"), Values: states})})
+	if err != nil {
+		return nil, fmt.Errorf("finding NAT gateways of %s: %w", owner, err)
+	}
+	var nats []ec2types.NatGateway
+	for _, n := range out.NatGateways {
+		tags := fromEC2Tags(n.Tags)
+		if tags[OwnerTag] == owner && (part == "" || tags[partTag] == part) {
+			nats = append(nats, n)
+		}
+	}
+	return nats, nil
 }
 
 // ensureRouteTable makes the kind ("public"/"private") route table with a

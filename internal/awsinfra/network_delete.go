@@ -74,12 +74,11 @@ func (c *Clients) deleteNetwork(ctx context.Context, owner string) error {
 }
 
 func (c *Clients) deleteNATGateways(ctx context.Context, owner string) error {
-	out, err := c.EC2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: append(ownerFilters(owner, ""),
-		ec2types.Filter{Name: aws.String("state"), Values: []string{"pending", "available", "deleting", "failed"}})})
+	nats, err := c.findNATGateways(ctx, owner, "", "pending", "available", "deleting", "failed")
 	if err != nil {
-		return fmt.Errorf("finding NAT gateways of %s: %w", owner, err)
+		return err
 	}
-	for _, nat := range out.NatGateways {
+	for _, nat := range nats {
 		id := aws.ToString(nat.NatGatewayId)
 		if _, err := c.EC2.DeleteNatGateway(ctx, &ec2.DeleteNatGatewayInput{NatGatewayId: aws.String(id)}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("deleting NAT gateway %s: %w", id, err)

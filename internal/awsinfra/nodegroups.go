@@ -199,6 +199,32 @@ func taintDiff(have, want []Taint) (add, remove []Taint) {
 	return add, remove
 }
 
+// nodeGroupsOf splits the cluster's node groups into those carrying its owner
+// tag and the others.
+func (c *Clients) nodeGroupsOf(ctx context.Context, cluster string) (owned, foreign []string, err error) {
+	p := eks.NewListNodegroupsPaginator(c.EKS, &eks.ListNodegroupsInput{ClusterName: aws.String(cluster)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing node groups of EKS cluster %s: %w", cluster, err)
+		}
+		for _, name := range page.Nodegroups {
+			ng, err := c.findNodeGroupByName(ctx, cluster, name)
+			if err != nil {
+				return nil, nil, err
+			}
+			switch {
+			case ng == nil:
+			case ng.Tags[OwnerTag] == cluster:
+				owned = append(owned, name)
+			default:
+				foreign = append(foreign, name)
+			}
+		}
+	}
+	return owned, foreign, nil
+}
+
 // deleteNodeGroup deletes the node group and waits until it is gone; one
 // already gone is done, DELETE_FAILED ends the wait with its health issues.
 func (c *Clients) deleteNodeGroup(ctx context.Context, cluster, name string) error {

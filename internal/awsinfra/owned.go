@@ -112,12 +112,11 @@ func (c *Clients) ownedEC2(ctx context.Context, owner string) ([]OwnedPart, erro
 	for _, a := range eips.Addresses {
 		add("elastic-ip", aws.ToString(a.AllocationId), a.Tags)
 	}
-	nats, err := c.EC2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: append(f,
-		ec2types.Filter{Name: aws.String("state"), Values: []string{"pending", "available", "deleting", "failed"}})})
+	nats, err := c.findNATGateways(ctx, owner, "", "pending", "available", "deleting", "failed")
 	if err != nil {
-		return nil, fmt.Errorf("listing NAT gateways of %s: %w", owner, err)
+		return nil, err
 	}
-	for _, n := range nats.NatGateways {
+	for _, n := range nats {
 		add("nat-gateway", aws.ToString(n.NatGatewayId), n.Tags)
 	}
 	return parts, nil

@@ -91,12 +91,12 @@ func TestDeleteWaitsOutDeletingAndDependencyViolations(t *testing.T) {
 	if _, err := c.CreateCluster(ctx, testSpec("eps")); err != nil {
 		t.Fatal(err)
 	}
-	standIn.ClusterStatus("eps", "DELETING", 3)
-	standIn.NodegroupStatus("eps", "gpu", "DELETING", 2)
+	standIn.ClusterDeleting("eps", 3)
+	standIn.NodegroupDeleting("eps", "gpu", 2)
 	standIn.DependencyViolations("DeleteSubnet", 2)
 	standIn.DependencyViolations("DeleteVpc", 2)
 	standIn.ResetCalls()
-	if err := c.DeleteCluster(ctx, "eps", "gpu", "system"); err != nil {
+	if err := c.DeleteCluster(ctx, "eps"); err != nil {
 		t.Fatalf("deleting: %v", err)
 	}
 	calls := standIn.Calls()
@@ -107,8 +107,8 @@ func TestDeleteWaitsOutDeletingAndDependencyViolations(t *testing.T) {
 		t.Fatalf("DeleteSubnet called %d times, want 6 (4 subnets + 2 retries)", n)
 	}
 	// The cluster delete waited through DELETING before the roles went.
-	lastDescribe := slices.Index(calls, "DeleteRole")
-	if lastDescribe < 0 || countCalls(calls[:lastDescribe], "DescribeCluster") < 4 {
+	deleted, rolesGone := slices.Index(calls, "DeleteCluster"), slices.Index(calls, "DeleteRole")
+	if deleted < 0 || rolesGone < deleted || countCalls(calls[deleted:rolesGone], "DescribeCluster") < 4 {
 		t.Fatalf("roles deleted before the cluster's DELETING states passed: %v", calls)
 	}
 	if n := countOwned(t, c, "eps"); n != 0 {
@@ -137,7 +137,7 @@ func TestCreateRefusesForeignCluster(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exists but was not created by llmd") {
 		t.Fatalf("error %v, want a refusal to adopt", err)
 	}
-	if err := c.DeleteCluster(ctx, "zeta", "gpu"); err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "refusing to delete") {
+	if err := c.DeleteCluster(ctx, "zeta"); err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "refusing to delete") {
 		t.Fatalf("delete error %v, want a refusal", err)
 	}
 }

@@ -33,6 +33,7 @@ type AWSStandIn struct {
 	userAgent string
 	faults    map[string]bool
 	statuses  map[string]*injectedStatus
+	deleting  map[string]int
 	depViol   map[string]int
 	bodies    map[string]json.RawMessage
 	overlay   map[string]map[string]any
@@ -62,7 +63,7 @@ type accessEntry struct {
 // StartAWSStandIn starts a stand-in in front of moto for the test's duration.
 func StartAWSStandIn(t testing.TB, moto *Moto) *AWSStandIn {
 	t.Helper()
-	s := &AWSStandIn{moto: moto, faults: map[string]bool{}, statuses: map[string]*injectedStatus{}, depViol: map[string]int{},
+	s := &AWSStandIn{moto: moto, faults: map[string]bool{}, statuses: map[string]*injectedStatus{}, deleting: map[string]int{}, depViol: map[string]int{},
 		bodies: map[string]json.RawMessage{}, overlay: map[string]map[string]any{}, entries: map[string]map[string]*accessEntry{}, quotas: map[string]float64{},
 		versions: []string{"1.31", "1.32", "1.33", "1.34"}}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
@@ -87,9 +88,7 @@ func (s *AWSStandIn) ClearFaults() {
 }
 
 // ClusterStatus makes the next n DescribeCluster answers for the cluster
-// report status (n < 0: every answer), with health issues. After a delete the
-// stand-in answers from the deleted cluster's last description, as AWS does
-// while a cluster is DELETING.
+// report status (n < 0: every answer), with health issues.
 func (s *AWSStandIn) ClusterStatus(cluster, status string, n int, issues ...HealthIssue) {
 	s.inject("cluster/"+cluster, status, n, issues)
 }
@@ -97,6 +96,22 @@ func (s *AWSStandIn) ClusterStatus(cluster, status string, n int, issues ...Heal
 // NodegroupStatus does the same for DescribeNodegroup of one node group.
 func (s *AWSStandIn) NodegroupStatus(cluster, nodegroup, status string, n int, issues ...HealthIssue) {
 	s.inject("nodegroup/"+cluster+"/"+nodegroup, status, n, issues)
+}
+
+// ClusterDeleting makes the n DescribeCluster answers after the cluster's
+// DeleteCluster report DELETING, from the deleted cluster's last
+// description, as AWS does while it tears a control plane down.
+func (s *AWSStandIn) ClusterDeleting(cluster string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleting["cluster/"+cluster] = n
+}
+
+// NodegroupDeleting does the same for a node group after its DeleteNodegroup.
+func (s *AWSStandIn) NodegroupDeleting(cluster, nodegroup string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleting["nodegroup/"+cluster+"/"+nodegroup] = n
 }
 
 func (s *AWSStandIn) inject(key, status string, n int, issues []HealthIssue) {
@@ -365,6 +380,10 @@ func (s *AWSStandIn) remember(req awsRequest, body []byte) []byte {
 	if req.op == "DeleteCluster" {
 		// AWS deletes a cluster's access entries with it.
 		delete(s.entries, req.cluster)
+	}
+	if n := s.deleting[key]; n > 0 && (req.op == "DeleteCluster" || req.op == "DeleteNodegroup") {
+		delete(s.deleting, key)
+		s.statuses[key] = &injectedStatus{status: "DELETING", left: n}
 	}
 	if req.op == "CreateCluster" || req.op == "CreateNodegroup" {
 		// A new object under an old name starts without the old one's changes.
