@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,43 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 	}
 	if h := f.Health(); len(h) != 1 || h[0].ScrapeErrs == 0 || h[0].LastErr == "" {
 		t.Errorf("health %+v", h)
+	}
+}
+
+// TestFleetReplacesMovedPod: a pod that comes back under the same name with
+// another address (a StatefulSet pod rescheduled) is a new process, so the
+// fleet drops the old one everywhere (OnRemove) and follows the new address;
+// an unchanged report changes nothing.
+func TestFleetReplacesMovedPod(t *testing.T) {
+	var removed []string
+	cfg := config.Config{Model: "m"}
+	cfg.Default()
+	cfg.Discovery.Ports.HTTP = 1 // nothing listens: scrapes fail fast
+	f := discovery.NewFleet(discovery.FleetConfig{Addresses: discovery.Addresses{Discovery: cfg.Discovery, Model: cfg.Model},
+		Metrics: cfg.Metrics, OnRemove: func(p string) { removed = append(removed, p) }})
+	defer func() {
+		if err := f.Update(nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, step := range []struct {
+		pods    []discovery.Pod
+		removed string
+		http    string
+	}{
+		{[]discovery.Pod{{Name: "vllm-0", IP: "127.0.0.2"}}, "", "http://127.0.0.2:1"},
+		{[]discovery.Pod{{Name: "vllm-0", IP: "127.0.0.2"}}, "", "http://127.0.0.2:1"},
+		{[]discovery.Pod{{Name: "vllm-0", IP: "127.0.0.3"}}, "vllm-0", "http://127.0.0.3:1"},
+	} {
+		if err := f.Update(step.pods); err != nil {
+			t.Fatal(err)
+		}
+		p, ok := f.Target("vllm-0")
+		if !ok || p.HTTP != step.http || p.KVEvents != "tcp://"+step.pods[0].IP+":5557" || p.Replay != "tcp://"+step.pods[0].IP+":5558" {
+			t.Errorf("target %+v", p)
+		}
+		if got := strings.Join(removed, ","); got != step.removed {
+			t.Errorf("removed %q, want %q", got, step.removed)
+		}
 	}
 }
