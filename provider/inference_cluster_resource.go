@@ -141,17 +141,24 @@ func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRe
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	if state.AdminAccess.IsNull() {
-		// Import: the admin access is whatever grants the caller an entry.
+	importing := state.AdminAccess.IsNull()
+	state.refresh(c, cl)
+	if importing {
+		// AWS reports the creator bootstrap (refresh took it); where the API
+		// does not, an access entry for the caller means access_entry.
 		principal, found, err := c.FindAdminAccessEntry(ctx, name)
 		if err != nil {
 			resp.Diagnostics.AddError("Reading inference cluster "+name, err.Error())
 			return
 		}
-		state.AdminAccess = types.StringValue(map[bool]string{true: "access_entry", false: "bootstrap_creator"}[found])
-		state.AdminPrincipalARN = types.StringValue(principal)
+		if state.AdminAccess.IsNull() {
+			state.AdminAccess = types.StringValue(map[bool]string{true: "access_entry", false: "bootstrap_creator"}[found])
+		}
+		state.AdminPrincipalARN = types.StringValue("")
+		if state.AdminAccess.ValueString() == "access_entry" {
+			state.AdminPrincipalARN = types.StringValue(principal)
+		}
 	}
-	state.refresh(c, cl)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
