@@ -33,7 +33,7 @@ type command struct {
 var errNotImplemented = errors.New("not implemented yet")
 
 var commands = map[string]command{
-	"serve": {"route OpenAI-compatible requests to the fleet by cached prefix and load", notImplemented},
+	"serve": {"route OpenAI-compatible requests to the fleet by cached prefix and load", serveCommand},
 	"sim":   {"serve simulated vLLM replicas (OpenAI HTTP, /metrics, KV events over ZeroMQ)", sim.Command},
 	"bench": {"run the A/B benchmark of routing policies on the simulated fleet", notImplemented},
 	"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {

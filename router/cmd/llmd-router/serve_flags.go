@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
+)
+
+// serveOptions are `llmd-router serve`'s settings besides the config file.
+type serveOptions struct {
+	configPath, listen, model, tokJSON, tokConfig, kubeconfig string
+	blockSize                                                 int
+	simReplicas, simPort, simKVPort                           int
+	simHost, podsFile                                         string
+	simNoReplay                                               bool
+
+	limits                                proxy.Config
+	readHeaderTimeout, idleTimeout, drain time.Duration
+	canaryInterval                        time.Duration
+	logLevel                              string
+	set                                   map[string]bool // flags given on the command line or in the environment
+}
+
+// envPrefix turns a flag name into its environment variable: --max-queue is
+// LLMD_MAX_QUEUE.
+const envPrefix = "LLMD_"
+
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseServeFlags reads flags, then fills every flag not given from its
+// LLMD_* environment variable: flags beat the environment, which beats the
+// config file, which beats the defaults.
+func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string) (*serveOptions, error) {
+	o := &serveOptions{set: make(map[string]bool)}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.configPath, "config", "", "router YAML config (package router/config); flags and LLMD_* variables override it")
+	fs.StringVar(&o.listen, "listen", config.DefaultListen, "address to serve on (port 0 picks one; the chosen address is printed as JSON on stdout)")
+	fs.StringVar(&o.model, "model", "Qwen/Qwen2.5-7B-Instruct", "served model name (the simulator's default)")
+	fs.StringVar(&o.tokJSON, "tokenizer", "", "the model's tokenizer.json; without it requests route on load alone")
+	fs.StringVar(&o.tokConfig, "tokenizer-config", "", "the model's tokenizer_config.json (chat template)")
+	fs.IntVar(&o.blockSize, "block-size", 0, "vLLM --block-size (0 learns it from KV events)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for Kubernetes discovery (default: in-cluster)")
+	fs.IntVar(&o.simReplicas, "sim-replicas", 0, "route to this many `llmd-router sim` replicas at their default addresses (static discovery)")
+	fs.StringVar(&o.simHost, "sim-host", "127.0.0.1", "with --sim-replicas: the simulator's --host")
+	fs.IntVar(&o.simPort, "sim-port", 8000, "with --sim-replicas: the simulator's --port (replica i serves HTTP on port+i)")
+	fs.IntVar(&o.simKVPort, "sim-kv-port", 5557, "with --sim-replicas: the simulator's --kv-port (replica i publishes on kv-port+2i, replays on kv-port+2i+1)")
+	fs.BoolVar(&o.simNoReplay, "sim-no-replay", false, "with --sim-replicas: the simulator runs with --no-replay")
+	fs.StringVar(&o.podsFile, "pods-file", "", "static pods from a file of the JSON lines `llmd-router sim` prints (any --port)")
+	fs.Int64Var(&o.limits.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body; larger gets 413")
+	fs.IntVar(&o.limits.MaxInFlightPerPod, "max-in-flight-per-pod", 0, "requests this router keeps open on one pod (0: no cap)")
+	fs.IntVar(&o.limits.MaxQueue, "max-queue", proxy.DefaultMaxQueue, "requests waiting while every pod is at its cap; beyond it 429")
+	fs.DurationVar(&o.limits.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "longest wait for a pod under its cap before 429")
+	fs.IntVar(&o.limits.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "pods one request is tried on")
+	fs.DurationVar(&o.limits.BodyTimeout, "body-timeout", proxy.DefaultBodyTimeout, "longest read of one request body; slower gets 408")
+	fs.DurationVar(&o.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest read of a request's headers")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle longer are closed")
+	fs.DurationVar(&o.drain, "shutdown-timeout", 5*time.Minute, "on SIGTERM, how long open requests (streams) may take to finish")
+	fs.DurationVar(&o.canaryInterval, "canary-interval", 5*time.Minute, "tokenizer canary period (with --tokenizer-config)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if o.set[f.Name] {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+			}
+			o.set[f.Name] = true
+		}
+	})
+	return o, errors.Join(errs...)
+}
+
+// routerConfig is the config file with the options applied over it; without
+// a file, the options alone must name the pods.
+func (o *serveOptions) routerConfig() (*config.Config, error) {
+	c := &config.Config{}
+	if o.configPath != "" {
+		data, err := os.ReadFile(o.configPath)
+		if err != nil {
+			return nil, fmt.Errorf("reading router config: %w", err)
+		}
+		if c, err = config.Parse(data); err != nil {
+			return nil, fmt.Errorf("router config %s: %w", o.configPath, err)
+		}
+	}
+	override := func(name string, apply func()) {
+		if o.set[name] || o.configPath == "" {
+			apply()
+		}
+	}
+	override("listen", func() { c.Listen = o.listen })
+	override("model", func() { c.Model = o.model })
+	override("tokenizer", func() { c.Tokenizer.JSON = o.tokJSON })
+	override("tokenizer-config", func() { c.Tokenizer.Config = o.tokConfig })
+	override("block-size", func() { c.BlockSize = o.blockSize })
+	static, err := o.staticPods()
+	if err != nil {
+		return nil, err
+	}
+	if static != nil {
+		c.Discovery.Kubernetes = nil
+		c.Discovery.Static = static
+	}
+	c.Default()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("router config: %w", err)
+	}
+	return c, nil
+}
+
+// staticPods lists the pods --sim-replicas or --pods-file name, nil if
+// neither is given.
+func (o *serveOptions) staticPods() ([]config.StaticPod, error) {
+	switch {
+	case o.simReplicas > 0 && o.podsFile != "":
+		return nil, errors.New("--sim-replicas and --pods-file both name the pods: give one")
+	case o.simReplicas > 0:
+		var out []config.StaticPod
+		for i := range o.simReplicas {
+			addr := func(port int) string { return o.simHost + ":" + strconv.Itoa(port) }
+			p := config.StaticPod{Name: "sim-" + strconv.Itoa(i), IP: o.simHost, HTTP: "http://" + addr(o.simPort+i),
+				KVEvents: "tcp://" + addr(o.simKVPort+2*i)}
+			if !o.simNoReplay {
+				p.Replay = "tcp://" + addr(o.simKVPort+2*i+1)
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	case o.podsFile != "":
+		return readPodsFile(o.podsFile)
+	}
+	return nil, nil
+}
+
+// readPodsFile reads the replica lines `llmd-router sim` prints.
+func readPodsFile(path string) ([]config.StaticPod, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading pods file: %w", err)
+	}
+	defer f.Close()
+	var out []config.StaticPod
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var p struct{ Pod, HTTP, KV, Replay string }
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return nil, fmt.Errorf("pods file %s line %d: %w", path, line, err)
+		}
+		out = append(out, config.StaticPod{Name: p.Pod, HTTP: p.HTTP, KVEvents: p.KV, Replay: p.Replay})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading pods file %s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("pods file %s lists no pods", path)
+	}
+	return out, nil
+}

@@ -1,0 +1,158 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// routed serves the two inference endpoints: read, tokenize, pick, forward.
+func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+	if err != nil {
+		s.cfg.Metrics.decision(outcomeInvalid)
+		bodyError(w, err)
+		return
+	}
+	req, ok := s.prompt(w, r.URL.Path, body)
+	if !ok {
+		return
+	}
+	s.forward(w, r, body, s.routeChooser(req))
+}
+
+// prompt turns body into a routing request, answering 400 for a body the
+// engine would refuse. An untokenizable request routes on load alone.
+func (s *Server) prompt(w http.ResponseWriter, path string, body []byte) (*scoring.Request, bool) {
+	req, err := s.cfg.Prompter.Prompt(path, body)
+	switch {
+	case err == nil:
+	case errors.Is(err, scoring.ErrUntokenizable) && req != nil:
+		s.cfg.Metrics.untokenizable(req.Untokenizable)
+	default:
+		s.cfg.Metrics.decision(outcomeInvalid)
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	return req, true
+}
+
+// routeChooser picks with the scorers among the untried pods under their
+// in-flight cap, queueing while every one is at it.
+func (s *Server) routeChooser(req *scoring.Request) chooser {
+	var deadline time.Time
+	var buf []scoring.Pod
+	return func(ctx context.Context, tried []string) (slot, error) {
+		for {
+			buf = untried(s.cfg.Fleet.Pods(buf[:0]), tried)
+			if len(buf) == 0 {
+				s.cfg.Metrics.decision(outcomeNoPods)
+				return slot{}, errNoPods
+			}
+			open, wake := s.adm.underCap(buf)
+			if len(open) == 0 {
+				if deadline.IsZero() {
+					deadline = time.Now().Add(s.cfg.QueueTimeout)
+				}
+				if err := s.adm.wait(ctx, wake, deadline); err != nil {
+					if ctx.Err() == nil {
+						s.cfg.Metrics.decision(outcomeShed)
+					}
+					return slot{}, err
+				}
+				continue
+			}
+			d, err := s.cfg.Picker.Pick(req, open)
+			if err != nil {
+				return slot{}, err
+			}
+			if !s.adm.acquire(d.Pod) {
+				continue // another request took the pod's last slot since underCap
+			}
+			if len(tried) == 0 {
+				s.cfg.Metrics.decided(&d)
+			}
+			return slot{pod: d.Pod, release: func() { s.adm.release(d.Pod) }}, nil
+		}
+	}
+}
+
+// untried removes the pods in tried from pods, in place.
+func untried(pods []scoring.Pod, tried []string) []scoring.Pod {
+	if len(tried) == 0 {
+		return pods
+	}
+	return slices.DeleteFunc(pods, func(p scoring.Pod) bool { return slices.Contains(tried, p.Name) })
+}
+
+// passthrough forwards any other request to the ready pod with the fewest
+// requests in flight from this router: model lists, /tokenize and the like
+// are the same on every pod and cost little, so they skip scoring and caps.
+func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+	if err != nil {
+		bodyError(w, err)
+		return
+	}
+	var buf []scoring.Pod
+	s.forward(w, r, body, func(_ context.Context, tried []string) (slot, error) {
+		buf = untried(s.cfg.Fleet.Pods(buf[:0]), tried)
+		if len(buf) == 0 {
+			return slot{}, errNoPods
+		}
+		best := buf[0]
+		for _, p := range buf[1:] {
+			if p.Load.InFlight < best.Load.InFlight {
+				best = p
+			}
+		}
+		return slot{pod: best.Name, release: func() {}}, nil
+	})
+}
+
+// explain answers POST /v1/route: the decision the router would take for
+// the body now, with every pod's scores, committing nothing. The body is a
+// chat request when it has "messages" (or ?path= says so), else a
+// completion.
+func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+	if err != nil {
+		bodyError(w, err)
+		return
+	}
+	path := r.URL.Query().Get("path")
+	if path == "" {
+		var probe struct {
+			Messages json.RawMessage `json:"messages"`
+		}
+		path = chat.PathCompletions
+		if json.Unmarshal(body, &probe) == nil && probe.Messages != nil {
+			path = chat.PathChatCompletions
+		}
+	}
+	if path != chat.PathCompletions && path != chat.PathChatCompletions {
+		writeError(w, http.StatusBadRequest, "path must be "+chat.PathCompletions+" or "+chat.PathChatCompletions)
+		return
+	}
+	req, err := s.cfg.Prompter.Prompt(path, body)
+	if err != nil && !(errors.Is(err, scoring.ErrUntokenizable) && req != nil) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	d, err := s.cfg.Picker.Explain(req, s.cfg.Fleet.Pods(nil))
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Path string `json:"path"`
+		scoring.Decision
+	}{path, d})
+}

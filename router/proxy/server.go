@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// Fleet is what the proxy needs of package discovery: the candidates and
+// their load, where each serves, the in-flight count the scorers read, and
+// whether the first view has arrived. *discovery.Fleet implements it.
+type Fleet interface {
+	Pods(dst []scoring.Pod) []scoring.Pod
+	Target(pod string) (discovery.Pod, bool)
+	Begin(pod string) (end func())
+	Synced() bool
+}
+
+var _ Fleet = (*discovery.Fleet)(nil)
+
+// Config configures a Server. Zero limits take the defaults below.
+type Config struct {
+	Fleet    Fleet
+	Picker   *scoring.Picker
+	Prompter scoring.Prompter
+	// Transport sends upstream requests (default: a transport tuned for many
+	// concurrent streams to few hosts, see NewTransport).
+	Transport http.RoundTripper
+	// Metrics receives the serving metrics; nil disables them.
+	Metrics *Metrics
+	// Logger gets one line per failed attempt and shed request (default
+	// slog.Default()).
+	Logger *slog.Logger
+
+	// MaxBodyBytes bounds a request body (default 16 MiB: a 128k-token
+	// prompt as token ids in JSON).
+	MaxBodyBytes int64
+	// BodyTimeout bounds reading one request body (default 60s); a slower
+	// client gets 408. Header and idle timeouts belong to the http.Server.
+	BodyTimeout time.Duration
+	// MaxInFlightPerPod caps the requests this router has open on one pod;
+	// 0 means no cap (and no queue).
+	MaxInFlightPerPod int
+	// MaxQueue bounds the requests waiting for a pod under its cap
+	// (default 1024); a full queue sheds with 429.
+	MaxQueue int
+	// QueueTimeout bounds the wait for a slot (default 30s).
+	QueueTimeout time.Duration
+	// MaxAttempts bounds the pods one request is tried on (default 3).
+	MaxAttempts int
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 16 << 20
+	DefaultMaxQueue     = 1024
+	DefaultQueueTimeout = 30 * time.Second
+	DefaultMaxAttempts  = 3
+	DefaultBodyTimeout  = 60 * time.Second
+)
+
+// Server is the HTTP handler of the serving front.
+type Server struct {
+	cfg   Config
+	adm   *admission
+	mux   *http.ServeMux
+	log   *slog.Logger
+	drain atomic.Bool
+}
+
+// New returns a Server; Fleet, Picker and Prompter are required.
+func New(cfg Config) (*Server, error) {
+	if cfg.Fleet == nil || cfg.Picker == nil || cfg.Prompter == nil {
+		return nil, errors.New("proxy: Fleet, Picker and Prompter are required")
+	}
+	if cfg.MaxInFlightPerPod < 0 || cfg.MaxQueue < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxAttempts < 0 {
+		return nil, fmt.Errorf("proxy: negative limit in %+v", cfg)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = NewTransport()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	if cfg.QueueTimeout == 0 {
+		cfg.QueueTimeout = DefaultQueueTimeout
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue, cfg.QueueTimeout)}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST "+chat.PathCompletions, s.routed)
+	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.routed)
+	s.mux.HandleFunc("POST /v1/route", s.explain)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.mux.HandleFunc("GET /readyz", s.ready)
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", cfg.Metrics.Handler())
+	}
+	s.mux.HandleFunc("/", s.passthrough)
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Drain makes /readyz fail from now on, so a load balancer stops sending
+// new requests while the http.Server's Shutdown lets open ones finish.
+func (s *Server) Drain() { s.drain.Store(true) }
+
+// ready answers /readyz: 200 once discovery has delivered its first view of
+// the fleet, 503 before that and while draining.
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case s.drain.Load():
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+	case !s.cfg.Fleet.Synced():
+		http.Error(w, "discovery has not synced", http.StatusServiceUnavailable)
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// NewTransport returns the upstream transport: keep-alive connections
+// enough for hundreds of concurrent streams per pod (Go's default keeps 2
+// idle per host, which would redial most requests), a short dial timeout so
+// a dead pod fails over quickly, and no compression, so bytes pass through
+// as the engine wrote them.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ExpectContinueTimeout: 0,
+	}
+}
