@@ -29,6 +29,8 @@ func getAttr(obj any, attr string, line int) (any, error) {
 		if v, ok := x.attrs.m[attr]; ok {
 			return v, nil
 		}
+	case *loopInfo:
+		return x.attr(attr), nil
 	}
 	return undefined{attr}, nil
 }

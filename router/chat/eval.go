@@ -197,36 +197,54 @@ func bindTargets(f *frame, targets []string, item any, line int) error {
 	return nil
 }
 
-// loopObject is Jinja2's loop variable for iteration i.
-func loopObject(items []any, i int) *Dict {
-	n := len(items)
-	d := NewDict()
-	d.Set("index", int64(i+1))
-	d.Set("index0", int64(i))
-	d.Set("revindex", int64(n-i))
-	d.Set("revindex0", int64(n-i-1))
-	d.Set("first", i == 0)
-	d.Set("last", i == n-1)
-	d.Set("length", int64(n))
-	d.Set("depth", int64(1))
-	d.Set("depth0", int64(0))
-	if i > 0 {
-		d.Set("previtem", items[i-1])
-	} else {
-		d.Set("previtem", undefined{"previtem"})
-	}
-	if i < n-1 {
-		d.Set("nextitem", items[i+1])
-	} else {
-		d.Set("nextitem", undefined{"nextitem"})
-	}
-	d.Set("cycle", callable(func(_ *evaluator, args []any, _ *Dict) (any, error) {
-		if len(args) == 0 {
-			return nil, errors.New("TypeError: no items for cycling given")
+// loopInfo is Jinja2's loop variable for iteration i, resolved lazily by
+// attribute: building a dict per iteration cost more than the loop body.
+type loopInfo struct {
+	items []any
+	i     int
+}
+
+func loopObject(items []any, i int) *loopInfo { return &loopInfo{items, i} }
+
+// attr returns loop.name.
+func (l *loopInfo) attr(name string) any {
+	n, i := len(l.items), l.i
+	switch name {
+	case "index":
+		return int64(i + 1)
+	case "index0":
+		return int64(i)
+	case "revindex":
+		return int64(n - i)
+	case "revindex0":
+		return int64(n - i - 1)
+	case "first":
+		return i == 0
+	case "last":
+		return i == n-1
+	case "length":
+		return int64(n)
+	case "depth":
+		return int64(1)
+	case "depth0":
+		return int64(0)
+	case "previtem":
+		if i > 0 {
+			return l.items[i-1]
 		}
-		return args[i%len(args)], nil
-	}))
-	return d
+	case "nextitem":
+		if i < n-1 {
+			return l.items[i+1]
+		}
+	case "cycle":
+		return callable(func(_ *evaluator, args []any, _ *Dict) (any, error) {
+			if len(args) == 0 {
+				return nil, errors.New("TypeError: no items for cycling given")
+			}
+			return args[i%len(args)], nil
+		})
+	}
+	return undefined{name}
 }
 
 // macro makes a callable from a macro definition, closing over its scope.

@@ -149,6 +149,9 @@ func wrapTemplate(err error, line int) error {
 }
 
 func (ev *evaluator) binary(e *binExpr, f *frame) (any, error) {
+	if e.op == "+" {
+		return ev.plus(e, f)
+	}
 	l, err := ev.eval(e.l, f)
 	if err != nil {
 		return nil, err
@@ -174,6 +177,49 @@ func (ev *evaluator) binary(e *binExpr, f *frame) (any, error) {
 		return nil, templateError(e.line, "%v", err)
 	}
 	return v, nil
+}
+
+// plus evaluates a chain a + b + c ... left to right as Python does, but
+// joins a run of strings with one allocation instead of copying the
+// growing prefix at every "+": chat templates print each turn that way.
+func (ev *evaluator) plus(e *binExpr, f *frame) (any, error) {
+	var operands []expr // rightmost first
+	n := e
+	for {
+		operands = append(operands, n.r)
+		l, ok := n.l.(*binExpr)
+		if !ok || l.op != "+" {
+			operands = append(operands, n.l)
+			break
+		}
+		n = l
+	}
+	var acc any
+	var parts []string // the pending run of strings, acc not yet updated
+	for i := len(operands) - 1; i >= 0; i-- {
+		v, err := ev.eval(operands[i], f)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := v.(string); ok && (i == len(operands)-1 || parts != nil) {
+			parts = append(parts, s)
+			continue
+		}
+		if parts != nil {
+			acc, parts = strings.Join(parts, ""), nil
+		}
+		if i == len(operands)-1 {
+			acc = v
+			continue
+		}
+		if acc, err = arith("+", acc, v); err != nil {
+			return nil, templateError(e.line, "%v", err)
+		}
+	}
+	if parts != nil {
+		return strings.Join(parts, ""), nil
+	}
+	return acc, nil
 }
 
 func (ev *evaluator) compare(e *compareExpr, f *frame) (any, error) {

@@ -231,6 +231,9 @@ func (d *jsonDecoder) str() (string, error) {
 		case c < 0x20:
 			return "", d.errorf("invalid control character in string")
 		case c == '\\':
+			if b == nil {
+				b = make([]byte, 0, d.stringEnd()-start)
+			}
 			b = append(b, d.s[start:d.i]...)
 			var err error
 			if b, err = d.escape(b); err != nil {
@@ -239,8 +242,26 @@ func (d *jsonDecoder) str() (string, error) {
 			start = d.i
 		default:
 			d.i++
+			// skip the run of plain bytes in one tight loop
+			for d.i < len(d.s) && d.s[d.i] >= 0x20 && d.s[d.i] != '"' && d.s[d.i] != '\\' {
+				d.i++
+			}
 		}
 	}
+}
+
+// stringEnd returns the index of the quote closing the string at d.i (or
+// the end of input), an upper bound of the decoded length.
+func (d *jsonDecoder) stringEnd() int {
+	for i := d.i; i < len(d.s); i++ {
+		switch d.s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(d.s)
 }
 
 func (d *jsonDecoder) checkUTF8(s string) error {

@@ -3,6 +3,7 @@ package chat
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,8 @@ type Template struct {
 	// jinja2.meta.find_undeclared_variables that vLLM uses to decide which
 	// chat_template_kwargs reach the template.
 	names map[string]bool
+	// sizeHint is the length of the last rendering, to size the next one.
+	sizeHint atomic.Int64
 }
 
 // Compile parses template source.
@@ -54,10 +57,12 @@ func (t *Template) Render(vars *Dict) (string, error) {
 		global.vars[k] = vars.m[k]
 	}
 	var out strings.Builder
+	out.Grow(int(t.sizeHint.Load()) + 256)
 	ev := &evaluator{}
 	if _, err := ev.run(t.body, newFrame(global), &out); err != nil {
 		return "", err
 	}
+	t.sizeHint.Store(int64(out.Len()))
 	return out.String(), nil
 }
 

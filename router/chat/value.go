@@ -132,6 +132,8 @@ func typeName(v any) string {
 		return "Namespace"
 	case callable:
 		return "function"
+	case *loopInfo:
+		return "LoopContext"
 	}
 	return fmt.Sprintf("%T", v)
 }

@@ -1,0 +1,150 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// benchTokens is the prompt length the issue asks to measure.
+const benchTokens = 2176
+
+// benchBody builds a Qwen3 chat request (system prompt, three earlier
+// turns, tools, a last user turn) from real text, sized so that its prompt
+// is exactly benchTokens tokens with the last turn "lastTurn(0)".
+func benchBody(b *testing.B, m *Model) func(i int) []byte {
+	data, err := os.ReadFile("/usr/share/common-licenses/GPL-3")
+	if err != nil {
+		b.Skipf("no benchmark text: %v", err)
+	}
+	text := string(data)
+	build := func(sysLen, i int) []byte {
+		req := map[string]any{
+			"model": "qwen3",
+			"messages": []map[string]any{
+				{"role": "system", "content": text[:sysLen]},
+				{"role": "user", "content": text[20000:20600]},
+				{"role": "assistant", "content": text[21000:21500]},
+				{"role": "user", "content": text[22000:22400]},
+				{"role": "assistant", "content": "<think>\nshort\n</think>\n\n" + text[23000:23300]},
+				{"role": "user", "content": fmt.Sprintf("Question %d: what does section %d say about conveying?", i, i%17)},
+			},
+			"tools": []map[string]any{{"type": "function", "function": map[string]any{
+				"name": "lookup", "description": "Look up a section <by number> & 'title'",
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}},
+			}}},
+		}
+		out, err := json.Marshal(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	count := func(body []byte) int {
+		req, err := ParseRequest(PathChatCompletions, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids, err := m.Tokenize(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return len(ids[0])
+	}
+	lo, hi := 0, 19000
+	for lo < hi { // smallest system prompt reaching benchTokens
+		mid := (lo + hi) / 2
+		if count(build(mid, 0)) < benchTokens {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if n := count(build(lo, 0)); n != benchTokens {
+		b.Fatalf("could not size the request: %d tokens", n)
+	}
+	return func(i int) []byte { return build(lo, i) }
+}
+
+func tokenizeBody(b *testing.B, m *Model, body []byte) []uint32 {
+	req, err := ParseRequest(PathChatCompletions, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids, err := m.Tokenize(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ids[0]
+}
+
+// BenchmarkChatCold measures parse + normalise + render + tokenize of the
+// 2,176-token request on a freshly loaded model (empty tokenizer caches).
+func BenchmarkChatCold(b *testing.B) {
+	files := testenv.Tokenizer(b, "qwen3")
+	m, err := LoadModel(files.TokenizerJSON, files.TokenizerConfig, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := benchBody(b, m)(0)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		fresh, err := LoadModel(files.TokenizerJSON, files.TokenizerConfig, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		tokenizeBody(b, fresh, body)
+	}
+}
+
+// BenchmarkChatUniqueLastTurn measures a warm model on 2,176-token requests
+// that share everything but a unique last user turn, and reports the p50
+// and p99 of the per-request time.
+func BenchmarkChatUniqueLastTurn(b *testing.B) {
+	files := testenv.Tokenizer(b, "qwen3")
+	m, err := LoadModel(files.TokenizerJSON, files.TokenizerConfig, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gen := benchBody(b, m)
+	bodies := make([][]byte, b.N)
+	for i := range bodies {
+		bodies[i] = gen(i + 1)
+	}
+	tokenizeBody(b, m, gen(0)) // warm
+	times := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		tokenizeBody(b, m, bodies[i])
+		times[i] = time.Since(start)
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(times[len(times)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkRenderOnly isolates normalisation and template rendering of the
+// same request (no tokenizing).
+func BenchmarkRenderOnly(b *testing.B) {
+	files := testenv.Tokenizer(b, "qwen3")
+	m, err := LoadModel(files.TokenizerJSON, files.TokenizerConfig, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := benchBody(b, m)(1)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := m.RenderChat(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
