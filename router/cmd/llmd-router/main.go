@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/bench"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 )
 
@@ -35,7 +36,7 @@ var errNotImplemented = errors.New("not implemented yet")
 var commands = map[string]command{
 	"serve": {"route OpenAI-compatible requests to the fleet by cached prefix and load", serveCommand},
 	"sim":   {"serve simulated vLLM replicas (OpenAI HTTP, /metrics, KV events over ZeroMQ)", sim.Command},
-	"bench": {"run the A/B benchmark of routing policies on the simulated fleet", notImplemented},
+	"bench": {"run the A/B benchmark of routing policies on the simulated fleet", bench.Command},
 	"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 		_, err := fmt.Fprintln(stdout, version)
 		return err

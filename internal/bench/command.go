@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Command is `llmd-router bench`: it runs the policies on one workload in
+// virtual time or against live simulated replicas, prints the A/B table,
+// and writes the JSON report and the plot.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := SeedWorkload()
+	var (
+		mode        = fs.String("mode", "virtual", "virtual (discrete-event simulator) or live (simulated replicas, real router process)")
+		policies    = fs.String("policies", "rr,random,approx,llmd,best", "comma-separated policies: rr, random, approx, llmd, best")
+		dataset     = fs.String("dataset", seed.Dataset, "prefix_repetition, zipf or none")
+		numPrompts  = fs.Int("num-prompts", seed.NumPrompts, "prompts per policy")
+		concurrency = fs.Int("max-concurrency", seed.MaxConcurrency, "client connections (requests in flight at most)")
+		rate        = fs.Float64("request-rate", 0, "Poisson arrivals per second (0: inf, every request ready at once)")
+		seedFlag    = fs.Uint64("seed", seed.Seed, "seed of the prompts, arrivals, placements and engines")
+		numPrefixes = fs.Int("prefix-repetition-num-prefixes", seed.NumPrefixes, "distinct shared prefixes (prefix_repetition, zipf)")
+		prefixLen   = fs.Int("prefix-repetition-prefix-len", seed.PrefixLen, "prefix tokens (none: added to the suffix)")
+		suffixLen   = fs.Int("prefix-repetition-suffix-len", seed.SuffixLen, "suffix tokens")
+		outputLen   = fs.Int("prefix-repetition-output-len", seed.OutputLen, "output tokens per request (--ignore-eos)")
+		zipfS       = fs.Float64("zipf-s", seed.ZipfS, "zipf: popularity exponent")
+		replicas    = fs.Int("replicas", seed.Replicas, "simulated replicas")
+		jsonPath    = fs.String("json", "", "write the JSON report here (required)")
+		plotPath    = fs.String("plot", "", "write the SVG plot here")
+		live        = DefaultLiveOptions()
+	)
+	fs.Float64Var(&live.TimeScale, "time-scale", live.TimeScale, "live: simulated seconds per wall-clock second")
+	fs.Float64Var(&live.MaxLag, "max-lag", live.MaxLag, "live: fail when a replica lags its schedule by more than this share of the run")
+	fs.StringVar(&live.Router, "router", live.Router, "live: llmd-router binary whose serve command routes (default: this binary)")
+	scaled := fs.Bool("demo-scale", false, "live: the seed workload scaled for `make demo` (see internal/bench doc)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *jsonPath == "" {
+		return fmt.Errorf("--json FILE is required")
+	}
+	pols, err := ParsePolicies(*policies)
+	if err != nil {
+		return err
+	}
+	w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
+		SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
+		RequestRate: *rate, Seed: *seedFlag, Replicas: *replicas}
+	if *scaled {
+		w, live.TimeScale = DemoWorkload(w), DemoTimeScale
+	}
+	if _, err := w.SimDataset(); err != nil {
+		return err
+	}
+	start := time.Now()
+	var rep Report
+	switch *mode {
+	case "virtual":
+		fmt.Fprintf(stderr, "bench: virtual time, %d policies in parallel ...\n", len(pols))
+		rep, err = RunVirtual(w, pols)
+	case "live":
+		rep, err = RunLive(ctx, w, pols, live, stderr)
+	default:
+		return fmt.Errorf("--mode %q: want virtual or live", *mode)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: %s mode took %s of wall time\n", *mode, time.Since(start).Round(time.Millisecond))
+	if err := WriteTable(stdout, rep); err != nil {
+		return err
+	}
+	if err := writeFile(*jsonPath, func(f io.Writer) error {
+		enc := json.NewEncoder(f)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}); err != nil {
+		return err
+	}
+	if *plotPath != "" {
+		return writeFile(*plotPath, func(f io.Writer) error { return WritePlot(f, rep) })
+	}
+	return nil
+}
+
+// writeFile creates path (and its directory) and fills it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("creating the directory of %s: %w", path, err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// podMetrics is what the bench reads from one replica's /metrics: vLLM's
+// counters and gauges, and the simulator's lag.
+type podMetrics struct {
+	Waiting, KVUsage       float64
+	Queries, Hits, Preempt float64
+	Success                float64
+	LagMax                 float64
+}
+
+// wanted maps metric names to the field they fill; vLLM labels every
+// sample (model_name), so a name may carry labels and several samples of
+// one name add up (request_success_total by finish reason).
+var wanted = map[string]func(m *podMetrics, v float64){
+	"vllm:num_requests_waiting":       func(m *podMetrics, v float64) { m.Waiting += v },
+	"vllm:kv_cache_usage_perc":        func(m *podMetrics, v float64) { m.KVUsage += v },
+	"vllm:prefix_cache_queries_total": func(m *podMetrics, v float64) { m.Queries += v },
+	"vllm:prefix_cache_hits_total":    func(m *podMetrics, v float64) { m.Hits += v },
+	"vllm:num_preemptions_total":      func(m *podMetrics, v float64) { m.Preempt += v },
+	"vllm:request_success_total":      func(m *podMetrics, v float64) { m.Success += v },
+	"llmd_sim_lag_max_seconds":        func(m *podMetrics, v float64) { m.LagMax = max(m.LagMax, v) },
+}
+
+// parsePodMetrics reads the wanted samples from Prometheus text.
+func parsePodMetrics(r io.Reader) (podMetrics, error) {
+	var m podMetrics
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, " ")
+		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name) {
+			name = line[:i]
+			_, rest, _ = strings.Cut(line[strings.LastIndexByte(line, '}')+1:], " ")
+		}
+		set, ok := wanted[name]
+		if !ok {
+			continue
+		}
+		val, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return m, fmt.Errorf("metric %s: %w", name, err)
+		}
+		set(&m, v)
+	}
+	return m, sc.Err()
+}
+
+// scrapeFleet reads every replica's metrics.
+func scrapeFleet(ctx context.Context, hc *http.Client, bases []string) ([]podMetrics, error) {
+	out := make([]podMetrics, len(bases))
+	for i, base := range bases {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, base+"/metrics", nil)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("scraping %s: %w", base, err)
+		}
+		out[i], err = parsePodMetrics(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("scraping %s: %w", base, err)
+		}
+	}
+	return out, nil
+}
+
+// fleetSampler samples the fleet's waiting total and KV use while a run
+// is loaded, as the virtual loop samples its engines.
+type fleetSampler struct {
+	peakWaiting int
+	kvSum       float64
+	samples     int
+	err         error
+}
+
+// run samples every interval until ctx ends; loaded says whether the client
+// still has requests to send (means cover only that part).
+func (s *fleetSampler) run(ctx context.Context, hc *http.Client, bases []string, interval time.Duration, loaded func() bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ms, err := scrapeFleet(ctx, hc, bases)
+		if err != nil {
+			if ctx.Err() == nil && s.err == nil {
+				s.err = err
+			}
+			continue
+		}
+		waiting, kv := 0.0, 0.0
+		for _, m := range ms {
+			waiting += m.Waiting
+			kv += m.KVUsage / float64(len(ms))
+		}
+		s.peakWaiting = max(s.peakWaiting, int(waiting))
+		if loaded() {
+			s.kvSum += kv
+			s.samples++
+		}
+	}
+}

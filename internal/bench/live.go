@@ -1,0 +1,262 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+)
+
+// LiveOptions configure live mode.
+type LiveOptions struct {
+	// TimeScale is simulated seconds per wall-clock second for the replicas.
+	// Reported times are simulated seconds (wall x TimeScale), so they
+	// compare with virtual mode's; the client's and router's own latency is
+	// scaled up by the same factor.
+	TimeScale float64
+	// MaxLag fails a policy's run when a replica's largest lag behind its
+	// schedule (llmd_sim_lag_max_seconds) exceeds this share of the run's
+	// wall time: a starved CPU must not pass for a slow GPU.
+	MaxLag float64
+	// Router is the llmd-router binary whose serve command routes the
+	// router policies; empty means this process's own executable.
+	Router string
+	// Model is the served model name.
+	Model string
+}
+
+// DefaultLiveOptions are real time, the 5% lag limit, this binary.
+func DefaultLiveOptions() LiveOptions {
+	return LiveOptions{TimeScale: 1, MaxLag: 0.05, Model: "Qwen/Qwen2.5-7B-Instruct"}
+}
+
+// RunLive runs each policy in turn against freshly started simulated
+// replicas (cold caches, counters from zero): rr and random place requests
+// from the client, as kube-proxy and a random pick would; approx, llmd
+// and best go through a real `llmd-router serve` process configured with
+// the policy's scorers. Progress goes to progress.
+func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOptions, progress io.Writer) (Report, error) {
+	rep := Report{Mode: "live", Workload: w.Normalize(), Live: &LiveInfo{TimeScale: opts.TimeScale}}
+	if opts.TimeScale <= 0 {
+		return rep, fmt.Errorf("time scale %g: must be > 0", opts.TimeScale)
+	}
+	if opts.Router == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return rep, fmt.Errorf("finding this binary for the router: %w", err)
+		}
+		opts.Router = exe
+	}
+	ds, err := w.SimDataset()
+	if err != nil {
+		return rep, err
+	}
+	work, err := ds.Build()
+	if err != nil {
+		return rep, err
+	}
+	dir, err := os.MkdirTemp("", "llmd-bench-")
+	if err != nil {
+		return rep, fmt.Errorf("creating a work directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	for _, p := range policies {
+		start := time.Now()
+		s, lag, err := runLivePolicy(ctx, w, work, p, opts, dir, progress)
+		if err != nil {
+			return rep, fmt.Errorf("policy %s: %w", p, err)
+		}
+		wall := time.Since(start).Seconds()
+		rep.Policies = append(rep.Policies, s)
+		rep.Live.WallSeconds += wall
+		rep.Live.MaxLagSeconds = max(rep.Live.MaxLagSeconds, lag.seconds)
+		rep.Live.LagShare = max(rep.Live.LagShare, lag.share)
+		if lag.share > opts.MaxLag {
+			return rep, fmt.Errorf("policy %s: a replica lagged its schedule by %.1f s, %.1f%% of the %.0f s run (limit %.0f%%): "+
+				"the CPU could not keep up at time scale %g, so the figures would not be the model's",
+				p, lag.seconds, 100*lag.share, lag.wall, 100*opts.MaxLag, opts.TimeScale)
+		}
+	}
+	return rep, nil
+}
+
+// lagReport is a run's worst replica lag.
+type lagReport struct{ seconds, share, wall float64 }
+
+// runLivePolicy runs one policy on a fresh fleet.
+func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy string, opts LiveOptions, dir string,
+	progress io.Writer) (Summary, lagReport, error) {
+	ec := sim.DefaultEngineConfig()
+	ec.Seed = w.Seed
+	fleet, err := sim.StartFleet(sim.FleetConfig{Replica: sim.ReplicaConfig{Model: opts.Model, Engine: ec,
+		TimeScale: opts.TimeScale, Form: kvevents.FormMap, BufferSteps: 10000}, Replicas: w.Replicas, Host: "127.0.0.1"})
+	if err != nil {
+		return Summary{}, lagReport{}, fmt.Errorf("starting %d simulated replicas: %w", w.Replicas, err)
+	}
+	fctx, stopFleet := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- fleet.Serve(fctx) }()
+	defer func() {
+		stopFleet()
+		<-served
+	}()
+	bases := make([]string, len(fleet.Infos))
+	for i, info := range fleet.Infos {
+		bases[i] = info.HTTP
+	}
+	target, rp, err := liveTarget(ctx, policy, w, bases, fleet.Infos, opts, dir)
+	if err != nil {
+		return Summary{}, lagReport{}, err
+	}
+	if rp != nil {
+		defer rp.stop()
+	}
+	c := newClient(w, work, opts.Model, target, opts.TimeScale)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	sctx, stopSide := context.WithCancel(ctx)
+	var sampler fleetSampler
+	sideDone := make(chan struct{}, 2)
+	go func() {
+		sampler.run(sctx, hc, bases, max(100*time.Millisecond, time.Duration(float64(time.Second)/opts.TimeScale)),
+			func() bool { return int(c.next.Load()) < work.Len() })
+		sideDone <- struct{}{}
+	}()
+	go func() {
+		c.progress(sctx, progress, policy, opts.TimeScale, time.Second)
+		sideDone <- struct{}{}
+	}()
+	c.run(ctx)
+	wall := time.Since(c.start).Seconds()
+	stopSide()
+	<-sideDone
+	<-sideDone
+	if err := ctx.Err(); err != nil {
+		return Summary{}, lagReport{}, err
+	}
+	if rp != nil {
+		if err := rp.alive(); err != nil {
+			return Summary{}, lagReport{}, err
+		}
+	}
+	if c.firstErr != nil && int(c.failed.Load()) == work.Len() {
+		return Summary{}, lagReport{}, fmt.Errorf("every request failed, the first with: %w", c.firstErr)
+	}
+	ms, err := scrapeFleet(ctx, hc, bases)
+	if err != nil {
+		return Summary{}, lagReport{}, err
+	}
+	fl := Fleet{PeakWaiting: sampler.peakWaiting, PodRequests: make([]int, len(ms))}
+	if sampler.samples > 0 {
+		fl.MeanKVUsage = sampler.kvSum / float64(sampler.samples)
+	}
+	var queries, hits float64
+	lag := lagReport{wall: wall}
+	for i, m := range ms {
+		queries, hits = queries+m.Queries, hits+m.Hits
+		fl.Preemptions += m.Preempt
+		fl.PodRequests[i] = int(m.Success)
+		lag.seconds = max(lag.seconds, m.LagMax)
+	}
+	if queries > 0 {
+		fl.HitRate = hits / queries
+	}
+	if wall > 0 {
+		lag.share = lag.seconds / wall
+	}
+	// Simulated seconds, so live and virtual figures compare.
+	for i := range c.recs {
+		r := &c.recs[i]
+		r.Sent, r.FirstToken, r.Done = r.Sent*opts.TimeScale, r.FirstToken*opts.TimeScale, r.Done*opts.TimeScale
+		for j := range r.Tokens {
+			r.Tokens[j] *= opts.TimeScale
+		}
+	}
+	if c.firstErr != nil {
+		fmt.Fprintf(progress, "%s: %d requests failed, the first with: %v\n", policy, c.failed.Load(), c.firstErr)
+	}
+	return Summarize(policy, c.recs, int(c.failed.Load()), fl), lag, sampler.err
+}
+
+// liveTarget says where each request goes: rr pins each connection to a
+// random pod (kube-proxy), random draws a pod per request, router policies
+// send everything to a router process started for the policy.
+func liveTarget(ctx context.Context, policy string, w Workload, bases []string, infos []sim.ReplicaInfo, opts LiveOptions,
+	dir string) (func(conn, i int) string, *routerProc, error) {
+	switch policy {
+	case PolicyRR:
+		rng := rand.New(rand.NewPCG(w.Seed, 0x6b707278))
+		pinned := make([]string, w.MaxConcurrency)
+		for c := range pinned {
+			pinned[c] = bases[rng.IntN(len(bases))]
+		}
+		return func(conn, _ int) string { return pinned[conn] }, nil, nil
+	case PolicyRandom:
+		return func(_, i int) string {
+			return bases[rand.New(rand.NewPCG(w.Seed, uint64(i))).IntN(len(bases))]
+		}, nil, nil
+	}
+	scorers, _, ok := RouterScorers(policy)
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown policy %q", policy)
+	}
+	rp, err := startRouter(ctx, opts.Router, dir, opts.Model, policy, scorers, infos)
+	if err != nil {
+		if strings.Contains(err.Error(), "not implemented yet") {
+			return nil, nil, fmt.Errorf("%w (%s)", errRouterMissing, opts.Router)
+		}
+		return nil, nil, err
+	}
+	if err := waitReady(ctx, rp); err != nil {
+		rp.stop()
+		return nil, nil, err
+	}
+	return func(int, int) string { return rp.addr }, rp, nil
+}
+
+// waitReady polls the router's /readyz until it answers 200: it has
+// discovered the pods, scraped them and subscribed to their KV events.
+func waitReady(ctx context.Context, rp *routerProc) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rp.addr+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if err := rp.alive(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(fmt.Errorf("router at %s not ready after 60 s: %s", rp.addr, rp.logs.String()), err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// DemoTimeScale is the replicas' speed-up in `make demo`.
+const DemoTimeScale = 10
+
+// DemoWorkload scales a workload for `make demo` (see doc.go, "make demo").
+func DemoWorkload(w Workload) Workload {
+	w.NumPrompts = w.NumPrompts / 5
+	return w
+}

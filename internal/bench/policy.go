@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// Policy names, as --policies takes them.
+const (
+	PolicyRR     = "rr"
+	PolicyRandom = "random"
+	PolicyApprox = "approx"
+	PolicyLLMD   = "llmd"
+	PolicyBest   = "best"
+)
+
+// AllPolicies is every policy in report order: baselines first.
+var AllPolicies = []string{PolicyRR, PolicyRandom, PolicyApprox, PolicyLLMD, PolicyBest}
+
+// BestScorers is this router's chosen configuration, picked on held-out
+// workloads and seeds as doc.go describes (never on the seed workload).
+func BestScorers() []config.Scorer {
+	return []config.Scorer{{Type: scoring.PrefixType, Weight: 2}, {Type: scoring.CostType, Weight: 2},
+		{Type: scoring.InFlightType, Weight: 1}}
+}
+
+// approxScorers is the Gateway API Inference Extension's default
+// configuration with routing-history prefix affinity in place of precise
+// KV events: the same load scorers and weights as llmd, so the comparison
+// isolates approximate against precise prefix knowledge.
+func approxScorers() []config.Scorer {
+	return []config.Scorer{{Type: scoring.HistoryType, Weight: 3}, {Type: scoring.KVUsageType, Weight: 2},
+		{Type: scoring.QueueType, Weight: 2}}
+}
+
+// RouterScorers is the scorer list a router policy runs, and whether it
+// reads the KV-event index; ok is false for rr and random, which are
+// placements without a router (kube-proxy, or a random pod per request).
+func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
+	switch policy {
+	case PolicyApprox:
+		return approxScorers(), false, true
+	case PolicyLLMD:
+		return config.DefaultScorers(), true, true
+	case PolicyBest:
+		return BestScorers(), true, true
+	}
+	return nil, false, false
+}
+
+// ParsePolicies splits a --policies list and checks every name.
+func ParsePolicies(list string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !isPolicy(p) {
+			return nil, fmt.Errorf("unknown policy %q (want %s)", p, strings.Join(AllPolicies, ", "))
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no policy in %q", list)
+	}
+	return out, nil
+}
+
+func isPolicy(p string) bool {
+	for _, q := range AllPolicies {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// virtualPicker returns the simulator picker for policy; router policies
+// run router/scoring through the adapter.
+func virtualPicker(policy string, scorers []config.Scorer, seed uint64) (sim.Picker, error) {
+	switch policy {
+	case PolicyRR:
+		return sim.NewKubeProxy(seed), nil
+	case PolicyRandom:
+		return sim.NewRandom(seed), nil
+	}
+	_, precise, ok := RouterScorers(policy)
+	if !ok {
+		return nil, fmt.Errorf("unknown policy %q", policy)
+	}
+	ws, err := scoring.FromConfig(config.Scoring{Scorers: scorers})
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", policy, err)
+	}
+	return &scoringPicker{scorers: ws, precise: precise, staleAfter: config.DefaultStaleAfter.Seconds()}, nil
+}

@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"math"
+	"slices"
+)
+
+// Record is one finished request, times in seconds from the run's start.
+type Record struct {
+	Sent, FirstToken, Done     float64
+	PromptTokens, OutputTokens int
+	// Tokens holds the arrival time of every output token after the first
+	// (live mode, from the stream's chunks); nil in virtual mode, which
+	// does not observe single tokens.
+	Tokens []float64
+}
+
+// Fleet is what the replicas' own counters say about a run (vLLM's
+// /metrics in live mode, the engines' counters in virtual mode).
+type Fleet struct {
+	// HitRate is prompt tokens found in the prefix caches over prompt tokens
+	// looked up, during the run (counter deltas).
+	HitRate float64
+	// PeakWaiting is the largest sampled fleet total of waiting requests.
+	PeakWaiting int
+	// MeanKVUsage is the pods' average KV-cache use over the loaded part of the run.
+	MeanKVUsage float64
+	Preemptions float64
+	PodRequests []int
+}
+
+// Summary is one policy's result, in `vllm bench serve`'s terms plus the
+// fleet's prefix-cache hit rate and load. Times are milliseconds.
+type Summary struct {
+	Policy               string  `json:"policy"`
+	Completed            int     `json:"completed"`
+	Failed               int     `json:"failed"`
+	Duration             float64 `json:"duration_s"`
+	InputTokens          int     `json:"total_input_tokens"`
+	OutputTokens         int     `json:"total_output_tokens"`
+	RequestThroughput    float64 `json:"request_throughput"`
+	OutputThroughput     float64 `json:"output_throughput"`
+	TotalTokenThroughput float64 `json:"total_token_throughput"`
+	// PeakOutputThroughput is the most output tokens in one second (live
+	// mode only: virtual mode does not time single tokens).
+	PeakOutputThroughput float64 `json:"peak_output_throughput,omitempty"`
+	MeanTTFT             float64 `json:"mean_ttft_ms"`
+	MedianTTFT           float64 `json:"median_ttft_ms"`
+	P99TTFT              float64 `json:"p99_ttft_ms"`
+	MeanTPOT             float64 `json:"mean_tpot_ms"`
+	MedianTPOT           float64 `json:"median_tpot_ms"`
+	P99TPOT              float64 `json:"p99_tpot_ms"`
+	// ITL is per streamed token (live mode only).
+	MeanITL    float64 `json:"mean_itl_ms,omitempty"`
+	MedianITL  float64 `json:"median_itl_ms,omitempty"`
+	P99ITL     float64 `json:"p99_itl_ms,omitempty"`
+	MeanE2EL   float64 `json:"mean_e2el_ms"`
+	MedianE2EL float64 `json:"median_e2el_ms"`
+	P99E2EL    float64 `json:"p99_e2el_ms"`
+	// PrefixHitRate is prompt tokens served from the prefix caches over
+	// prompt tokens looked up, from the replicas' counters.
+	PrefixHitRate float64 `json:"prefix_hit_rate"`
+	PeakWaiting   int     `json:"peak_waiting"`
+	MeanKVUsage   float64 `json:"mean_kv_usage"`
+	Preemptions   float64 `json:"preemptions"`
+	PodRequests   []int   `json:"pod_requests,omitempty"`
+	// TTFTs are every request's TTFT in ms, sorted, for the plot.
+	TTFTs []float64 `json:"-"`
+}
+
+// Summarize computes the summary of a run. Requests that failed are
+// counted, not timed, as vLLM's summary does.
+func Summarize(policy string, recs []Record, failed int, fl Fleet) Summary {
+	s := Summary{Policy: policy, Completed: len(recs), Failed: failed, PrefixHitRate: fl.HitRate,
+		PeakWaiting: fl.PeakWaiting, MeanKVUsage: fl.MeanKVUsage, Preemptions: fl.Preemptions, PodRequests: fl.PodRequests}
+	if len(recs) == 0 {
+		return s
+	}
+	start, end := math.Inf(1), 0.0
+	var ttft, tpot, e2el, itl []float64
+	perSecond := map[int]int{}
+	for _, r := range recs {
+		start, end = min(start, r.Sent), max(end, r.Done)
+		s.InputTokens += r.PromptTokens
+		s.OutputTokens += r.OutputTokens
+		ttft = append(ttft, 1e3*(r.FirstToken-r.Sent))
+		e2el = append(e2el, 1e3*(r.Done-r.Sent))
+		if r.OutputTokens > 1 {
+			tpot = append(tpot, 1e3*(r.Done-r.FirstToken)/float64(r.OutputTokens-1))
+		}
+		prev := r.FirstToken
+		if r.Tokens != nil {
+			perSecond[int(r.FirstToken)]++
+		}
+		for _, t := range r.Tokens {
+			itl = append(itl, 1e3*(t-prev))
+			prev = t
+			perSecond[int(t)]++
+		}
+	}
+	s.Duration = end - start
+	if s.Duration > 0 {
+		s.RequestThroughput = float64(len(recs)) / s.Duration
+		s.OutputThroughput = float64(s.OutputTokens) / s.Duration
+		s.TotalTokenThroughput = float64(s.InputTokens+s.OutputTokens) / s.Duration
+	}
+	for _, n := range perSecond {
+		s.PeakOutputThroughput = max(s.PeakOutputThroughput, float64(n))
+	}
+	s.MeanTTFT, s.MedianTTFT, s.P99TTFT = stats(ttft)
+	s.TTFTs = ttft // sorted by stats
+	s.MeanTPOT, s.MedianTPOT, s.P99TPOT = stats(tpot)
+	s.MeanITL, s.MedianITL, s.P99ITL = stats(itl)
+	s.MeanE2EL, s.MedianE2EL, s.P99E2EL = stats(e2el)
+	return s
+}
+
+// stats sorts xs and returns its mean, median and 99th percentile (linear
+// interpolation between order statistics, as numpy's default percentile
+// that vLLM's summary uses).
+func stats(xs []float64) (mean, median, p99 float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(xs)
+	for _, x := range xs {
+		mean += x
+	}
+	return mean / float64(len(xs)), percentile(xs, 50), percentile(xs, 99)
+}
+
+// percentile of sorted xs, q in [0, 100].
+func percentile(xs []float64, q float64) float64 {
+	pos := q / 100 * float64(len(xs)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(xs)-1)
+	return xs[lo] + (pos-float64(lo))*(xs[hi]-xs[lo])
+}

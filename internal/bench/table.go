@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+)
+
+// WriteTable prints the A/B table in Markdown: one row per policy, with
+// output throughput also relative to the rr baseline when it ran.
+func WriteTable(w io.Writer, rep Report) error {
+	base := rep.Policy(PolicyRR)
+	if _, err := fmt.Fprintln(w, "| policy | duration s | output tok/s | vs rr | req/s | mean TTFT ms | median TTFT ms | P99 TTFT ms | mean TPOT ms | prefix hit rate | peak waiting | mean KV use |"); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range rep.Policies {
+		rel := "-"
+		if base != nil && base.OutputThroughput > 0 {
+			rel = fmt.Sprintf("%.2fx", s.OutputThroughput/base.OutputThroughput)
+		}
+		if _, err := fmt.Fprintf(w, "| %s | %.1f | %.0f | %s | %.2f | %.0f | %.0f | %.0f | %.1f | %.1f%% | %d | %.1f%% |\n",
+			s.Policy, s.Duration, s.OutputThroughput, rel, s.RequestThroughput, s.MeanTTFT, s.MedianTTFT, s.P99TTFT,
+			s.MeanTPOT, 100*s.PrefixHitRate, s.PeakWaiting, 100*s.MeanKVUsage); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteSummary prints one policy's summary in the shape of `vllm bench
+// serve`'s, plus the fleet counters it cannot see.
+func WriteSummary(w io.Writer, s Summary) error {
+	line := func(label, format string, v any) { fmt.Fprintf(w, "%-40s"+format+"\n", label+":", v) }
+	fmt.Fprintf(w, "============ Serving Benchmark Result (%s) ============\n", s.Policy)
+	line("Successful requests", "%d", s.Completed)
+	line("Failed requests", "%d", s.Failed)
+	line("Benchmark duration (s)", "%.2f", s.Duration)
+	line("Total input tokens", "%d", s.InputTokens)
+	line("Total generated tokens", "%d", s.OutputTokens)
+	line("Request throughput (req/s)", "%.2f", s.RequestThroughput)
+	line("Output token throughput (tok/s)", "%.2f", s.OutputThroughput)
+	if s.PeakOutputThroughput > 0 {
+		line("Peak output token throughput (tok/s)", "%.2f", s.PeakOutputThroughput)
+	}
+	line("Total token throughput (tok/s)", "%.2f", s.TotalTokenThroughput)
+	for _, m := range []struct {
+		name             string
+		mean, median, p9 float64
+	}{{"TTFT", s.MeanTTFT, s.MedianTTFT, s.P99TTFT}, {"TPOT", s.MeanTPOT, s.MedianTPOT, s.P99TPOT},
+		{"ITL", s.MeanITL, s.MedianITL, s.P99ITL}, {"E2EL", s.MeanE2EL, s.MedianE2EL, s.P99E2EL}} {
+		if m.name == "ITL" && m.mean == 0 {
+			continue // virtual mode does not time single tokens
+		}
+		line("Mean "+m.name+" (ms)", "%.2f", m.mean)
+		line("Median "+m.name+" (ms)", "%.2f", m.median)
+		line("P99 "+m.name+" (ms)", "%.2f", m.p9)
+	}
+	line("Prefix cache hit rate (prompt tokens)", "%.2f%%", 100*s.PrefixHitRate)
+	line("Peak waiting requests (fleet)", "%d", s.PeakWaiting)
+	line("Mean KV-cache use", "%.2f%%", 100*s.MeanKVUsage)
+	_, err := fmt.Fprintln(w, "==================================================")
+	return err
+}
