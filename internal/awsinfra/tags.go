@@ -54,12 +54,28 @@ func (c *Clients) AllTags(userTags map[string]string) map[string]string {
 	return out
 }
 
-func ec2Tags(tags map[string]string) []ec2types.Tag {
-	out := make([]ec2types.Tag, 0, len(tags))
+// sdkTags converts tags, sorted by key so requests are deterministic, into a
+// service's own tag type.
+func sdkTags[T any](tags map[string]string, tag func(k, v *string) T) []T {
+	out := make([]T, 0, len(tags))
 	for _, k := range sortedKeys(tags) {
-		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+		out = append(out, tag(aws.String(k), aws.String(tags[k])))
 	}
 	return out
+}
+
+// tagMap converts a service's tags back into a map.
+func tagMap[T any](tags []T, kv func(T) (k, v *string)) map[string]string {
+	out := map[string]string{}
+	for _, t := range tags {
+		k, v := kv(t)
+		out[aws.ToString(k)] = aws.ToString(v)
+	}
+	return out
+}
+
+func ec2Tags(tags map[string]string) []ec2types.Tag {
+	return sdkTags(tags, func(k, v *string) ec2types.Tag { return ec2types.Tag{Key: k, Value: v} })
 }
 
 func ec2TagSpec(kind ec2types.ResourceType, tags map[string]string) []ec2types.TagSpecification {
@@ -67,27 +83,15 @@ func ec2TagSpec(kind ec2types.ResourceType, tags map[string]string) []ec2types.T
 }
 
 func fromEC2Tags(tags []ec2types.Tag) map[string]string {
-	out := map[string]string{}
-	for _, t := range tags {
-		out[aws.ToString(t.Key)] = aws.ToString(t.Value)
-	}
-	return out
+	return tagMap(tags, func(t ec2types.Tag) (k, v *string) { return t.Key, t.Value })
 }
 
 func iamTags(tags map[string]string) []iamtypes.Tag {
-	out := make([]iamtypes.Tag, 0, len(tags))
-	for _, k := range sortedKeys(tags) {
-		out = append(out, iamtypes.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
-	}
-	return out
+	return sdkTags(tags, func(k, v *string) iamtypes.Tag { return iamtypes.Tag{Key: k, Value: v} })
 }
 
 func fromIAMTags(tags []iamtypes.Tag) map[string]string {
-	out := map[string]string{}
-	for _, t := range tags {
-		out[aws.ToString(t.Key)] = aws.ToString(t.Value)
-	}
-	return out
+	return tagMap(tags, func(t iamtypes.Tag) (k, v *string) { return t.Key, t.Value })
 }
 
 // ownerFilters select the EC2 objects of one owner, optionally one part.
