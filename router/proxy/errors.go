@@ -40,18 +40,19 @@ var errBodyTooLarge = errors.New("request body too large")
 // http.Server's ReadTimeout would also cut every stream that outlives it,
 // because the server's background read fails and cancels the request.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
-	if timeout > 0 {
-		rc := http.NewResponseController(w)
-		if err := rc.SetReadDeadline(time.Now().Add(timeout)); err == nil {
-			defer rc.SetReadDeadline(time.Time{})
-		}
-	}
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errBodyTooLarge, r.ContentLength, limit)
 	}
+	rc := http.NewResponseController(w)
+	timed := timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
+		// The deadline stays: after the handler the server discards the
+		// rest of the body, which must not wait for the slow client again.
 		return nil, fmt.Errorf("reading request body: %w", err)
+	}
+	if timed {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
