@@ -266,6 +266,17 @@ func (r *router) hold(prompt []uint32, pod string) int {
 	return 0
 }
 
+// holders counts the pods the index says hold all of prompt's full blocks.
+func (r *router) holders(prompt []uint32) int {
+	n := 0
+	for _, m := range r.ix.Lookup(index.Keys(nil, prompt, blockSize, "", nil), nil) {
+		if m.Blocks-m.Speculative == len(prompt)/blockSize {
+			n++
+		}
+	}
+	return n
+}
+
 // waitHold waits until the index shows pod holding exactly want leading
 // blocks of prompt.
 func (r *router) waitHold(t *testing.T, prompt []uint32, pod string, want int) {

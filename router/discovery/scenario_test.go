@@ -123,6 +123,10 @@ func TestRestartedRouterRecovers(t *testing.T) {
 		noReplay bool
 		within   int // request by which every prefix must hit for good
 	}{{"replay", false, 1}, {"no replay", true, 20}} {
+		// With replay, the test waits until the replays have been applied and
+		// then requires a hit from the first request; without replay nothing
+		// tells the router anything until it routes, and the Done-when bound
+		// of 20 requests per prefix applies.
 		t.Run(tc.name, func(t *testing.T) {
 			f := startSimWith(t, 3, 20, tc.noReplay)
 			const nPrefixes, perPrefix = 6, 20
@@ -140,6 +144,21 @@ func TestRestartedRouterRecovers(t *testing.T) {
 			// first, so spreading new prefixes over the pods in turn does
 			// not by itself land each one where it is cached.
 			second := startRouter(t, f, config.DefaultScorers()...)
+			if !tc.noReplay {
+				// Routing before the first replay has been applied would race
+				// it; the serve command's readiness is the proxy's to define.
+				deadline := time.Now().Add(10 * time.Second)
+				for i := 0; i < len(ps); {
+					if second.holders(ps[i]) > 0 {
+						i++
+						continue
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("replay never told the second router where prefix %d is", i)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
 			recovered := make([]int, nPrefixes) // 1-based request from which every later one hit
 			hits := 0
 			for round := range perPrefix {
@@ -230,12 +249,7 @@ func TestHotPrefixSpills(t *testing.T) {
 		t.Fatalf("the hot prefix did not spill within %d requests", k)
 	}
 	r.waitHold(t, hot, spilled, prefixBlocks)
-	holders := 0
-	for _, info := range f.Infos {
-		if r.hold(hot, info.Pod) == prefixBlocks {
-			holders++
-		}
-	}
+	holders := r.holders(hot)
 	t.Logf("spilled to %s at hot request %d; %d pods hold the prefix", spilled, at, holders)
 	if holders < 2 {
 		t.Errorf("%d pods hold the hot prefix, want at least 2", holders)
