@@ -154,10 +154,10 @@ func appendChunks(dst []string, text string) []string {
 }
 
 // TestExactCorpus compares more than 50 MB of real text with the JS reference
-// on Qwen3, every eighth chunk of it (about 7 MB) on Llama 3 with its
-// BOS-adding post-processor and every sixteenth (about 3.7 MB) on DeepSeek V3:
-// the JS reference runs at 0.3 to 0.7 MB/s, and the package must pass within
-// go test's default 10-minute timeout on a busy two-core machine.
+// on Qwen3, every sixteenth chunk of it (about 3.7 MB) on Llama 3 with its
+// BOS-adding post-processor and every 32nd (about 1.8 MB) on DeepSeek V3: the
+// JS reference runs at 0.3 to 0.7 MB/s on one core, so this test alone needs
+// about two minutes of node time on an idle two-core machine.
 func TestExactCorpus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the 50 MB corpus comparison is skipped in -short mode; CI runs it")
@@ -166,7 +166,7 @@ func TestExactCorpus(t *testing.T) {
 	for _, c := range []struct {
 		v     variant
 		every int
-	}{{qwen3V, 1}, {llama3TemplateV, 8}, {deepseekV, 16}} {
+	}{{qwen3V, 1}, {llama3TemplateV, 16}, {deepseekV, 32}} {
 		var sample []string
 		for i := 0; i < len(texts); i += c.every {
 			sample = append(sample, texts[i])

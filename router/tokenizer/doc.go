@@ -67,8 +67,10 @@
 // sequences, combining marks, non-NFC input, special tokens inline and at the
 // edges) for Qwen3, Qwen2.5, Llama 3 with and without a BOS-adding template,
 // and DeepSeek V3, and on 58 MB of real text (the npm packages,
-// /usr/share/doc, Go's source and testdata) for Qwen3, 7 MB of it for Llama 3
-// with the template and 3.7 MB for DeepSeek V3.
+// /usr/share/doc, Go's source and testdata) for Qwen3, 3.7 MB of it for
+// Llama 3 with the template and 1.8 MB for DeepSeek V3. The suite needs about
+// three minutes of CPU, mostly node's; on a machine shared with other builds
+// it can exceed go test's default 10-minute timeout, so CI passes -timeout.
 //
 // The JS port itself departs from the Rust library where JavaScript's regex
 // differs from Oniguruma: U+FEFF and U+0085 in \s, and the classes of code

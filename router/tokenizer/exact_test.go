@@ -199,6 +199,9 @@ func encodeAll(t testing.TB, tk *Tokenizer, texts []string, addSpecial bool) [][
 func TestExactGenerated(t *testing.T) {
 	texts := generatedTexts(2000)
 	for _, v := range variants {
-		t.Run(v.name, func(t *testing.T) { checkExact(t, v, texts) })
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel() // the node processes can then use both cores
+			checkExact(t, v, texts)
+		})
 	}
 }
