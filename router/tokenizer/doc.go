@@ -70,7 +70,7 @@
 // /usr/share/doc, Go's source and testdata) for Qwen3, 3.7 MB of it for
 // Llama 3 with the template and 1.8 MB for DeepSeek V3. The suite needs about
 // three minutes of CPU, mostly node's; on a machine shared with other builds
-// it can exceed go test's default 10-minute timeout, so CI passes -timeout.
+// it can exceed go test's default 10-minute timeout (make test passes 50m).
 //
 // The JS port itself departs from the Rust library where JavaScript's regex
 // differs from Oniguruma: U+FEFF and U+0085 in \s, and the classes of code
