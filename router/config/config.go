@@ -68,7 +68,8 @@ type Kubernetes struct {
 }
 
 // StaticPod is a fixed endpoint for local use. Addresses left empty are
-// derived from IP and Discovery.Ports.
+// derived from IP and Discovery.Ports, except that a pod giving kv_events
+// keeps its replay as given (empty: no replay).
 type StaticPod struct {
 	Name string `json:"name"`
 	IP   string `json:"ip"`

@@ -123,12 +123,18 @@ func TestFleetReplacesMovedPod(t *testing.T) {
 		{[]discovery.Pod{{Name: "vllm-0", IP: "127.0.0.2"}}, "", "http://127.0.0.2:1"},
 		{[]discovery.Pod{{Name: "vllm-0", IP: "127.0.0.2"}}, "", "http://127.0.0.2:1"},
 		{[]discovery.Pod{{Name: "vllm-0", IP: "127.0.0.3"}}, "vllm-0", "http://127.0.0.3:1"},
+		// Event addresses given explicitly are kept, without a derived replay.
+		{[]discovery.Pod{{Name: "vllm-0", IP: "127.0.0.3", KVEvents: "tcp://127.0.0.3:7000"}}, "vllm-0,vllm-0", "http://127.0.0.3:1"},
 	} {
 		if err := f.Update(step.pods); err != nil {
 			t.Fatal(err)
 		}
 		p, ok := f.Target("vllm-0")
-		if !ok || p.HTTP != step.http || p.KVEvents != "tcp://"+step.pods[0].IP+":5557" || p.Replay != "tcp://"+step.pods[0].IP+":5558" {
+		wantKV, wantReplay := "tcp://"+step.pods[0].IP+":5557", "tcp://"+step.pods[0].IP+":5558"
+		if step.pods[0].KVEvents != "" {
+			wantKV, wantReplay = step.pods[0].KVEvents, ""
+		}
+		if !ok || p.HTTP != step.http || p.KVEvents != wantKV || p.Replay != wantReplay {
 			t.Errorf("target %+v", p)
 		}
 		if got := strings.Join(removed, ","); got != step.removed {

@@ -38,9 +38,10 @@ type Addresses struct {
 	Model     string
 }
 
-// Fill completes p. Addresses are derived only for a pod with an IP: a
-// static pod given by URLs alone keeps exactly what it was given (no
-// replay address means no replay).
+// Fill completes p. Addresses are derived only from an IP, and the replay
+// address only along with the KV-event address: a pod given its event
+// addresses explicitly keeps exactly those (no replay address means the
+// publisher has no replay socket).
 func (a Addresses) Fill(p Pod) Pod {
 	ports := a.Discovery.Ports
 	if p.IP == "" {
@@ -52,9 +53,9 @@ func (a Addresses) Fill(p Pod) Pod {
 	}
 	if p.KVEvents == "" {
 		p.KVEvents = "tcp://" + hostPort(ports.KVEvents)
-	}
-	if p.Replay == "" && ports.Replay > 0 {
-		p.Replay = "tcp://" + hostPort(ports.Replay)
+		if p.Replay == "" && ports.Replay > 0 {
+			p.Replay = "tcp://" + hostPort(ports.Replay)
+		}
 	}
 	return a.fillTopic(p)
 }
