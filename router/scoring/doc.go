@@ -34,8 +34,9 @@
 // # Users
 //
 // The live router calls Pick with the pods and loads package discovery
-// tracks; the virtual-time simulator calls it with the loads its View holds
-// (see the adapter in sim_test.go, which package sim or bench can adopt).
+// tracks; the virtual-time simulator calls it with the loads its View holds,
+// through an adapter to sim.Picker (sim_test.go here; internal/bench keeps
+// its own, since router packages cannot import the simulator).
 // Explain answers the same question without committing anything, for the
 // /v1/route endpoint. The package is cgo-free (TestImportBoundaries).
 //
