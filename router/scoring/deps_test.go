@@ -6,11 +6,12 @@ import (
 	"testing"
 )
 
-// TestImportBoundaries keeps the scorers and the config schema free of cgo
-// (ZeroMQ) and of provider code: the provider links router/config, and the
-// virtual-time simulator and the benchmark link scoring.
+// TestImportBoundaries keeps the scorers, the config schema and discovery
+// free of cgo (ZeroMQ: the transport is injected) and of provider and
+// internal code: the provider links router/config, and the virtual-time
+// simulator and the benchmark link scoring.
 func TestImportBoundaries(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", ".", "../config")
+	cmd := exec.Command("go", "list", "-deps", ".", "../config", "../discovery")
 	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.Output()
 	if err != nil {
@@ -23,7 +24,7 @@ func TestImportBoundaries(t *testing.T) {
 	for _, d := range deps {
 		if strings.Contains(d, "zmq") || strings.HasPrefix(d, "github.com/llmd-dev/terraform-provider-llmd/provider") ||
 			strings.HasPrefix(d, "github.com/llmd-dev/terraform-provider-llmd/internal/") {
-			t.Errorf("scoring or config depends on %s", d)
+			t.Errorf("scoring, config or discovery depends on %s", d)
 		}
 	}
 }
