@@ -78,7 +78,7 @@ func (m *Model) renderChat(req *Dict) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	conv, err := normalizeMessages(req.m["messages"], detectFormat(tmpl))
+	conv, err := normalizeMessages(req.m["messages"], tmpl.format)
 	if err != nil {
 		return "", false, err
 	}

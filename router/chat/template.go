@@ -18,6 +18,9 @@ type Template struct {
 	// jinja2.meta.find_undeclared_variables that vLLM uses to decide which
 	// chat_template_kwargs reach the template.
 	names map[string]bool
+	// format is the content format vLLM's "auto" resolves to for this
+	// template (see detectFormat).
+	format contentFormat
 	// sizeHint is the length of the last rendering, to size the next one.
 	sizeHint atomic.Int64
 }
@@ -38,7 +41,9 @@ func Compile(src string) (*Template, error) {
 			names[t.val] = true
 		}
 	}
-	return &Template{body: body, names: names}, nil
+	t := &Template{body: body, names: names}
+	t.format = detectFormat(t)
+	return t, nil
 }
 
 // Reads reports whether the template mentions the variable name.
