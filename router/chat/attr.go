@@ -166,9 +166,6 @@ func sliceIndices(n int, start, stop *int64, step int64) []int {
 		}
 	} else {
 		b, e := clamp(start, int64(n)-1, -1, int64(n)-1), clamp(stop, -1, -1, int64(n)-1)
-		if stop == nil {
-			e = -1
-		}
 		for i := b; i > e; i += step {
 			out = append(out, int(i))
 		}

@@ -27,6 +27,7 @@ func newFrame(parent *frame) *frame { return &frame{vars: map[string]any{}, pare
 // evaluator renders one template call.
 type evaluator struct {
 	depth int // macro recursion guard
+	steps int // statements run, bounded by maxSteps
 }
 
 // flow signals break and continue out of nested statements.
@@ -40,6 +41,20 @@ const (
 
 const maxMacroDepth = 100
 
+// maxSteps bounds the statements one rendering may run. A request template
+// (with TrustRequestTemplate) is untrusted input; chat templates run a few
+// thousand statements even for long conversations.
+const maxSteps = 1 << 22
+
+// spend counts n steps (statements, loop iterations, range items) against
+// maxSteps.
+func (ev *evaluator) spend(n int) error {
+	if ev.steps += n; ev.steps > maxSteps {
+		return templateError(0, "template ran more than %d steps", maxSteps)
+	}
+	return nil
+}
+
 func (ev *evaluator) run(body []node, f *frame, out *strings.Builder) (flow, error) {
 	for _, n := range body {
 		fl, err := ev.stmt(n, f, out)
@@ -51,6 +66,9 @@ func (ev *evaluator) run(body []node, f *frame, out *strings.Builder) (flow, err
 }
 
 func (ev *evaluator) stmt(n node, f *frame, out *strings.Builder) (flow, error) {
+	if err := ev.spend(1); err != nil {
+		return flowNormal, err
+	}
 	switch n := n.(type) {
 	case *dataNode:
 		out.WriteString(n.text)
@@ -144,6 +162,9 @@ func (ev *evaluator) forLoop(n *forNode, f *frame, out *strings.Builder) error {
 	if err != nil {
 		return err
 	}
+	if err := ev.spend(len(items)); err != nil {
+		return err
+	}
 	if n.filter != nil {
 		kept := items[:0:0]
 		for _, it := range items {
@@ -163,6 +184,9 @@ func (ev *evaluator) forLoop(n *forNode, f *frame, out *strings.Builder) error {
 	}
 	if len(items) == 0 {
 		_, err := ev.run(n.orElse, f, out)
+		return err
+	}
+	if err := ev.spend(len(items)); err != nil {
 		return err
 	}
 	for i, it := range items {

@@ -105,7 +105,7 @@ var globals = map[string]callable{
 		}
 		return d, nil
 	},
-	"range": func(_ *evaluator, args []any, _ *Dict) (any, error) {
+	"range": func(ev *evaluator, args []any, _ *Dict) (any, error) {
 		var b [3]int64
 		b[2] = 1
 		switch len(args) {
@@ -123,8 +123,8 @@ var globals = map[string]callable{
 		}
 		var out []any
 		for i := b[0]; (b[2] > 0 && i < b[1]) || (b[2] < 0 && i > b[1]); i += b[2] {
-			if len(out) > 1<<20 {
-				return nil, errorString("OverflowError: range too big")
+			if err := ev.spend(1); err != nil {
+				return nil, err
 			}
 			out = append(out, i)
 		}
