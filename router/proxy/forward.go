@@ -37,7 +37,7 @@ var errUpstreamBroken = errors.New("upstream response broke mid-body")
 // forward sends the request to the pods choose names until one answers
 // without a transport error or 5xx, or attempts run out. body is the whole
 // request body, resent on each attempt.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, choose chooser) {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Time, body []byte, choose chooser) {
 	var tried []string
 	var lastErr error
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
@@ -46,7 +46,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ch
 			s.answerChoice(w, r, err, lastErr)
 			return
 		}
-		err = s.tryPod(w, r, sl, body, attempt == s.cfg.MaxAttempts)
+		err = s.tryPod(w, r, arrived, sl, body, attempt == s.cfg.MaxAttempts)
 		if err == nil {
 			return
 		}
@@ -83,7 +83,7 @@ func (s *Server) answerChoice(w http.ResponseWriter, r *http.Request, err, lastE
 // (whatever its status) went to the client or the client left, an error
 // worth retrying when nothing was written, and errUpstreamBroken when the
 // body broke after the status line went out.
-func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, sl slot, body []byte, last bool) error {
+func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, arrived time.Time, sl slot, body []byte, last bool) error {
 	defer sl.release()
 	target, ok := s.cfg.Fleet.Target(sl.pod)
 	if !ok {
@@ -96,6 +96,7 @@ func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, sl slot, body []
 		return err
 	}
 	start := time.Now()
+	before := start.Sub(arrived) // reading, routing, queueing and failed attempts
 	resp, err := s.cfg.Transport.RoundTrip(up)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -114,7 +115,7 @@ func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, sl slot, body []
 	copyHeader(h, resp.Header)
 	h.Set(PodHeader, sl.pod)
 	w.WriteHeader(resp.StatusCode)
-	err = s.copyBody(w, resp.Body, start, r.URL.Path)
+	err = s.copyBody(w, resp.Body, start, before, r.URL.Path)
 	s.cfg.Metrics.upstreamDone(r.URL.Path, resp.StatusCode, time.Since(start))
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("%w: %s: %w", errUpstreamBroken, sl.pod, err)
@@ -142,9 +143,12 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // copyBody passes the body through as it arrives, flushing after every
 // read so each SSE chunk leaves when the engine sent it. It observes the
-// time to the first byte. A write error means the client left, which is
-// not the upstream's fault and returns nil; a read error is returned.
-func (s *Server) copyBody(w http.ResponseWriter, body io.Reader, start time.Time, path string) error {
+// time to the first byte, and the router's own share of the client's wait
+// for it: before (the time until the upstream request was sent) plus the
+// time to relay the first chunk. A write error means the client left,
+// which is not the upstream's fault and returns nil; a read error is
+// returned.
+func (s *Server) copyBody(w http.ResponseWriter, body io.Reader, start time.Time, before time.Duration, path string) error {
 	rc := http.NewResponseController(w)
 	bp := bufs.Get().(*[]byte)
 	defer bufs.Put(bp)
@@ -153,15 +157,20 @@ func (s *Server) copyBody(w http.ResponseWriter, body io.Reader, start time.Time
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
+			var got time.Time
 			if first {
-				s.cfg.Metrics.firstByte(path, time.Since(start))
-				first = false
+				got = time.Now()
+				s.cfg.Metrics.firstByte(path, got.Sub(start))
 			}
 			if _, err := w.Write(buf[:n]); err != nil {
 				return nil
 			}
 			if err := rc.Flush(); err != nil {
 				return nil
+			}
+			if first {
+				s.cfg.Metrics.overhead(path, before+time.Since(got))
+				first = false
 			}
 		}
 		switch {

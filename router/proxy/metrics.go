@@ -33,6 +33,7 @@ type Metrics struct {
 	upstream  *prometheus.HistogramVec
 	ttft      *prometheus.HistogramVec
 	responses *prometheus.CounterVec
+	overheads *prometheus.HistogramVec
 }
 
 // latencyBuckets span a cached short answer (ms) to a long stream queued
@@ -60,10 +61,14 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmd_router_upstream_first_byte_seconds",
 			Help:    "Time from sending a request to a pod to the first byte of its body: time to first token for streams.",
 			Buckets: latencyBuckets}, []string{"endpoint"}),
+		overheads: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmd_router_overhead_seconds",
+			Help: "The router's share of a client's wait for the first byte: reading the request, routing, queueing, " +
+				"failed attempts and relaying the first chunk.", Buckets: prometheus.ExponentialBucketsRange(10e-6, 1, 30)},
+			[]string{"endpoint"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmd_router_upstream_responses_total",
 			Help: "Responses passed on from pods, by endpoint and status code."}, []string{"endpoint", "code"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.matched, m.untok, m.retries, m.upstream, m.ttft, m.responses} {
+	for _, c := range []prometheus.Collector{m.decisions, m.matched, m.untok, m.retries, m.upstream, m.ttft, m.responses, m.overheads} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering serving metrics: %w", err)
 		}
@@ -132,5 +137,11 @@ func (m *Metrics) upstreamDone(path string, code int, d time.Duration) {
 		ep := endpoint(path)
 		m.upstream.WithLabelValues(ep).Observe(d.Seconds())
 		m.responses.WithLabelValues(ep, strconv.Itoa(code)).Inc()
+	}
+}
+
+func (m *Metrics) overhead(path string, d time.Duration) {
+	if m != nil {
+		m.overheads.WithLabelValues(endpoint(path)).Observe(d.Seconds())
 	}
 }

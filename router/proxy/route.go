@@ -14,6 +14,7 @@ import (
 
 // routed serves the two inference endpoints: read, tokenize, pick, forward.
 func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
 	if err != nil {
 		s.cfg.Metrics.decision(outcomeInvalid)
@@ -24,7 +25,7 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.forward(w, r, body, s.routeChooser(req))
+	s.forward(w, r, arrived, body, s.routeChooser(req))
 }
 
 // prompt turns body into a routing request, answering 400 for a body the
@@ -95,13 +96,14 @@ func untried(pods []scoring.Pod, tried []string) []scoring.Pod {
 // requests in flight from this router: model lists, /tokenize and the like
 // are the same on every pod and cost little, so they skip scoring and caps.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
 	if err != nil {
 		bodyError(w, err)
 		return
 	}
 	var buf []scoring.Pod
-	s.forward(w, r, body, func(_ context.Context, tried []string) (slot, error) {
+	s.forward(w, r, arrived, body, func(_ context.Context, tried []string) (slot, error) {
 		buf = untried(s.cfg.Fleet.Pods(buf[:0]), tried)
 		if len(buf) == 0 {
 			return slot{}, errNoPods

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -79,12 +78,16 @@ type proc struct {
 	err    error // valid after done
 }
 
-// start runs llmd-router with args and decodes `lines` JSON lines of its
-// stdout into out (a pointer to a slice). The process is stopped with
-// SIGTERM at the end of the test unless it already exited.
-func start(t *testing.T, lines int, out any, args ...string) *proc {
+// start runs llmd-router with args, pinned to the CPU list cpus with
+// taskset unless cpus is "", and decodes `lines` JSON lines of its stdout
+// into out (a pointer to a slice). The process is stopped with SIGTERM at
+// the end of the test unless it already exited.
+func start(t testing.TB, cpus string, lines int, out any, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
+	if cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", cpus, binary(t)}, args...)...)
+	}
 	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -101,7 +104,7 @@ func start(t *testing.T, lines int, out any, args ...string) *proc {
 	t.Cleanup(func() {
 		p.stop(t, syscall.SIGTERM, 10*time.Second)
 		if t.Failed() {
-			t.Logf("%s stderr:\n%s", strings.Join(args[:1], " "), tail(p.stderr.String(), 4000))
+			t.Logf("%s stderr:\n%s", args[0], tail(p.stderr.String(), 4000))
 		}
 	})
 	dec := json.NewDecoder(bufio.NewReader(stdout))
@@ -143,7 +146,7 @@ func (p *proc) stop(t testing.TB, sig os.Signal, wait time.Duration) error {
 	select {
 	case <-p.done:
 	case <-time.After(wait):
-		t.Errorf("%s did not exit %s after %v; killing it", p.cmd.Args[1], wait, sig)
+		t.Errorf("%q did not exit %s after %v; killing it", p.cmd.Args, wait, sig)
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
@@ -164,7 +167,7 @@ func startReplicas(t *testing.T, n int, args ...string) ([]sim.ReplicaInfo, []*p
 	procs := make([]*proc, n)
 	for i := range n {
 		var one []sim.ReplicaInfo
-		procs[i] = start(t, 1, &one, append([]string{"sim", "--replicas", "1", "--port", "0", "--kv-port", "0",
+		procs[i] = start(t, "", 1, &one, append([]string{"sim", "--replicas", "1", "--port", "0", "--kv-port", "0",
 			"--seed", fmt.Sprint(i + 1)}, args...)...)
 		infos[i] = one[0]
 		// Every process names its one replica sim-0; the router needs distinct names.
@@ -174,7 +177,7 @@ func startReplicas(t *testing.T, n int, args ...string) ([]sim.ReplicaInfo, []*p
 }
 
 // podsFile writes infos as the JSON lines `llmd-router sim` prints.
-func podsFile(t *testing.T, infos []sim.ReplicaInfo) string {
+func podsFile(t testing.TB, infos []sim.ReplicaInfo) string {
 	t.Helper()
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -201,7 +204,7 @@ type router struct {
 func startRouter(t *testing.T, infos []sim.ReplicaInfo, args ...string) *router {
 	t.Helper()
 	var ann []struct{ Listen string }
-	p := start(t, 1, &ann, append([]string{"serve", "--listen", "127.0.0.1:0", "--pods-file", podsFile(t, infos)}, args...)...)
+	p := start(t, "", 1, &ann, append([]string{"serve", "--listen", "127.0.0.1:0", "--pods-file", podsFile(t, infos)}, args...)...)
 	r := &router{proc: p, url: "http://" + ann[0].Listen}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
