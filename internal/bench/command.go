@@ -39,6 +39,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&live.TimeScale, "time-scale", live.TimeScale, "live: simulated seconds per wall-clock second")
 	fs.Float64Var(&live.MaxLag, "max-lag", live.MaxLag, "live: fail when a replica lags its schedule by more than this share of the run")
 	fs.StringVar(&live.Router, "router", live.Router, "live: llmd-router binary whose serve command routes (default: this binary)")
+	fs.StringVar(&live.Tokenizer.JSON, "tokenizer", "", "live: the model's tokenizer.json, for the router (without it the router routes on load alone)")
+	fs.StringVar(&live.Tokenizer.Config, "tokenizer-config", "", "live: the model's tokenizer_config.json, for the router")
 	scaled := fs.Bool("demo-scale", false, "live: the seed workload scaled for `make demo` (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err

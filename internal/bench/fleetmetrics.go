@@ -36,6 +36,41 @@ var wanted = map[string]func(m *podMetrics, v float64){
 // parsePodMetrics reads the wanted samples from Prometheus text.
 func parsePodMetrics(r io.Reader) (podMetrics, error) {
 	var m podMetrics
+	err := eachSample(r, func(name string, v float64) {
+		if set, ok := wanted[name]; ok {
+			set(&m, v)
+		}
+	})
+	return m, err
+}
+
+// routerWanted are the router's own counters a live report carries: they
+// show whether it learned the caches (events, gaps, index size) and
+// whether it could read the prompts.
+var routerWanted = map[string]string{
+	"llmd_router_decisions_total":              "decisions",
+	"llmd_router_untokenizable_requests_total": "untokenizable",
+	"llmd_router_kv_event_messages_total":      "kv_event_messages",
+	"llmd_router_kv_event_gaps_total":          "kv_event_gaps",
+	"llmd_router_kv_event_purges_total":        "kv_event_purges",
+	"llmd_router_kv_event_decode_errors_total": "kv_event_decode_errors",
+	"llmd_router_index_keys":                   "index_keys",
+	"llmd_router_retries_total":                "retries",
+}
+
+// parseRouterMetrics sums the wanted router samples over their labels.
+func parseRouterMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := eachSample(r, func(name string, v float64) {
+		if key, ok := routerWanted[name]; ok {
+			out[key] += v
+		}
+	})
+	return out, err
+}
+
+// eachSample calls fn with every sample's metric name (labels dropped) and value.
+func eachSample(r io.Reader, fn func(name string, v float64)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -48,40 +83,45 @@ func parsePodMetrics(r io.Reader) (podMetrics, error) {
 			name = line[:i]
 			_, rest, _ = strings.Cut(line[strings.LastIndexByte(line, '}')+1:], " ")
 		}
-		set, ok := wanted[name]
-		if !ok {
-			continue
-		}
 		val, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
 		v, err := strconv.ParseFloat(val, 64)
 		if err != nil {
-			return m, fmt.Errorf("metric %s: %w", name, err)
+			return fmt.Errorf("metric %s: %w", name, err)
 		}
-		set(&m, v)
+		fn(name, v)
 	}
-	return m, sc.Err()
+	return sc.Err()
+}
+
+// getMetrics fetches base/metrics and hands the body to parse.
+func getMetrics(ctx context.Context, hc *http.Client, base string, parse func(io.Reader) error) error {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("scraping %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	if err := parse(resp.Body); err != nil {
+		return fmt.Errorf("scraping %s: %w", base, err)
+	}
+	return nil
 }
 
 // scrapeFleet reads every replica's metrics.
 func scrapeFleet(ctx context.Context, hc *http.Client, bases []string) ([]podMetrics, error) {
 	out := make([]podMetrics, len(bases))
 	for i, base := range bases {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		req, err := http.NewRequestWithContext(rctx, http.MethodGet, base+"/metrics", nil)
+		err := getMetrics(ctx, hc, base, func(r io.Reader) (err error) {
+			out[i], err = parsePodMetrics(r)
+			return err
+		})
 		if err != nil {
-			cancel()
 			return nil, err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("scraping %s: %w", base, err)
-		}
-		out[i], err = parsePodMetrics(resp.Body)
-		resp.Body.Close()
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("scraping %s: %w", base, err)
 		}
 	}
 	return out, nil

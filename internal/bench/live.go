@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
 
@@ -31,6 +32,10 @@ type LiveOptions struct {
 	Router string
 	// Model is the served model name.
 	Model string
+	// Tokenizer names the model's tokenizer files for the router: without
+	// them it does not know the model and routes every request on load
+	// alone, token-id prompts included.
+	Tokenizer config.Tokenizer
 }
 
 // DefaultLiveOptions are real time, the 5% lag limit, this binary.
@@ -141,9 +146,17 @@ func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy st
 	if err := ctx.Err(); err != nil {
 		return Summary{}, lagReport{}, err
 	}
+	var routerCounters map[string]float64
 	if rp != nil {
 		if err := rp.alive(); err != nil {
 			return Summary{}, lagReport{}, err
+		}
+		err := getMetrics(ctx, hc, rp.addr, func(r io.Reader) (err error) {
+			routerCounters, err = parseRouterMetrics(r)
+			return err
+		})
+		if err != nil {
+			return Summary{}, lagReport{}, fmt.Errorf("reading the router's counters: %w", err)
 		}
 	}
 	if c.firstErr != nil && int(c.failed.Load()) == work.Len() {
@@ -182,7 +195,9 @@ func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy st
 	if c.firstErr != nil {
 		fmt.Fprintf(progress, "%s: %d requests failed, the first with: %v\n", policy, c.failed.Load(), c.firstErr)
 	}
-	return Summarize(policy, c.recs, int(c.failed.Load()), fl), lag, sampler.err
+	s := Summarize(policy, c.recs, int(c.failed.Load()), fl)
+	s.Router = routerCounters
+	return s, lag, sampler.err
 }
 
 // liveTarget says where each request goes: rr pins each connection to a
@@ -207,7 +222,7 @@ func liveTarget(ctx context.Context, policy string, w Workload, bases []string, 
 	if !ok {
 		return nil, nil, fmt.Errorf("unknown policy %q", policy)
 	}
-	rp, err := startRouter(ctx, opts.Router, dir, opts.Model, policy, scorers, infos)
+	rp, err := startRouter(ctx, opts, dir, policy, scorers, sim.DefaultEngineConfig().BlockSize, infos)
 	if err != nil {
 		if strings.Contains(err.Error(), "not implemented yet") {
 			return nil, nil, fmt.Errorf("%w (%s)", errRouterMissing, opts.Router)
@@ -253,7 +268,7 @@ func waitReady(ctx context.Context, rp *routerProc) error {
 }
 
 // DemoTimeScale is the replicas' speed-up in `make demo`.
-const DemoTimeScale = 10
+const DemoTimeScale = 2.5
 
 // DemoWorkload scales a workload for `make demo` (see doc.go, "make demo").
 func DemoWorkload(w Workload) Workload {

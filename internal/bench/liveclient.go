@@ -136,7 +136,7 @@ func (c *client) one(ctx context.Context, base string, prompt []uint32, outputLe
 		c.fail(fmt.Errorf("%s answered %s: %s", base, resp.Status, strings.TrimSpace(string(msg))))
 		return
 	}
-	rec := Record{Sent: c.since(sent), PromptTokens: len(prompt)}
+	rec := Record{Sent: c.since(sent), PromptTokens: len(prompt), Streamed: true}
 	chunks := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -29,13 +29,19 @@ type routerProc struct {
 // startRouter runs `<bin> serve` with a config naming the fleet's replicas
 // as static pods and the policy's scorers, and waits for the address it
 // prints.
-func startRouter(ctx context.Context, bin, dir, model, policy string, scorers []config.Scorer, fleet []sim.ReplicaInfo) (*routerProc, error) {
+func startRouter(ctx context.Context, opts LiveOptions, dir, policy string, scorers []config.Scorer, blockSize int,
+	fleet []sim.ReplicaInfo) (*routerProc, error) {
+	bin := opts.Router
 	cfgPath := filepath.Join(dir, policy+"-router.json")
 	static := make([]config.StaticPod, len(fleet))
 	for i, info := range fleet {
 		static[i] = config.StaticPod{Name: info.Pod, HTTP: info.HTTP, KVEvents: info.KV, Replay: info.Replay}
 	}
-	cfg, err := json.Marshal(config.Config{Model: model, Discovery: config.Discovery{Static: static},
+	// The block size is given, as the provider gives it (DESIGN.md decision
+	// 2): learned from the first BlockStored, the router would make the
+	// opening burst of decisions without block keys, so without prefix
+	// scores or speculative entries.
+	cfg, err := json.Marshal(config.Config{Model: opts.Model, Tokenizer: opts.Tokenizer, BlockSize: blockSize, Discovery: config.Discovery{Static: static},
 		Scoring: config.Scoring{Scorers: scorers}})
 	if err != nil {
 		return nil, err

@@ -9,10 +9,11 @@ import (
 type Record struct {
 	Sent, FirstToken, Done     float64
 	PromptTokens, OutputTokens int
-	// Tokens holds the arrival time of every output token after the first
-	// (live mode, from the stream's chunks); nil in virtual mode, which
-	// does not observe single tokens.
-	Tokens []float64
+	// Streamed says single tokens were timed (live mode, from the stream's
+	// chunks); virtual mode does not observe them. Tokens then holds the
+	// arrival time of every output token after the first.
+	Streamed bool
+	Tokens   []float64
 }
 
 // Fleet is what the replicas' own counters say about a run (vLLM's
@@ -64,6 +65,9 @@ type Summary struct {
 	MeanKVUsage   float64 `json:"mean_kv_usage"`
 	Preemptions   float64 `json:"preemptions"`
 	PodRequests   []int   `json:"pod_requests,omitempty"`
+	// Router holds the router process's own counters after a live run
+	// (decisions, KV-event messages and gaps, index keys...).
+	Router map[string]float64 `json:"router,omitempty"`
 	// TTFTs are every request's TTFT in ms, sorted, for the plot.
 	TTFTs []float64 `json:"-"`
 }
@@ -88,10 +92,11 @@ func Summarize(policy string, recs []Record, failed int, fl Fleet) Summary {
 		if r.OutputTokens > 1 {
 			tpot = append(tpot, 1e3*(r.Done-r.FirstToken)/float64(r.OutputTokens-1))
 		}
-		prev := r.FirstToken
-		if r.Tokens != nil {
-			perSecond[int(r.FirstToken)]++
+		if !r.Streamed {
+			continue
 		}
+		perSecond[int(r.FirstToken)]++
+		prev := r.FirstToken
 		for _, t := range r.Tokens {
 			itl = append(itl, 1e3*(t-prev))
 			prev = t

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+)
+
+// buildRouter builds llmd-router, whose serve command live mode runs.
+func buildRouter(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "llmd-router")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/llmd-dev/terraform-provider-llmd/router/cmd/llmd-router")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building llmd-router: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestLiveModeThroughRouterProcess runs live mode end to end on a small
+// workload: simulated replicas over real HTTP and ZeroMQ, rr placed by the
+// client (connections pinned to random pods), llmd through a real
+// `llmd-router serve` process that learns the caches from KV events. Every
+// request must stream back its tokens, the replicas' counters must show
+// the precise router keeping each prefix on one pod (8 misses of 8
+// prefixes) where pinned connections spread them, and the run must report
+// its time scale and lag.
+func TestLiveModeThroughRouterProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds llmd-router and runs live replicas (~1 min)")
+	}
+	tok := testenv.Tokenizer(t, "qwen3")
+	w := Workload{Dataset: DatasetPrefixRepetition, NumPrompts: 64, NumPrefixes: 8, PrefixLen: 1024, SuffixLen: 32,
+		OutputLen: 16, IgnoreEOS: true, MaxConcurrency: 4, Seed: 5, Replicas: 4}
+	opts := DefaultLiveOptions()
+	opts.TimeScale, opts.MaxLag, opts.Router = 5, 1, buildRouter(t)
+	opts.Tokenizer = config.Tokenizer{JSON: tok.TokenizerJSON, Config: tok.TokenizerConfig}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := RunLive(ctx, w, []string{PolicyRR, PolicyLLMD}, opts, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Policies {
+		t.Logf("%-5s out %.0f tok/s  mean TTFT %.0f ms  ITL %.1f ms  hit %.3f  pods %v", s.Policy, s.OutputThroughput,
+			s.MeanTTFT, s.MeanITL, s.PrefixHitRate, s.PodRequests)
+		if s.Completed != w.NumPrompts || s.Failed != 0 || s.OutputTokens != w.NumPrompts*w.OutputLen {
+			t.Errorf("%s: %d completed, %d failed, %d output tokens; want %d, 0, %d", s.Policy, s.Completed, s.Failed,
+				s.OutputTokens, w.NumPrompts, w.NumPrompts*w.OutputLen)
+		}
+		if s.MeanITL <= 0 || s.MeanTTFT <= 0 || s.PeakOutputThroughput <= 0 {
+			t.Errorf("%s: streamed timings missing: %+v", s.Policy, s)
+		}
+		served := 0
+		for _, n := range s.PodRequests {
+			served += n
+		}
+		if served != w.NumPrompts {
+			t.Errorf("%s: replicas counted %d successes, want %d", s.Policy, served, w.NumPrompts)
+		}
+	}
+	rr, llmd := rep.Policy(PolicyRR), rep.Policy(PolicyLLMD)
+	// 64 prompts of 1,056 tokens, 16-token blocks: a first sight of a prefix
+	// on a pod computes 1,056 tokens, a repeat 32 (suffix) + 1 if aligned. One
+	// miss per prefix gives about 1 - (8 x 1,056 + 56 x 32) / 67,584 = 0.85.
+	if llmd.PrefixHitRate < 0.8 || llmd.PrefixHitRate <= rr.PrefixHitRate {
+		t.Errorf("llmd hit rate %.3f (rr %.3f): the router should keep each prefix on one pod", llmd.PrefixHitRate, rr.PrefixHitRate)
+	}
+	if rep.Live == nil || rep.Live.TimeScale != 5 || rep.Live.WallSeconds <= 0 {
+		t.Errorf("live info: %+v", rep.Live)
+	}
+}
