@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -116,7 +117,11 @@ func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, arrived time.Tim
 	h.Set(PodHeader, sl.pod)
 	w.WriteHeader(resp.StatusCode)
 	err = s.copyBody(w, resp.Body, start, before, r.URL.Path)
-	s.cfg.Metrics.upstreamDone(r.URL.Path, resp.StatusCode, time.Since(start))
+	took := time.Since(start)
+	s.cfg.Metrics.upstreamDone(r.URL.Path, resp.StatusCode, took)
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("served", "path", r.URL.Path, "pod", sl.pod, "status", resp.StatusCode, "upstream", took, "err", err)
+	}
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("%w: %s: %w", errUpstreamBroken, sl.pod, err)
 	}
