@@ -48,7 +48,11 @@
 //     false, both true is refused; chat_template_kwargs (after the server's
 //     defaults) override them and reach the template only when the
 //     template reads the name or it is an apply_chat_template parameter;
-//     "chat_template" and "tokenize" there are refused;
+//     "chat_template" and "tokenize" there are refused (vLLM asks
+//     jinja2.meta.find_undeclared_variables; Template.Reads accepts any
+//     name the template mentions, a superset whose extra names the template
+//     assigns before reading or uses only as attribute, filter or test
+//     names, so passing them changes nothing);
 //   - the template is the request's chat_template (only with
 //     TrustRequestTemplate, vLLM's --trust-request-chat-template; a name
 //     selects one of the model's named templates), else "tool_use" when
@@ -83,7 +87,9 @@
 // blocks), macros with defaults and keyword arguments, filter blocks, raw;
 // namespace(), range, dict; slicing with steps; the filters, tests and
 // str/dict/list methods listed in filters.go, tests.go and methods.go.
-// Known gaps, none used by the templates we serve: tuples are lists (so
+// A rendering is bounded to 4M steps (statements, loop iterations, range
+// items), since a request template is untrusted input; FuzzTemplate checks
+// that no source panics. Known gaps, none used by the templates we serve: tuples are lists (so
 // {{ (1, 2) }} prints [1, 2], not (1, 2)), recursive loops, call blocks,
 // includes and imports, str % formatting and format specs in str.format.
 //

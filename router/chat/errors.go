@@ -22,6 +22,7 @@ var (
 // fit for a metric.
 type UntokenizableError struct{ Reason, Detail string }
 
+// Error names the reason and the detail.
 func (e *UntokenizableError) Error() string {
 	return fmt.Sprintf("%v (%s): %s", ErrUntokenizable, e.Reason, e.Detail)
 }
