@@ -30,4 +30,28 @@
 // full or the wait runs out. A body that is not a request vLLM would accept
 // gets 400 with the reason. A client that goes away cancels the upstream
 // request, which frees the engine's slot.
+//
+// # Operating it
+//
+// `llmd-router serve` (router/cmd/llmd-router) assembles the routing core
+// and this front from flags, LLMD_* variables and the YAML of package
+// config, in that order of precedence; `--sim-replicas 8 --listen
+// 127.0.0.1:9000` routes to `llmd-router sim --replicas 8` at its default
+// ports. Logs are slog JSON; /metrics has this package's series (Metrics),
+// the core's (CoreCollector) and the tokenizer canary's; on SIGTERM /readyz
+// fails, the listener closes and open streams finish before exit.
+//
+// # Measured (Go 1.26, 2 vCPUs shared with other builds, load average 11-17)
+//
+//	go test -run '^$' -bench ServeAddedLatency -benchtime 1x ./router/cmd/llmd-router/
+//	  512 concurrent streams x 8 rounds (64-token prompts, 16 output tokens)
+//	  on 8 simulated replicas at time scale 100; router pinned to CPU 0,
+//	  simulator and client to CPU 1:
+//	    router's own share of time to first byte (llmd_router_overhead_seconds):
+//	      p50 0.031 ms, p99 0.13-0.19 ms
+//	    client-side TTFT, routed minus direct: p50 -8 to +8 ms, p99 -107 to -58 ms:
+//	      noise of the simulator's CPU-bound core (direct TTFT p50 ~130 ms), not
+//	      resolvable to the 0.5 ms goal on this machine
+//	    router CPU (utime+stime over the routed phase): 140-180 µs per request,
+//	      about 17 relayed SSE events each
 package proxy
