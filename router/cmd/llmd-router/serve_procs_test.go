@@ -203,20 +203,27 @@ type router struct {
 // waits until it is ready and has seen every pod's /metrics.
 func startRouter(t *testing.T, infos []sim.ReplicaInfo, args ...string) *router {
 	t.Helper()
+	return startServe(t, len(infos), append([]string{"--pods-file", podsFile(t, infos)}, args...)...)
+}
+
+// startServe runs `llmd-router serve` on a free port with args and waits
+// until /readyz answers 200 and discovery reports pods pods.
+func startServe(t *testing.T, pods int, args ...string) *router {
+	t.Helper()
 	var ann []struct{ Listen string }
-	p := start(t, "", 1, &ann, append([]string{"serve", "--listen", "127.0.0.1:0", "--pods-file", podsFile(t, infos)}, args...)...)
+	p := start(t, "", 1, &ann, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	r := &router{proc: p, url: "http://" + ann[0].Listen}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get(r.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && r.gauge(t, "llmd_router_pods") == float64(len(infos)) {
+			if resp.StatusCode == http.StatusOK && r.gauge(t, "llmd_router_pods") == float64(pods) {
 				return r
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("router not ready in 20s: %v\n%s", err, p.stderr.String())
+			t.Fatalf("router not ready with %d pods in 20s: %v\n%s", pods, err, p.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// TestServeKubernetesDiscovery runs the router as it runs in a cluster: it
+// finds the vLLM pods by label selector through a real API server (kwok
+// makes them Ready on fake GPU nodes), reaches each at its pod IP on the
+// configured ports, where a simulated replica listens, and stops routing to
+// a pod once it is deleted.
+func TestServeKubernetesDiscovery(t *testing.T) {
+	c := testenv.StartCluster(t)
+	testenv.ServePodIPs(t)
+	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: "serve", Count: 2, GPUs: 1})
+	ns := c.Namespace(t)
+	pods := c.Client.CoreV1().Pods(ns)
+	ctx := context.Background()
+	ips := map[string]string{}
+	for _, name := range []string{"vllm-0", "vllm-1"} {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "vllm"}},
+			Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Tolerations: []corev1.Toleration{{Key: testenv.GPUTaint.Key, Operator: corev1.TolerationOpEqual,
+					Value: testenv.GPUTaint.Value, Effect: testenv.GPUTaint.Effect}},
+				Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.11.0",
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
+			},
+		}
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "both pods Ready with an IP", func() bool {
+		for _, name := range []string{"vllm-0", "vllm-1"} {
+			p, err := pods.Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
+				return false
+			}
+			ips[name] = p.Status.PodIP
+		}
+		return true
+	})
+	// Each replica serves on its pod's IP at vLLM's and the config's
+	// default ports (HTTP 8000, KV events 5557, replay 5558).
+	for _, ip := range ips {
+		var info []struct{ Pod string }
+		start(t, "", 1, &info, "sim", "--host", ip, "--port", "8000", "--kv-port", "5557", "--time-scale", "20")
+	}
+	cfgPath := filepath.Join(t.TempDir(), "router.yaml")
+	if err := os.WriteFile(cfgPath, []byte("model: "+simModelName+"\ndiscovery:\n  kubernetes: {namespace: "+ns+", selector: app=vllm}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startServe(t, 2, "--config", cfgPath, "--kubeconfig", c.Kubeconfig)
+	waitFor(t, "every pod scraped and followed", func() bool { return r.gauge(t, "llmd_router_kv_event_endpoints") == 2 })
+
+	send := func() string {
+		t.Helper()
+		resp := post(t, r.url+"/v1/completions", completion(t, tokens(20, 5), 2, false))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d from %s", resp.StatusCode, resp.Header.Get("X-Llmd-Pod"))
+		}
+		return resp.Header.Get("X-Llmd-Pod")
+	}
+	seen := map[string]bool{}
+	for range 20 {
+		seen[send()] = true
+	}
+	for pod := range seen {
+		if _, ok := ips[pod]; !ok {
+			t.Fatalf("answers came from %v, not only from the cluster's pods", seen)
+		}
+	}
+
+	if err := pods.Delete(ctx, "vllm-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	waitFor(t, "the router to drop the deleted pod", func() bool { return r.gauge(t, "llmd_router_pods") == 1 })
+	t.Logf("deleted pod left the router's view %v after the delete call", time.Since(deleted).Round(time.Millisecond))
+	for range 10 {
+		if pod := send(); pod != "vllm-0" {
+			t.Fatalf("request routed to %s after it was deleted", pod)
+		}
+	}
+}
