@@ -100,3 +100,51 @@ func TestServeKubernetesDiscovery(t *testing.T) {
 		}
 	}
 }
+
+// TestServeNotReadyBeforeDiscoverySyncs points the router at an API server
+// that does not answer: it must serve (so probes reach it) but report
+// not ready, and refuse requests with 503 while it knows no pod.
+func TestServeNotReadyBeforeDiscoverySyncs(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: gone, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: gone, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "router.yaml")
+	if err := os.WriteFile(cfgPath, []byte("model: m\ndiscovery:\n  kubernetes: {namespace: llm, selector: app=vllm}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ann []struct{ Listen string }
+	p := start(t, "", 1, &ann, "serve", "--listen", "127.0.0.1:0", "--config", cfgPath, "--kubeconfig", kubeconfig)
+	url := "http://" + ann[0].Listen
+	for _, c := range []struct {
+		path string
+		want int
+	}{{"/healthz", http.StatusOK}, {"/readyz", http.StatusServiceUnavailable}} {
+		resp, err := http.Get(url + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.path, resp.StatusCode, c.want)
+		}
+	}
+	resp := post(t, url+"/v1/completions", completion(t, tokens(20, 1), 2, false))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("completion with no pod: %d %s", resp.StatusCode, b)
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("router exited while the API server was unreachable: %v\n%s", p.err, p.stderr.String())
+	default:
+	}
+}
