@@ -30,7 +30,7 @@ func Python(t testing.TB, modules ...string) string {
 	}
 	if err := v.(pythonCheck).err; err != nil {
 		unavailable(t, "python3 with "+key, err,
-			"apt-get install -y python3 python3-msgpack python3-zmq python3-cbor2 (Debian packages for "+DebianPython+")")
+			"apt-get install -y python3 python3-msgpack python3-zmq python3-cbor2 python3-jinja2 (Debian packages for "+DebianPython+")")
 	}
 	return DebianPython
 }
