@@ -1,0 +1,45 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseMetricsSumsLabelledSamples reads vLLM-style exposition text:
+// labelled samples, several samples of one counter (by finish reason), a
+// timestamp, comments, and names the bench does not want.
+func TestParseMetricsSumsLabelledSamples(t *testing.T) {
+	text := `# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="Qwen/Qwen2.5-7B-Instruct"} 7
+vllm:kv_cache_usage_perc{model_name="Qwen/Qwen2.5-7B-Instruct"} 0.25
+vllm:prefix_cache_queries_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 4352 1700000000000
+vllm:prefix_cache_hits_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 2048
+vllm:request_success_total{finished_reason="length",model_name="m"} 3
+vllm:request_success_total{finished_reason="stop",model_name="m"} 2
+vllm:num_requests_running{model_name="m"} 99
+llmd_sim_lag_max_seconds 0.125
+`
+	m, err := parsePodMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := podMetrics{Waiting: 7, KVUsage: 0.25, Queries: 4352, Hits: 2048, Success: 5, LagMax: 0.125}
+	if m != want {
+		t.Errorf("parsed %+v, want %+v", m, want)
+	}
+	r, err := parseRouterMetrics(strings.NewReader(`llmd_router_kv_event_messages_total{pod="sim-0"} 10
+llmd_router_kv_event_messages_total{pod="sim-1"} 5
+llmd_router_decisions_total 15
+llmd_router_pods 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r) != 2 || r["kv_event_messages"] != 15 || r["decisions"] != 15 {
+		t.Errorf("router counters %v, want kv_event_messages 15 and decisions 15 only", r)
+	}
+	if _, err := parsePodMetrics(strings.NewReader("vllm:num_requests_waiting{a=\"b\"} many\n")); err == nil {
+		t.Error("a non-numeric sample was accepted")
+	}
+}
