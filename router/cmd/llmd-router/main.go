@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,9 +29,6 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-// errNotImplemented marks a subcommand whose issue has not landed yet.
-var errNotImplemented = errors.New("not implemented yet")
-
 var commands = map[string]command{
 	"serve": {"route OpenAI-compatible requests to the fleet by cached prefix and load", serveCommand},
 	"sim":   {"serve simulated vLLM replicas (OpenAI HTTP, /metrics, KV events over ZeroMQ)", sim.Command},
@@ -42,8 +38,6 @@ var commands = map[string]command{
 		return err
 	}},
 }
-
-func notImplemented(context.Context, []string, io.Writer, io.Writer) error { return errNotImplemented }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
