@@ -19,7 +19,10 @@
 // A request is retried on another pod when connecting fails or the pod
 // answers 5xx, as long as nothing has been written to the client; once the
 // status line is out the response is the pod's, errors included, because a
-// client cannot be told to forget half a stream.
+// client cannot be told to forget half a stream. A pod that refused or
+// dropped a connection is left out of the candidates for EjectFor, so the
+// requests that follow do not each pay a failed attempt while discovery
+// has not yet noticed the pod is gone.
 //
 // # Admission
 //

@@ -103,6 +103,7 @@ func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, arrived time.Tim
 		if ctx.Err() != nil {
 			return nil
 		}
+		s.ej.eject(sl.pod)
 		return fmt.Errorf("sending to %s: %w", sl.pod, err)
 	}
 	defer resp.Body.Close()

@@ -51,7 +51,7 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 	var buf []scoring.Pod
 	return func(ctx context.Context, tried []string) (slot, error) {
 		for {
-			buf = untried(s.cfg.Fleet.Pods(buf[:0]), tried)
+			buf = s.ej.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 			if len(buf) == 0 {
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
@@ -104,7 +104,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf []scoring.Pod
 	s.forward(w, r, arrived, body, func(_ context.Context, tried []string) (slot, error) {
-		buf = untried(s.cfg.Fleet.Pods(buf[:0]), tried)
+		buf = s.ej.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 		if len(buf) == 0 {
 			return slot{}, errNoPods
 		}

@@ -56,6 +56,10 @@ type Config struct {
 	QueueTimeout time.Duration
 	// MaxAttempts bounds the pods one request is tried on (default 3).
 	MaxAttempts int
+	// EjectFor keeps a pod that refused or dropped a connection out of the
+	// candidates for this long (default 2s, discovery's staleness limit);
+	// negative disables it.
+	EjectFor time.Duration
 }
 
 // Defaults of Config.
@@ -65,12 +69,14 @@ const (
 	DefaultQueueTimeout = 30 * time.Second
 	DefaultMaxAttempts  = 3
 	DefaultBodyTimeout  = 60 * time.Second
+	DefaultEjectFor     = 2 * time.Second
 )
 
 // Server is the HTTP handler of the serving front.
 type Server struct {
 	cfg   Config
 	adm   *admission
+	ej    *ejector
 	mux   *http.ServeMux
 	log   *slog.Logger
 	drain atomic.Bool
@@ -102,10 +108,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.EjectFor == 0 {
+		cfg.EjectFor = DefaultEjectFor
+	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue, cfg.QueueTimeout)}
+	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue, cfg.QueueTimeout),
+		ej: newEjector(cfg.EjectFor)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.routed)
 	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.routed)

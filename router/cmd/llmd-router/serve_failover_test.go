@@ -56,14 +56,14 @@ func stream(ctx context.Context, client *http.Client, url string, body []byte) o
 }
 
 // TestServeSurvivesAReplicaKilledMidRun runs 8 replica processes behind the
-// router, keeps 32 streams going, and kills one replica with SIGKILL in the
-// middle. Requests on the dead replica that had not started streaming must
-// be retried elsewhere and succeed; only streams already under way may
-// fail. The kill must hit: some request fails over or breaks mid-stream.
+// router, keeps 32 streams going, and kills with SIGKILL, a third of the way
+// in, the replica the router has most requests open on. Requests on it that
+// had not started streaming must be retried elsewhere and succeed; only
+// streams already under way may fail. The kill must hit: some request fails
+// over or breaks mid-stream.
 func TestServeSurvivesAReplicaKilledMidRun(t *testing.T) {
 	infos, procs := startReplicas(t, 8, "--time-scale", "10")
 	r := startRouter(t, infos)
-	const victim = 3
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 	var (
@@ -71,7 +71,25 @@ func TestServeSurvivesAReplicaKilledMidRun(t *testing.T) {
 		outcomes []outcome
 		sent     atomic.Int64
 		killed   atomic.Bool
+		victim   atomic.Int64
 	)
+	// kill picks the pod with the most open requests: the scorers may leave
+	// some pods idle for a while, and killing an idle one tests nothing.
+	kill := func() {
+		fams := metrics(t, r.url+"/metrics")
+		best, most := -1, 0.0
+		for i, info := range infos {
+			if n := sum(fams, "llmd_router_pod_in_flight", "pod", info.Pod); n > most {
+				best, most = i, n
+			}
+		}
+		if best < 0 {
+			t.Error("no pod had a request open at the kill")
+			return
+		}
+		victim.Store(int64(best))
+		_ = procs[best].cmd.Process.Signal(syscall.SIGKILL)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const total, workers = 480, 32
@@ -90,7 +108,7 @@ func TestServeSurvivesAReplicaKilledMidRun(t *testing.T) {
 				outcomes = append(outcomes, o)
 				mu.Unlock()
 				if n == total/3 && killed.CompareAndSwap(false, true) {
-					_ = procs[victim].cmd.Process.Signal(syscall.SIGKILL)
+					kill()
 				}
 			}
 		})
@@ -100,7 +118,7 @@ func TestServeSurvivesAReplicaKilledMidRun(t *testing.T) {
 		t.Fatal("the replica was never killed")
 	}
 
-	victimName := infos[victim].Pod
+	victimName := infos[victim.Load()].Pod
 	var ok, broken, onVictimAfter int
 	for _, o := range outcomes {
 		switch {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,7 +34,8 @@ var (
 	binErr  error
 )
 
-// binary builds llmd-router once for every test in the package.
+// binary builds llmd-router once for every test in the package, with the
+// race detector when LLMD_TEST_RACE=1.
 func binary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -41,7 +43,12 @@ func binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "llmd-router")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		args := []string{"build", "-o", binPath}
+		if os.Getenv("LLMD_TEST_RACE") == "1" {
+			// The processes under test are not covered by go test -race.
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -103,6 +110,9 @@ func start(t testing.TB, cpus string, lines int, out any, args ...string) *proc 
 	}()
 	t.Cleanup(func() {
 		p.stop(t, syscall.SIGTERM, 10*time.Second)
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("llmd-router %s reported a data race", args[0])
+		}
 		if t.Failed() {
 			t.Logf("%s stderr:\n%s", args[0], tail(p.stderr.String(), 4000))
 		}
