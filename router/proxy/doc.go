@@ -49,13 +49,16 @@
 //	go test -run '^$' -bench ServeAddedLatency -benchtime 1x ./router/cmd/llmd-router/
 //	  512 concurrent streams x 8 rounds (64-token prompts, 16 output tokens)
 //	  on 8 simulated replicas at time scale 100; router pinned to CPU 0,
-//	  simulator and client to CPU 1; six runs:
+//	  simulator and client to CPU 1; four runs with the in-flight scorer:
 //	    router's own share of time to first byte (llmd_router_overhead_seconds):
-//	      p50 0.031 ms, p99 0.11-0.19 ms
+//	      p50 0.031 ms, p99 0.11-0.19 ms (every run, any scorer or load)
 //	    client-side, routed minus direct: TTFT p50 -8 to +12 ms, p99 -107 to +8 ms;
 //	      direct TTFT is p50 ~130 ms, p99 ~300 ms on the simulator's saturated
 //	      core, so these differences are that core's queueing and the engines'
 //	      step timing, and do not resolve the 0.5 ms / 2 ms goal
+//	    with the default llm-d scorers (LLMD_BENCH_SCORER=default): p50 +80 ms in
+//	      one run (50 ms-old scraped load herds a burst onto one pod), -5.6 ms in
+//	      another; at time scale 1000 (simulator CPU-bound): p50 +22 ms
 //	    at 64 streams (LLMD_BENCH_CONCURRENCY=64): TTFT p50 +2.8 ms (time scale
 //	      100, engine steps of several ms) and +5.7 ms (time scale 1000, the
 //	      simulator CPU-bound), router's own share unchanged
