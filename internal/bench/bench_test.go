@@ -45,8 +45,8 @@ func BenchmarkNoneAllPolicies(b *testing.B) {
 
 // BenchmarkTuneBest reruns the tuning of `best` (doc.go) on the held-out
 // workloads and fails if its winner is not BestScorers: the configuration
-// in the code is the one the written procedure picks. About 6 minutes on
-// 2 shared cores.
+// in the code is the one the written procedure picks. 1 to 6 minutes on
+// 2 shared cores, depending on what else runs there.
 //
 //	go test -run '^$' -bench TuneBest -benchtime 1x -v ./internal/bench/
 func BenchmarkTuneBest(b *testing.B) {
