@@ -43,3 +43,16 @@ llmd_router_pods 2
 		t.Error("a non-numeric sample was accepted")
 	}
 }
+
+// TestLagOverLimitFailsTheRun checks the demo's guard: a replica more than
+// 5% of the run behind its schedule fails the run; up to 5% passes.
+func TestLagOverLimitFailsTheRun(t *testing.T) {
+	opts := DefaultLiveOptions()
+	if err := (lagReport{seconds: 5, share: 0.05, wall: 100}).check(opts); err != nil {
+		t.Errorf("5%% lag failed: %v", err)
+	}
+	err := (lagReport{seconds: 6, share: 0.06, wall: 100}).check(opts)
+	if err == nil || !strings.Contains(err.Error(), "6.0%") || !strings.Contains(err.Error(), "limit 5%") {
+		t.Errorf("6%% lag: error %v, want one naming 6.0%% and the 5%% limit", err)
+	}
+}

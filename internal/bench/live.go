@@ -84,10 +84,8 @@ func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOption
 		rep.Live.WallSeconds += wall
 		rep.Live.MaxLagSeconds = max(rep.Live.MaxLagSeconds, lag.seconds)
 		rep.Live.LagShare = max(rep.Live.LagShare, lag.share)
-		if lag.share > opts.MaxLag {
-			return rep, fmt.Errorf("policy %s: a replica lagged its schedule by %.1f s, %.1f%% of the %.0f s run (limit %.0f%%): "+
-				"the CPU could not keep up at time scale %g, so the figures would not be the model's",
-				p, lag.seconds, 100*lag.share, lag.wall, 100*opts.MaxLag, opts.TimeScale)
+		if err := lag.check(opts); err != nil {
+			return rep, fmt.Errorf("policy %s: %w", p, err)
 		}
 	}
 	return rep, nil
@@ -95,6 +93,16 @@ func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOption
 
 // lagReport is a run's worst replica lag.
 type lagReport struct{ seconds, share, wall float64 }
+
+// check fails a run whose worst lag exceeds the limit.
+func (l lagReport) check(opts LiveOptions) error {
+	if l.share <= opts.MaxLag {
+		return nil
+	}
+	return fmt.Errorf("a replica lagged its schedule by %.1f s, %.1f%% of the %.0f s run (limit %.0f%%): "+
+		"the CPU could not keep up at time scale %g, so the figures would not be the model's",
+		l.seconds, 100*l.share, l.wall, 100*opts.MaxLag, opts.TimeScale)
+}
 
 // runLivePolicy runs one policy on a fresh fleet.
 func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy string, opts LiveOptions, dir string,
