@@ -1,10 +1,13 @@
 package scoring
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/canary"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
@@ -17,9 +20,19 @@ import (
 // engine does: a cache_salt (vLLM mixes it into the first block's extra
 // keys) and a template error (vLLM answers those with 400 itself; the
 // router must not refuse what the engine might accept).
+//
+// While the parity canary (Guard) finds the in-process ids differ from the
+// engine's, requests are tokenized by a pod instead: a wrong id costs every
+// prefix hit, an HTTP round trip costs milliseconds.
 type Chat struct {
 	Catalog *chat.Catalog
+	// Guard is the served model's parity canary; nil keeps every request in process.
+	Guard *canary.Guard
 }
+
+// engineTokenizeTimeout bounds a request's wait for a pod's tokenizer on the
+// engine path; past it the request routes on load alone.
+const engineTokenizeTimeout = 2 * time.Second
 
 var _ Prompter = (*Chat)(nil)
 
@@ -33,7 +46,7 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 	if r.CacheSalt != "" {
 		return untokenizable("cache_salt")
 	}
-	toks, err := c.Catalog.Tokenize(r)
+	toks, err := c.tokenize(r)
 	switch {
 	case errors.Is(err, chat.ErrUntokenizable):
 		reason := err.Error()
@@ -51,6 +64,26 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 	}
 	// vLLM serves a completion batch on one engine: its first prompt routes it.
 	return &Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA}, nil
+}
+
+// tokenize returns r's ids: in process, or from one pod while the canary
+// holds the model on the engine path. An engine that cannot answer makes the
+// request untokenizable rather than failing it.
+func (c *Chat) tokenize(r *chat.Request) (*chat.Tokens, error) {
+	if c.Guard == nil || !c.Guard.OnEnginePath() || r.Untokenizable != nil {
+		return c.Catalog.Tokenize(r)
+	}
+	base, lora, _, err := c.Catalog.Resolve(r.Model)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), engineTokenizeTimeout)
+	defer cancel()
+	prompts, err := c.Guard.Tokenize(ctx, r)
+	if err != nil {
+		return nil, &chat.UntokenizableError{Reason: "engine_tokenize_failed", Detail: err.Error()}
+	}
+	return &chat.Tokens{Base: base, LoRA: lora, CacheSalt: r.CacheSalt, Prompts: prompts}, nil
 }
 
 // ChatFromConfig builds the Chat prompter the configuration describes: the

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat/canary"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
@@ -170,16 +169,17 @@ func source(cfg *config.Config, kubeconfig string) (discovery.Source, error) {
 }
 
 // startCanary runs the tokenizer parity canary when the model's tokenizer
-// and template are configured, exporting its state. Its engine path is not
-// yet wired into the prompter (package scoring tokenizes in process): a
-// mismatch shows in metrics and logs.
+// and template are configured, and hands it to the prompter, which sends
+// the model's requests to a pod's tokenizer while the canary reports a
+// mismatch. It must run before the proxy serves: the prompter is not
+// modified afterwards.
 func startCanary(ctx context.Context, cfg *config.Config, c *core, reg prometheus.Registerer, every time.Duration, log *slog.Logger) error {
 	if cfg.Tokenizer.JSON == "" || cfg.Tokenizer.Config == "" {
 		return nil
 	}
-	m, err := chat.LoadModel(cfg.Tokenizer.JSON, cfg.Tokenizer.Config, chat.Options{})
+	_, _, m, err := c.prompter.Catalog.Resolve(cfg.Model)
 	if err != nil {
-		return fmt.Errorf("loading the tokenizer for the canary: %w", err)
+		return fmt.Errorf("finding the tokenizer for the canary: %w", err)
 	}
 	cm, err := canary.NewMetrics(reg)
 	if err != nil {
@@ -194,6 +194,7 @@ func startCanary(ctx context.Context, cfg *config.Config, c *core, reg prometheu
 			}
 			return ""
 		}})
+	c.prompter.Guard = g
 	go g.Run(ctx)
 	return nil
 }
