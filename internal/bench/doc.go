@@ -57,13 +57,14 @@
 // `make demo` runs live mode with --demo-scale: the seed workload (8
 // replicas, 150 prefixes x 2,048 tokens, suffix 128, output 256,
 // concurrency 512, rate inf) with 1,800 prompts instead of 9,000 (12 per
-// prefix instead of 60) and the replicas at 2.5x real time. Measured:
-// 5 min 9 s for `make demo` (build included, 4 min 56 s of benchmark) on 2
-// shared cores with a load average of ~13 from other builds; the largest
-// replica lag was 0.42 s, 1.4% of its run (limit 5%). Fewer prompts per
-// prefix lower the hit-rate ceiling (11 of 12 prompts per prefix can hit)
-// and make ramp-up and drain a larger share of the run. The table is in
-// README.md.
+// prefix instead of 60) and the replicas at 2.5x real time. Measured on 2
+// shared cores with other builds running: 5 min 9 s and 4 min 21 s for
+// two runs of `make demo` (build included), largest replica lag 1.4% and
+// 0.1% of a run (limit 5%). Fewer prompts per prefix lower the hit-rate
+// ceiling (11 of 12 prompts per prefix can hit) and make ramp-up and drain
+// a larger share of the run. Live runs are not deterministic (next
+// section): best was 2.43x and 2.69x rr in those two runs, llmd 2.24x and
+// 2.27x, approx 0.98x and 1.75x. The table is in README.md.
 //
 // # Choosing best (DESIGN.md decision 6)
 //
@@ -136,9 +137,9 @@
 // Live, the burst takes about a second of wall time while 50 ms scrapes
 // show queues growing unevenly, and load scores can outvote a prefix held
 // only by a speculative entry, so precise routing keeps fewer prefixes
-// together: on the demo workload llmd's hit rate is 76% live against 86%
-// in virtual time (`llmd-router bench --mode virtual --demo-scale ...`
-// runs the same 1,800 prompts), best's 81%. With Poisson arrivals
+// together: on the demo workload llmd's hit rate was 76% and 79% in two
+// live runs against 86% in virtual time (`llmd-router bench --mode virtual
+// --demo-scale ...` runs the same 1,800 prompts), best's 81% and 86%. With Poisson arrivals
 // (--request-rate 10, 600 prompts) live and virtual llmd agree (hit rate
 // 70.6% both). approx fares worst live: its history never learns that a
 // pod evicted a prefix and it ignores in-flight work, so hot pods pile up
