@@ -138,11 +138,12 @@
 // show queues growing unevenly, and load scores can outvote a prefix held
 // only by a speculative entry, so precise routing keeps fewer prefixes
 // together: on the demo workload llmd's hit rate was 76% and 79% in two
-// live runs against 86% in virtual time (`llmd-router bench --mode virtual
-// --demo-scale ...` runs the same 1,800 prompts), best's 81% and 86%. With Poisson arrivals
-// (--request-rate 10, 600 prompts) live and virtual llmd agree (hit rate
-// 70.6% both). approx fares worst live: its history never learns that a
-// pod evicted a prefix and it ignores in-flight work, so hot pods pile up
-// (P99 TTFT 171 s in the demo). The virtual figures are an upper bound
-// for the burst, and the tuning above did not see this effect.
+// live runs against 86% in virtual time (`llmd-router bench --mode
+// virtual --demo-scale ...` runs the same 1,800 prompts), best's 81% and
+// 86%. With Poisson arrivals (--request-rate 10, 600 prompts) live and
+// virtual llmd agree (hit rate 70.6% both). approx varies most live: its
+// history never learns that a pod evicted a prefix, so a pod it favours
+// can pile up (P99 TTFT 171 s in one demo run, 37 s in the other). The
+// virtual figures are an upper bound for the burst, and the tuning above
+// did not see this effect.
 package bench
