@@ -27,19 +27,11 @@ func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart
 	if err != nil {
 		return nil, err
 	}
-	roles, err := c.IAM.ListRoles(ctx, &iam.ListRolesInput{})
+	roles, err := c.ownedRoles(ctx, owner)
 	if err != nil {
-		return nil, fmt.Errorf("listing IAM roles: %w", err)
+		return nil, err
 	}
-	for _, r := range roles.Roles {
-		got, err := c.IAM.ListRoleTags(ctx, &iam.ListRoleTagsInput{RoleName: r.RoleName})
-		if err != nil {
-			return nil, fmt.Errorf("listing tags of IAM role %s: %w", aws.ToString(r.RoleName), err)
-		}
-		if tags := fromIAMTags(got.Tags); tags[OwnerTag] == owner {
-			parts = append(parts, OwnedPart{"iam role", aws.ToString(r.RoleName), tags})
-		}
-	}
+	parts = append(parts, roles...)
 	clusters, err := c.EKS.ListClusters(ctx, &eks.ListClustersInput{})
 	if err != nil {
 		return nil, fmt.Errorf("listing EKS clusters: %w", err)
@@ -118,6 +110,33 @@ func (c *Clients) ownedEC2(ctx context.Context, owner string) ([]OwnedPart, erro
 	}
 	for _, n := range nats {
 		add("nat-gateway", aws.ToString(n.NatGatewayId), n.Tags)
+	}
+	return parts, nil
+}
+
+// ownedRoles lists the IAM roles carrying the owner tag. A role deleted
+// between the listing and its tag lookup (another cluster's destroy running
+// beside this one) is gone, not owned.
+func (c *Clients) ownedRoles(ctx context.Context, owner string) ([]OwnedPart, error) {
+	var parts []OwnedPart
+	pages := iam.NewListRolesPaginator(c.IAM, &iam.ListRolesInput{})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing IAM roles: %w", err)
+		}
+		for _, r := range page.Roles {
+			got, err := c.IAM.ListRoleTags(ctx, &iam.ListRoleTagsInput{RoleName: r.RoleName})
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("listing tags of IAM role %s: %w", aws.ToString(r.RoleName), err)
+			}
+			if tags := fromIAMTags(got.Tags); tags[OwnerTag] == owner {
+				parts = append(parts, OwnedPart{"iam role", aws.ToString(r.RoleName), tags})
+			}
+		}
 	}
 	return parts, nil
 }
