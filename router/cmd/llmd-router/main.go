@@ -10,6 +10,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -61,11 +63,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
+	err := cmd.run(ctx, args[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0 // the flag set has printed the subcommand's usage
+	default:
 		fmt.Fprintf(stderr, "llmd-router %s: %v\n", args[0], err)
 		return 1
 	}
-	return 0
 }
 
 func usage(w io.Writer) {

@@ -18,6 +18,10 @@ func TestRunDispatch(t *testing.T) {
 		{args: []string{"help"}, wantCode: 0, wantErr: "serve"},
 		{args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
 		{args: []string{"version"}, wantCode: 0, wantOut: version + "\n"},
+		{args: []string{"serve", "--help"}, wantCode: 0, wantErr: "-listen"},
+		{args: []string{"sim", "-h"}, wantCode: 0, wantErr: "-replicas"},
+		{args: []string{"bench", "--help"}, wantCode: 0, wantErr: "-policies"},
+		{args: []string{"sim", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined"},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer
