@@ -66,7 +66,7 @@ func podCIDRDir() (string, error) {
 // listen on a pod's IP and answer requests sent there, as a vLLM container would.
 // ClusterIPs still do not route (there is no kube-proxy): clients reach pods
 // through their IPs or a Service's EndpointSlices. The route is removed when the
-// last test binary using it stops.
+// last test binary holding a pod CIDR stops.
 func ServePodIPs(t testing.TB) {
 	t.Helper()
 	routeOnce.Do(func() { routeErr = addPodRoute() })
@@ -84,12 +84,12 @@ func addPodRoute() error {
 	if err != nil {
 		return fmt.Errorf("ip route show: %w", err)
 	}
-	if strings.Contains(string(show), podNetwork) {
-		return nil // another test binary added it and owns its removal
+	if !strings.Contains(string(show), podNetwork) {
+		if out, err := exec.Command(ip, "route", "add", "local", podNetwork, "dev", "lo").CombinedOutput(); err != nil {
+			return fmt.Errorf("ip route add local %s dev lo: %v: %s", podNetwork, err, out)
+		}
 	}
-	if out, err := exec.Command(ip, "route", "add", "local", podNetwork, "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip route add local %s dev lo: %v: %s", podNetwork, err, out)
-	}
+	// Whichever binary stops last removes the route, whoever added it.
 	onStop(func(bool) {
 		if !otherPodCIDRsHeld() {
 			_ = exec.Command(ip, "route", "del", "local", podNetwork, "dev", "lo").Run()
