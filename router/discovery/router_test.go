@@ -13,8 +13,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
@@ -231,16 +229,7 @@ func complete(t testing.TB, base string, b []byte) {
 // counter reads one unlabelled-per-replica metric from a replica's /metrics.
 func counter(t testing.TB, base, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := testenv.ScrapeMetrics(t, base)
 	f := fams[name]
 	if f == nil || len(f.Metric) != 1 {
 		t.Fatalf("%s: metric %s missing or not single", base, name)
