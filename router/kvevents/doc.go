@@ -24,14 +24,16 @@
 // publish on their own ports) in its own goroutine, so an engine's events
 // apply in order and engines apply in parallel. Per (pod, DP rank) it tracks
 // the sequence number:
-//   - first contact (start, scale-out, after a purge): replay from seq 0,
-//     since prefixes that stay cached never emit BlockStored again; a replay
-//     that starts above 0 is accepted and its blocks with unknown parents
-//     become orphans;
-//   - a gap: replay from the missing seq; if the replay does not reach the
-//     live message, or comes from a newer process (engine time newer than the
-//     live message, or another time at its seq), purge the engine and rebuild
-//     it from a replay from 0;
+//   - every connection the feed completes with the publisher (first contact,
+//     a reconnect after a network break or an engine restart, a publisher
+//     connecting to a bound feed): the first replays from seq 0, since
+//     prefixes that stay cached never emit BlockStored again (a replay that
+//     starts above 0 is accepted and its blocks with unknown parents become
+//     orphans); later ones replay from the last applied message, which the
+//     publisher must still hold with the same engine time, else the engine
+//     is purged and rebuilt from a replay from 0;
+//   - a gap: the same anchored replay, which must also reach the live
+//     message and agree with its engine time; failing that, purge and rebuild;
 //   - seq going backwards with newer engine time: the engine restarted, purge
 //     and rebuild; backwards with older time: a live duplicate of a replayed
 //     message, skipped;
@@ -39,9 +41,13 @@
 //   - a malformed message: purge every rank of the endpoint, and start the next
 //     baseline without replay (the replay would return the same bytes).
 //
-// A restarted engine is invisible only if its new sequence reaches exactly
-// the seq the router expected next before the router sees any of it; vLLM's
-// stream carries no process identity to tell the two apart.
+// The anchor matters because vLLM's stream carries no process identity: a
+// restart whose lost first messages carry the new sequence past the seq the
+// router expects looks like a plain gap, and the replay after it looks
+// continuous; only the message the router applied last, gone or changed,
+// tells. A restart is invisible only if the new sequence reaches exactly the
+// expected seq while the router stays connected, which a new process, with
+// new sockets, cannot do.
 //
 // Transport hides the sockets: package zmqtransport implements it with
 // libzmq, and nothing here links ZeroMQ (TestImportBoundaries).

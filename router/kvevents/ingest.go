@@ -62,7 +62,7 @@ func New(cfg Config) (*Ingestor, error) {
 	return &Ingestor{cfg: cfg, followers: make(map[followKey]*follower)}, nil
 }
 
-// Add starts following ep. Its first contact asks for a replay from seq 0.
+// Add starts following ep. Its first connection asks for a replay from seq 0.
 func (in *Ingestor) Add(ep Endpoint) error {
 	if ep.Pod == "" || ep.Addr == "" {
 		return fmt.Errorf("following KV events: endpoint %+v needs a Pod and an Addr", ep)
@@ -160,7 +160,7 @@ func (in *Ingestor) stop(fs []*follower) {
 func (in *Ingestor) Stats() Stats { return in.c.snapshot() }
 
 // follow owns one endpoint's feed: it opens it (retrying with backoff),
-// replays from 0, then applies live messages until stopped.
+// then handles its messages and connection notices until stopped.
 func (in *Ingestor) follow(f *follower) {
 	defer close(f.done)
 	feed := in.open(f)
@@ -170,7 +170,6 @@ func (in *Ingestor) follow(f *follower) {
 	defer feed.Close()
 	s := &stream{ep: f.ep, feed: feed, ix: in.cfg.Index, c: &in.c, replayWait: in.cfg.ReplayWait,
 		logf: in.cfg.Logf, ranks: make(map[int]*rankState)}
-	s.contact()
 	for {
 		select {
 		case <-f.stop:

@@ -9,6 +9,7 @@ import (
 // index's own gauges (keys, orphans, memory) come from index.Stats.
 type Stats struct {
 	Pods             int64 // endpoints being followed
+	Connections      int64 // connections completed with publishers (each is caught up by replay)
 	Messages         int64 // messages applied
 	Stored           int64 // BlockStored events applied
 	Removed          int64 // BlockRemoved events applied
@@ -29,10 +30,10 @@ type Stats struct {
 }
 
 type counters struct {
-	pods, messages, stored, removed, cleared, unknown, otherGroup atomic.Int64
-	duplicates, gaps, restarts, replays, replayFailures, purges   atomic.Int64
-	decodeErrors, applyErrors, transportErrors                    atomic.Int64
-	lagBits, maxLagBits                                           atomic.Uint64
+	pods, connections, messages, stored, removed, cleared, unknown, otherGroup atomic.Int64
+	duplicates, gaps, restarts, replays, replayFailures, purges                atomic.Int64
+	decodeErrors, applyErrors, transportErrors                                 atomic.Int64
+	lagBits, maxLagBits                                                        atomic.Uint64
 }
 
 // lag records now-ts of the latest applied batch.
@@ -48,7 +49,7 @@ func (c *counters) lag(seconds float64) {
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Pods: c.pods.Load(), Messages: c.messages.Load(), Stored: c.stored.Load(), Removed: c.removed.Load(),
+		Pods: c.pods.Load(), Connections: c.connections.Load(), Messages: c.messages.Load(), Stored: c.stored.Load(), Removed: c.removed.Load(),
 		Cleared: c.cleared.Load(), UnknownEvents: c.unknown.Load(), OtherGroupEvents: c.otherGroup.Load(),
 		Duplicates: c.duplicates.Load(), Gaps: c.gaps.Load(), Restarts: c.restarts.Load(), Replays: c.replays.Load(),
 		ReplayFailures: c.replayFailures.Load(), Purges: c.purges.Load(), DecodeErrors: c.decodeErrors.Load(),

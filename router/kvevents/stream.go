@@ -51,16 +51,12 @@ func (s *stream) rank(b *Batch) *rankState {
 
 func (s *stream) canReplay() bool { return s.feed != nil && s.ep.ReplayAddr != "" }
 
-// contact runs on first contact with the endpoint: prefixes that stay cached
-// never emit BlockStored again, so only a replay from 0 can reveal them.
-func (s *stream) contact() {
-	if s.canReplay() {
-		s.replay(0, nil)
-	}
-}
-
 // onLive handles one message from the live subscription.
 func (s *stream) onLive(m Message) {
+	if m.Connected {
+		s.connected()
+		return
+	}
 	if err := DecodeBatch(m.Payload, &s.live); err != nil {
 		s.malformed(m, err)
 		return
@@ -86,6 +82,42 @@ func (s *stream) onLive(m Message) {
 	}
 }
 
+// connected catches up after the feed connected to the publisher. The first
+// connection replays from seq 0, since prefixes that stay cached never emit
+// BlockStored again. A reconnection replays each rank from its last applied
+// message: whatever was sent while disconnected is lost, and the publisher
+// may be a new process whose sequence has already passed, or just reached,
+// the seq expected next, which no live message could reveal. The publisher
+// still holding that message unchanged is the same process.
+func (s *stream) connected() {
+	s.c.connections.Add(1)
+	if !s.canReplay() {
+		return
+	}
+	var seen []*rankState
+	for _, rs := range s.ranks {
+		if rs.seen {
+			seen = append(seen, rs)
+		}
+	}
+	if len(seen) == 0 {
+		s.replay(0, nil)
+		return
+	}
+	for _, rs := range seen {
+		if !rs.seen { // an earlier rank's rebuild replayed it from 0
+			continue
+		}
+		switch s.resume(rs, nil) {
+		case replayRestarted:
+			s.restartedDuringReplay(rs)
+		case replayUnanchored:
+			s.unanchored(rs)
+			s.replay(0, nil)
+		}
+	}
+}
+
 // malformed handles a message that does not decode. Its rank is unknown and
 // a replay would return the same bytes, so every rank of the endpoint is
 // purged and the next good message starts a new baseline: a lost
@@ -102,15 +134,34 @@ func (s *stream) malformed(m Message, err error) {
 // fill recovers the messages between rs.next and live message m.
 func (s *stream) fill(rs *rankState, m Message) {
 	if s.canReplay() {
-		if !s.replay(rs.next, s.bound(rs, m)) {
+		switch s.resume(rs, s.bound(m)) {
+		case replayRestarted:
 			s.restartedDuringReplay(rs)
 			return
-		}
-		if s.settle(rs, m) {
-			return
+		case replayUnanchored:
+			s.unanchored(rs)
+		default:
+			if s.settle(rs, m) {
+				return
+			}
 		}
 	}
 	s.rebuild(rs, m)
+}
+
+// resume replays rank rs from its last applied message, which the publisher
+// must still hold unchanged: a restart can carry the sequence past the gap
+// (or up to the seq expected next), and only the engine time of a message
+// the router already applied tells the new process from the old one.
+func (s *stream) resume(rs *rankState, live *liveBound) replayOutcome {
+	return s.replay(rs.next-1, &replayCheck{rank: rs.rank, anchored: true, anchorTS: rs.lastTS, live: live})
+}
+
+// unanchored logs a resume that found the last applied message gone: the
+// publisher restarted with a shorter history, or its buffer moved past it.
+func (s *stream) unanchored(rs *rankState) {
+	s.logf("kvevents: %s rank %d: the publisher no longer holds seq %d; rebuilding", s.ep.Pod, rs.rank, rs.next-1)
+	s.purge(rs)
 }
 
 // rebuild purges the engine and rebuilds it from whatever the publisher
@@ -127,7 +178,7 @@ func (s *stream) rebuild(rs *rankState, m Message) {
 // replay would bring the same bytes back) start directly at m.
 func (s *stream) baseline(rs *rankState, m Message) {
 	if m.Seq > 0 && s.canReplay() && !s.afterMalformed {
-		if !s.replay(0, s.bound(rs, m)) {
+		if s.replay(0, &replayCheck{rank: rs.rank, live: s.bound(m)}) == replayRestarted {
 			s.restartedDuringReplay(rs)
 			return
 		}
@@ -163,18 +214,40 @@ func (s *stream) purge(rs *rankState) {
 
 // liveBound is the live message a replay fills in before.
 type liveBound struct {
+	seq uint64
+	ts  float64
+}
+
+func (s *stream) bound(m Message) *liveBound {
+	return &liveBound{seq: m.Seq, ts: s.live.TS}
+}
+
+// replayCheck is what a replay must show of one rank to come from the
+// process the router has been following.
+type replayCheck struct {
 	rank int
-	seq  uint64
-	ts   float64
+	// anchored: the replay starts at the rank's last applied message, which
+	// must come back first with engine time anchorTS.
+	anchored bool
+	anchorTS float64
+	// live, if set, is a live message of that process: engine time must be
+	// older before its seq and equal at it.
+	live *liveBound
 }
 
-func (s *stream) bound(rs *rankState, m Message) *liveBound {
-	return &liveBound{rank: rs.rank, seq: m.Seq, ts: s.live.TS}
-}
+// replayOutcome is how a replay ended.
+type replayOutcome int
 
-// restartedDuringReplay handles a replay that came from a newer engine
-// process than the live message it was to fill in before: the live message
-// is from a dead process, so the engine is rebuilt from the new one's replay.
+const (
+	replayDone       replayOutcome = iota // applied (or failed, and counted)
+	replayRestarted                       // the publisher is a newer process
+	replayUnanchored                      // the anchor message is no longer kept
+)
+
+// restartedDuringReplay handles a replay that showed a newer engine process
+// than the one the router followed: what the index holds of the rank, and
+// any live message being filled in, belong to a dead process, so the rank is
+// rebuilt from the new one's replay.
 func (s *stream) restartedDuringReplay(rs *rankState) {
 	s.c.restarts.Add(1)
 	s.logf("kvevents: %s rank %d: replay came from a restarted engine", s.ep.Pod, rs.rank)
@@ -182,18 +255,20 @@ func (s *stream) restartedDuringReplay(rs *rankState) {
 	s.replay(0, nil)
 }
 
-// errRestarted ends a replay that turned out to come from a newer process.
-var errRestarted = errors.New("publisher restarted during replay")
+// errRestarted and errUnanchored end a replay early.
+var (
+	errRestarted  = errors.New("publisher restarted")
+	errUnanchored = errors.New("anchor message no longer kept")
+)
 
 // replay applies the publisher's kept messages from start, in order, for
 // every rank: a rank without a baseline takes its first replayed message as
 // one; a rank with a baseline applies only its next seq, so a hole inside the
-// replay leaves it short, which the caller sees. With a live bound it checks
-// that the replay comes from the same process as that message: engine time
-// must be older before its seq and equal at it. It reports false when the
-// process changed (a restart racing the replay, which seq alone cannot see).
-func (s *stream) replay(start uint64, live *liveBound) bool {
+// replay leaves it short, which the caller sees. With a check it stops at
+// the first sign that the publisher is not the process the check describes.
+func (s *stream) replay(start uint64, chk *replayCheck) replayOutcome {
 	s.c.replays.Add(1)
+	anchorSeen := false
 	err := s.feed.Replay(start, s.replayWait, func(m Message) error {
 		if err := DecodeBatch(m.Payload, &s.replayed); err != nil {
 			s.c.decodeErrors.Add(1)
@@ -201,21 +276,36 @@ func (s *stream) replay(start uint64, live *liveBound) bool {
 			return nil // the rank stays short of it
 		}
 		rs := s.rank(&s.replayed)
-		if live != nil && rs.rank == live.rank &&
-			((m.Seq < live.seq && s.replayed.TS > live.ts) || (m.Seq == live.seq && s.replayed.TS != live.ts)) {
-			return errRestarted
+		if chk != nil && rs.rank == chk.rank {
+			ts := s.replayed.TS
+			if chk.anchored && !anchorSeen {
+				if m.Seq != start {
+					return errUnanchored
+				}
+				if ts != chk.anchorTS {
+					return errRestarted
+				}
+				anchorSeen = true
+			}
+			if l := chk.live; l != nil && ((m.Seq < l.seq && ts > l.ts) || (m.Seq == l.seq && ts != l.ts)) {
+				return errRestarted
+			}
 		}
 		if !rs.seen || m.Seq == rs.next {
 			s.apply(rs, m.Seq, &s.replayed)
 		}
 		return nil
 	})
-	if errors.Is(err, errRestarted) {
-		return false
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errRestarted):
+		return replayRestarted
+	case errors.Is(err, errUnanchored):
+		return replayUnanchored
+	case err != nil:
 		s.c.replayFailures.Add(1)
 		s.logf("kvevents: %s replay from %d: %v", s.ep.Pod, start, err)
+	case chk != nil && chk.anchored && !anchorSeen:
+		return replayUnanchored
 	}
-	return true
+	return replayDone
 }

@@ -11,6 +11,12 @@ type Message struct {
 	// Seq counts the engine process's messages from 0; a restart resets it.
 	Seq     uint64
 	Payload []byte
+	// Connected marks a notice rather than a publication: the feed has just
+	// completed a connection with a publisher (first contact, a reconnect
+	// after a network break or an engine restart, a publisher connecting to
+	// a bound feed). What the publisher sent while it was not connected is
+	// lost, and the process behind it may be a new one.
+	Connected bool
 }
 
 // Endpoint says where one engine publisher is reached. With data
@@ -47,8 +53,10 @@ type Transport interface {
 // goroutine owns a Feed; it is not safe for concurrent use.
 type Feed interface {
 	// Recv returns the next message, or ok=false if none arrived within
-	// timeout. A Feed reconnects by itself; errors are reported so that they
-	// can be counted, and the caller simply calls Recv again.
+	// timeout. A Feed reconnects by itself and reports every completed
+	// connection as a Connected message, before any message it carries;
+	// errors are reported so that they can be counted, and the caller simply
+	// calls Recv again.
 	Recv(timeout time.Duration) (m Message, ok bool, err error)
 	// Replay asks the publisher for the messages it kept with seq >= start
 	// and calls fn for each, in order, until the end marker. It gives up

@@ -34,6 +34,7 @@ var (
 	descLag         = desc("llmd_router_kv_event_lag_seconds", "Age of the last applied KV-event batch when applied (engine clock to router clock).")
 	descMaxLag      = desc("llmd_router_kv_event_max_lag_seconds", "Largest KV-event lag seen since start.")
 	descEvents      = desc("llmd_router_kv_event_messages_total", "KV-event messages applied.")
+	descConnections = desc("llmd_router_kv_event_connections_total", "Connections completed with KV-event publishers, each caught up by replay.")
 	descGaps        = desc("llmd_router_kv_event_gaps_total", "Jumps ahead in a pod's KV-event sequence.")
 	descRestarts    = desc("llmd_router_kv_event_restarts_total", "KV-event sequences that went backwards: the engine restarted.")
 	descReplays     = desc("llmd_router_kv_event_replays_total", "KV-event replay requests sent.")
@@ -49,7 +50,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *CoreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKeys, descPairs, descMemory, descOrphans, descSpeculative, descEvicted,
-		descLag, descMaxLag, descEvents, descGaps, descRestarts, descReplays, descReplayFails, descPurges,
+		descLag, descMaxLag, descEvents, descConnections, descGaps, descRestarts, descReplays, descReplayFails, descPurges,
 		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued} {
 		ch <- d
 	}
@@ -77,6 +78,7 @@ func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLag, s.LagSeconds)
 		gauge(descMaxLag, s.MaxLagSeconds)
 		counter(descEvents, s.Messages)
+		counter(descConnections, s.Connections)
 		counter(descGaps, s.Gaps)
 		counter(descRestarts, s.Restarts)
 		counter(descReplays, s.Replays)

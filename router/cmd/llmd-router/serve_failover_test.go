@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // outcome is how one client request ended.
@@ -73,22 +75,36 @@ func TestServeSurvivesAReplicaKilledMidRun(t *testing.T) {
 		killed   atomic.Bool
 		victim   atomic.Int64
 	)
-	// kill picks the pod with the most open requests: the scorers may leave
-	// some pods idle for a while, and killing an idle one tests nothing.
+	// kill picks the pod with the most open requests (the scorers may leave
+	// some pods idle for a while, and killing an idle one tests nothing),
+	// freezes it with SIGSTOP so that those requests cannot finish in the
+	// meantime, checks that some are still open, and then kills it.
 	kill := func() {
-		fams := metrics(t, r.url+"/metrics")
-		best, most := -1, 0.0
-		for i, info := range infos {
-			if n := sum(fams, "llmd_router_pod_in_flight", "pod", info.Pod); n > most {
-				best, most = i, n
-			}
+		inFlight := func(fams map[string]*dto.MetricFamily, i int) float64 {
+			return sum(fams, "llmd_router_pod_in_flight", "pod", infos[i].Pod)
 		}
-		if best < 0 {
-			t.Error("no pod had a request open at the kill")
+		for attempt := 0; attempt < 50; attempt++ {
+			fams := metrics(t, r.url+"/metrics")
+			best := -1
+			for i := range infos {
+				if n := inFlight(fams, i); n > 0 && (best < 0 || n > inFlight(fams, best)) {
+					best = i
+				}
+			}
+			if best < 0 {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			_ = procs[best].cmd.Process.Signal(syscall.SIGSTOP)
+			if inFlight(metrics(t, r.url+"/metrics"), best) == 0 { // they all finished before the stop
+				_ = procs[best].cmd.Process.Signal(syscall.SIGCONT)
+				continue
+			}
+			victim.Store(int64(best))
+			_ = procs[best].cmd.Process.Signal(syscall.SIGKILL)
 			return
 		}
-		victim.Store(int64(best))
-		_ = procs[best].cmd.Process.Signal(syscall.SIGKILL)
+		t.Error("no pod kept a request open long enough to be killed under it")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

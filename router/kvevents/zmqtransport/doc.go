@@ -3,9 +3,10 @@
 // decodes events or queries the index never links libzmq.
 //
 // Each endpoint gets a SUB socket (connected, or bound when the publisher
-// connects) with libzmq's own reconnect backoff, and, for replays, a fresh
-// DEALER per request so a reply to an abandoned replay can never be mistaken
-// for the next one's.
+// connects) with libzmq's own reconnect backoff, a socket monitor whose
+// handshake events become kvevents' Connected notices (queued before any
+// message of that connection), and, for replays, a fresh DEALER per request so
+// a reply to an abandoned replay can never be mistaken for the next one's.
 //
 // Tests run against real sockets on loopback ports: publishers written with
 // pebbe/zmq4 and kvevents.EncodeBatch, and

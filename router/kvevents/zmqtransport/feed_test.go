@@ -25,7 +25,7 @@ func joined(t *testing.T, p publisher, f kvevents.Feed) uint64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
+		if ok && !m.Connected {
 			return m.Seq
 		}
 	}
@@ -122,8 +122,8 @@ func TestMalformedFramesAreErrors(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		pub.SendMessage("topic", []byte{1, 2, 3}, "payload") // a 3-byte seq frame
-		_, ok, err := f.Recv(50 * time.Millisecond)
-		if ok {
+		m, ok, err := f.Recv(50 * time.Millisecond)
+		if ok && !m.Connected {
 			t.Fatal("accepted a message with a 3-byte seq")
 		}
 		if err != nil {
@@ -138,7 +138,8 @@ func TestMalformedFramesAreErrors(t *testing.T) {
 
 // TestFeedSurvivesPublisherRestart closes the publisher's socket and binds a
 // new one on the same port, as a restarted engine does: the same feed keeps
-// receiving through libzmq's reconnect.
+// receiving through libzmq's reconnect, and reports each connection before
+// the first message it carries.
 func TestFeedSurvivesPublisherRestart(t *testing.T) {
 	addr := freeAddr(t)
 	bindPub := func() *zmq.Socket {
@@ -161,14 +162,21 @@ func TestFeedSurvivesPublisherRestart(t *testing.T) {
 	defer f.Close()
 	for round := uint64(0); round < 2; round++ {
 		pub := bindPub()
-		got := false
+		connected, got := false, false
 		for deadline := time.Now().Add(10 * time.Second); !got && time.Now().Before(deadline); {
 			pub.SendMessage("", binary.BigEndian.AppendUint64(nil, round), "x")
 			m, ok, err := f.Recv(50 * time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = ok && m.Seq == round
+			switch {
+			case ok && m.Connected:
+				connected = true
+			case ok && m.Seq == round && !connected:
+				t.Fatalf("round %d: a message of the new connection came before its Connected notice", round)
+			case ok:
+				got = m.Seq == round
+			}
 		}
 		pub.Close()
 		if !got {
@@ -191,7 +199,7 @@ func TestTopicFilter(t *testing.T) {
 	joined(t, p, match)
 	for i := 0; i < 10; i++ {
 		p.publish(t, heartbeat, false)
-		if _, ok, err := other.Recv(50 * time.Millisecond); ok || err != nil {
+		if m, ok, err := other.Recv(50 * time.Millisecond); (ok && !m.Connected) || err != nil {
 			t.Fatalf("feed subscribed to another topic received a message (%v)", err)
 		}
 	}

@@ -134,6 +134,103 @@ func TestRouterRestart(t *testing.T) {
 
 func fmtMap(m map[index.Engine]int) string { return fmt.Sprint(m) }
 
+// chainKeys are the request-side keys of each chain.
+func chainKeys(tokens [][]uint32) [][]uint64 {
+	keys := make([][]uint64, len(tokens))
+	for c := range tokens {
+		keys[c] = index.Keys(nil, tokens[c], bs, "", nil)
+	}
+	return keys
+}
+
+// TestRestartHiddenInAGap loses the end of one process's stream and the start
+// of its successor's, so that the first message the router sees of the new
+// process is ahead of the seq it expects: it looks like a plain gap, and the
+// replay after it looks continuous. Only the message the router applied last
+// tells: the new process does not hold it.
+func TestRestartHiddenInAGap(t *testing.T) {
+	const chains, blocks = 4, 3
+	tokens := randomTokens(rand.New(rand.NewPCG(6, 6)), chains, blocks)
+	keys := chainKeys(tokens)
+	engines := newEngines(t, chains, blocks, pubOptions{form: kvevents.FormMap, rank: 0, buffer: 100})
+	e := engines[0]
+	ix := index.New(index.Config{BlockSize: bs})
+	in := startIngestor(t, ix, engines)
+	ev, _ := e.store(tokens, 0, blocks)
+	e.send(t, []simEvent{ev}) // old seq 0; no heartbeats, so the router expects seq 1 next
+	eventually(t, "old process", nil, func() string { return mismatch(ix, engines, keys) })
+	before := in.Stats()
+
+	e.dropNext = true // the old process's seq 1 is lost
+	e.send(t, heartbeat)
+	e.pub.restart(t)
+	e.epoch++
+	e.forget()
+	for c := 1; c < chains; c++ { // the new process's seq 0 and 1 are lost, seq 2 arrives
+		e.dropNext = c < chains-1
+		ev, _ := e.store(tokens, c, blocks)
+		e.send(t, []simEvent{ev})
+	}
+	waitConverged(t, in, ix, engines, keys, "after the restart")
+	if st := in.Stats(); st.Restarts != before.Restarts+1 || st.Gaps != before.Gaps+1 {
+		t.Fatalf("want one gap revealed as one restart: before %+v, after %+v", before, st)
+	}
+}
+
+// TestRestartCaughtOnReconnect restarts a publisher on its address and loses
+// the new process's seq 0 before the router reconnects, so its first live
+// message has exactly the seq the router expects next. The reconnection
+// itself makes the router check, by replay, that the publisher still holds
+// the message it applied last.
+func TestRestartCaughtOnReconnect(t *testing.T) {
+	const chains, blocks = 3, 4
+	tokens := randomTokens(rand.New(rand.NewPCG(7, 7)), chains, blocks)
+	keys := chainKeys(tokens)
+	pub := newGoPub(t, pubOptions{form: kvevents.FormArray, rank: 0, buffer: 100})
+	e := &simEngine{id: index.Engine{Pod: "pod-a"}, pub: pub, salt: 1, held: make([][]bool, chains)}
+	for c := range e.held {
+		e.held[c] = make([]bool, blocks)
+	}
+	engines := []*simEngine{e}
+	ix := index.New(index.Config{BlockSize: bs})
+	// A slow reconnect leaves the new process time to publish unheard.
+	in, err := kvevents.New(kvevents.Config{Index: ix, ReplayWait: 5 * time.Second, Poll: 20 * time.Millisecond, Logf: t.Logf,
+		Transport: &Transport{ReconnectMin: 500 * time.Millisecond, ReconnectMax: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Close)
+	ep := pub.endpoint()
+	ep.Pod = e.id.Pod
+	if err := in.Add(ep); err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := e.store(tokens, 0, blocks)
+	e.send(t, []simEvent{ev}) // old seq 0
+	eventually(t, "old process", nil, func() string { return mismatch(ix, engines, keys) })
+	if st := in.Stats(); st.Connections != 1 {
+		t.Fatalf("connections %d before the restart, want 1", st.Connections)
+	}
+
+	pub.reopen(t)
+	e.epoch++
+	e.forget()
+	ev, _ = e.store(tokens, 1, blocks)
+	e.send(t, []simEvent{ev}) // new seq 0, published before the router reconnects
+	eventually(t, "reconnect", nil, func() string {
+		if st := in.Stats(); st.Connections != 2 {
+			return fmt.Sprintf("connections %d, want 2", st.Connections)
+		}
+		return ""
+	})
+	ev, _ = e.store(tokens, 2, blocks)
+	e.send(t, []simEvent{ev}) // new seq 1: the seq the router expects next
+	eventually(t, "after the restart", nil, func() string { return mismatch(ix, engines, keys) })
+	if st := in.Stats(); st.Restarts != 1 || st.Purges != 1 {
+		t.Fatalf("want the restart found and the old process purged once: %+v", st)
+	}
+}
+
 // TestRemoveAndReaddPod removes a pod (its engines leave the index and its
 // later messages are ignored), then adds it again: first contact replays
 // from 0 and rebuilds it.

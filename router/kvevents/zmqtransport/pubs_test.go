@@ -180,6 +180,26 @@ func (p *goPub) restart(testing.TB) {
 	p.mu.Unlock()
 }
 
+// reopen is a restart as a new process does it: the PUB socket closes and a
+// new one binds the same address, so subscribers disconnect and reconnect.
+func (p *goPub) reopen(t testing.TB) {
+	t.Helper()
+	if p.opt.bind {
+		t.Fatal("reopen binds the publisher's own address")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pub.Close()
+	pub := must(zmq.NewSocket(zmq.PUB))(t)
+	check(t, pub.SetLinger(0), pub.SetSndhwm(100000))
+	for deadline := time.Now().Add(5 * time.Second); pub.Bind(p.ep.Addr) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("cannot rebind %s", p.ep.Addr)
+		}
+	}
+	p.pub, p.seq, p.kept = pub, 0, nil
+}
+
 // serveReplay answers replay requests as vLLM's ROUTER does.
 func (p *goPub) serveReplay(router *zmq.Socket) {
 	defer close(p.done)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,14 +44,23 @@ type feed struct {
 	ep      kvevents.Endpoint
 	t       *Transport
 	sub     *zmq.Socket
+	monitor *zmq.Socket // PAIR receiving sub's handshake events
 	poller  *zmq.Poller
 	backoff time.Duration
 }
+
+// monitors numbers the inproc addresses of the feeds' socket monitors.
+var monitors atomic.Uint64
 
 func (f *feed) openSub() error {
 	sub, err := zmq.NewSocket(zmq.SUB)
 	if err != nil {
 		return err
+	}
+	monitor, err := f.watch(sub)
+	if err != nil {
+		sub.Close()
+		return fmt.Errorf("monitoring the SUB socket: %w", err)
 	}
 	hwm := f.t.RcvHWM
 	if hwm <= 0 {
@@ -73,37 +83,74 @@ func (f *feed) openSub() error {
 		}
 	}
 	if err != nil {
+		monitor.Close()
 		sub.Close()
 		return err
 	}
-	f.sub = sub
+	f.sub, f.monitor = sub, monitor
 	f.poller = zmq.NewPoller()
+	f.poller.Add(monitor, zmq.POLLIN)
 	f.poller.Add(sub, zmq.POLLIN)
 	return nil
 }
 
-// Recv polls the SUB socket. libzmq reconnects TCP by itself; a socket-level
-// error recreates the socket after a growing pause.
+// watch has libzmq report every completed handshake of sub (each new
+// connection, in either direction) on an inproc PAIR socket. libzmq emits the
+// event before sub's subscription goes out on that connection, so the event
+// is queued before any message the connection can carry.
+func (f *feed) watch(sub *zmq.Socket) (*zmq.Socket, error) {
+	addr := fmt.Sprintf("inproc://llmd-kvevents-monitor-%d", monitors.Add(1))
+	if err := sub.Monitor(addr, zmq.EVENT_HANDSHAKE_SUCCEEDED); err != nil {
+		return nil, err
+	}
+	pair, err := zmq.NewSocket(zmq.PAIR)
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(pair.SetLinger(0), pair.Connect(addr)); err != nil {
+		pair.Close()
+		return nil, err
+	}
+	return pair, nil
+}
+
+// Recv polls the monitor and the SUB socket, the monitor first so that a
+// connection is reported before its messages. libzmq reconnects TCP by
+// itself; a socket-level error recreates the sockets after a growing pause.
 func (f *feed) Recv(timeout time.Duration) (kvevents.Message, bool, error) {
 	if f.sub == nil {
 		if err := f.reopen(); err != nil {
 			return kvevents.Message{}, false, err
 		}
 	}
-	polled, err := f.poller.Poll(timeout)
+	connected, err := f.connected()
+	if err == nil && connected {
+		return kvevents.Message{Connected: true}, true, nil
+	}
+	var polled []zmq.Polled
+	if err == nil {
+		polled, err = f.poller.Poll(timeout)
+	}
 	if err == nil && len(polled) == 0 {
 		return kvevents.Message{}, false, nil
 	}
+	if err == nil {
+		if connected, err = f.connected(); err == nil && connected {
+			return kvevents.Message{Connected: true}, true, nil
+		}
+	}
 	var frames [][]byte
 	if err == nil {
-		frames, err = f.sub.RecvMessageBytes(0)
+		frames, err = f.sub.RecvMessageBytes(zmq.DONTWAIT)
+		if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) { // only a monitor event other than a handshake
+			return kvevents.Message{}, false, nil
+		}
 	}
 	if err != nil {
 		if zmq.AsErrno(err) == zmq.Errno(syscall.EINTR) { // a signal, not a fault
 			return kvevents.Message{}, false, nil
 		}
-		f.sub.Close()
-		f.sub = nil
+		f.Close()
 		return kvevents.Message{}, false, fmt.Errorf("receiving from %s: %w", f.ep.Addr, err)
 	}
 	f.backoff = 0
@@ -112,6 +159,19 @@ func (f *feed) Recv(timeout time.Duration) (kvevents.Message, bool, error) {
 		return kvevents.Message{}, false, fmt.Errorf("message from %s: %w", f.ep.Addr, err)
 	}
 	return m, true, nil
+}
+
+// connected reads one pending monitor event without waiting and reports
+// whether it was a completed handshake.
+func (f *feed) connected() (bool, error) {
+	ev, _, _, err := f.monitor.RecvEvent(zmq.DONTWAIT)
+	if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("monitor of %s: %w", f.ep.Addr, err)
+	}
+	return ev == zmq.EVENT_HANDSHAKE_SUCCEEDED, nil
 }
 
 func (f *feed) reopen() error {
@@ -138,7 +198,7 @@ func (f *feed) Close() error {
 	if f.sub == nil {
 		return nil
 	}
-	err := f.sub.Close()
-	f.sub = nil
+	err := errors.Join(f.sub.Close(), f.monitor.Close())
+	f.sub, f.monitor = nil, nil
 	return err
 }
