@@ -122,7 +122,7 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	var now float64
 	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize,
 		Now: func() time.Time { return time.Unix(0, 0).Add(time.Duration(now * float64(time.Second))) }})
-	v.sink.ix = ix
+	v.sink.applier.Index = ix
 	v.view = View{Pods: make([]string, cfg.Replicas), Load: make([]PodLoad, cfg.Replicas), Index: ix,
 		BlockSize: cfg.Engine.BlockSize}
 	v.res.PodRequests = make([]int, cfg.Replicas)

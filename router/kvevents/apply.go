@@ -7,6 +7,39 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 )
 
+// Applier applies decoded events to an index the way the router does; the
+// Ingestor uses one per endpoint and the simulator's virtual fleet one for
+// all. Its buffers are reused between events, so one goroutine owns it.
+type Applier struct {
+	Index  *index.Index
+	stored index.Stored
+	extra  extraKeys
+}
+
+// Apply applies event ev of engine e. Events of hybrid models' KV-cache
+// groups other than 0 are skipped: group 0 is the full-attention group whose
+// prefix hits decide reuse. The error is the index's refusal of a
+// BlockStored (its token count does not fit its blocks).
+func (a *Applier) Apply(e index.Engine, ev *Event) error {
+	switch ev.Kind {
+	case BlockStored:
+		if ev.GroupIdx != 0 {
+			return nil
+		}
+		a.stored = index.Stored{Hashes: ev.BlockHashes, Parent: ev.ParentHash, HasParent: ev.HasParent,
+			Tokens: ev.TokenIDs, BlockSize: ev.BlockSize, LoRA: LoRAKey(ev), Extra: a.extra.of(ev),
+			Tier: index.TierOf(ev.Medium)}
+		return a.Index.Store(e, &a.stored)
+	case BlockRemoved:
+		if ev.GroupIdx == 0 {
+			a.Index.Remove(e, ev.BlockHashes, index.TierOf(ev.Medium))
+		}
+	case AllBlocksCleared:
+		a.Index.Purge(e)
+	}
+	return nil
+}
+
 // apply applies one batch of rank rs, in event order, and moves rs past seq.
 func (s *stream) apply(rs *rankState, seq uint64, b *Batch) {
 	e := index.Engine{Pod: s.ep.Pod, Rank: rs.rank}
@@ -21,32 +54,19 @@ func (s *stream) apply(rs *rankState, seq uint64, b *Batch) {
 }
 
 func (s *stream) applyEvent(e index.Engine, ev *Event) {
-	switch ev.Kind {
-	case BlockStored:
-		// Hybrid models report each KV-cache group; group 0 is the full
-		// attention group whose prefix hits decide reuse.
-		if ev.GroupIdx != 0 {
-			s.c.otherGroup.Add(1)
-			return
-		}
-		s.stored = index.Stored{Hashes: ev.BlockHashes, Parent: ev.ParentHash, HasParent: ev.HasParent,
-			Tokens: ev.TokenIDs, BlockSize: ev.BlockSize, LoRA: LoRAKey(ev), Extra: ev.ExtraKeys,
-			Tier: index.TierOf(ev.Medium)}
-		if err := s.ix.Store(e, &s.stored); err != nil {
-			s.c.applyErrors.Add(1)
-			s.logf("kvevents: %s: %v", e, err)
-			return
-		}
+	if err := s.applier.Apply(e, ev); err != nil {
+		s.c.applyErrors.Add(1)
+		s.logf("kvevents: %s: %v", e, err)
+		return
+	}
+	switch {
+	case ev.GroupIdx != 0 && (ev.Kind == BlockStored || ev.Kind == BlockRemoved):
+		s.c.otherGroup.Add(1)
+	case ev.Kind == BlockStored:
 		s.c.stored.Add(1)
-	case BlockRemoved:
-		if ev.GroupIdx != 0 {
-			s.c.otherGroup.Add(1)
-			return
-		}
-		s.ix.Remove(e, ev.BlockHashes, index.TierOf(ev.Medium))
+	case ev.Kind == BlockRemoved:
 		s.c.removed.Add(1)
-	case AllBlocksCleared:
-		s.ix.Purge(e)
+	case ev.Kind == AllBlocksCleared:
 		s.c.cleared.Add(1)
 	default:
 		s.c.unknown.Add(1)

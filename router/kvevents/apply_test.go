@@ -8,8 +8,7 @@ import (
 )
 
 func newTestStream(ix *index.Index) *stream {
-	return &stream{ep: Endpoint{Pod: "p"}, ix: ix, c: &counters{}, logf: func(string, ...any) {},
-		ranks: make(map[int]*rankState)}
+	return newStream(Endpoint{Pod: "p"}, nil, ix, &counters{}, 0, func(string, ...any) {})
 }
 
 func golden1(t *testing.T, name string) []byte {
@@ -34,7 +33,10 @@ func TestApplyGoldenBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		stored := b.Events[0]
-		keys := index.Keys(nil, stored.TokenIDs, stored.BlockSize, "chat-lora", stored.ExtraKeys)
+		// The blocks' tuples are (adapter, image item, salt) and (adapter):
+		// keyed under the adapter's root with the rest as extra keys.
+		own := [][]byte{tuple(false, tuple(false, "img-hash-1", 0), "salt"), nil}
+		keys := index.Keys(nil, stored.TokenIDs, stored.BlockSize, "chat-lora", own)
 		plain := index.Keys(nil, stored.TokenIDs, stored.BlockSize, "", nil)
 		e := index.Engine{Pod: "p"}
 		s.applyEvent(e, &b.Events[0])

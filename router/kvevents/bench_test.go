@@ -45,8 +45,7 @@ func BenchmarkIngest(b *testing.B) {
 				}
 			}
 			ix := index.New(index.Config{})
-			s := &stream{ep: Endpoint{Pod: "bench"}, ix: ix, c: &counters{}, logf: func(string, ...any) {},
-				ranks: make(map[int]*rankState)}
+			s := newStream(Endpoint{Pod: "bench"}, nil, ix, &counters{}, 0, func(string, ...any) {})
 			applied, seq := 0, uint64(0)
 			b.ReportAllocs()
 			cpu0, purgeCPU := cpuSeconds(b), 0.0

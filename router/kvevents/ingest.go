@@ -168,8 +168,7 @@ func (in *Ingestor) follow(f *follower) {
 		return
 	}
 	defer feed.Close()
-	s := &stream{ep: f.ep, feed: feed, ix: in.cfg.Index, c: &in.c, replayWait: in.cfg.ReplayWait,
-		logf: in.cfg.Logf, ranks: make(map[int]*rankState)}
+	s := newStream(f.ep, feed, in.cfg.Index, &in.c, in.cfg.ReplayWait, in.cfg.Logf)
 	for {
 		select {
 		case <-f.stop:

@@ -24,6 +24,7 @@ type stream struct {
 	ep         Endpoint
 	feed       Feed // nil without a transport (benchmarks)
 	ix         *index.Index
+	applier    Applier
 	c          *counters
 	replayWait time.Duration
 	logf       func(string, ...any)
@@ -31,9 +32,15 @@ type stream struct {
 	ranks    map[int]*rankState
 	live     Batch // decoded live message; replay decodes into its own Batch
 	replayed Batch
-	stored   index.Stored
 
 	afterMalformed bool // the next baseline must not replay (see malformed)
+}
+
+// newStream returns the stream of endpoint ep; feed is nil for a stream
+// driven directly (tests, benchmarks).
+func newStream(ep Endpoint, feed Feed, ix *index.Index, c *counters, replayWait time.Duration, logf func(string, ...any)) *stream {
+	return &stream{ep: ep, feed: feed, ix: ix, applier: Applier{Index: ix}, c: c, replayWait: replayWait, logf: logf,
+		ranks: make(map[int]*rankState)}
 }
 
 func (s *stream) rank(b *Batch) *rankState {

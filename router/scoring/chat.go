@@ -9,17 +9,18 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat/canary"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
 
 // Chat is the Prompter for the whole OpenAI surface vLLM serves, through
 // package chat: completions (text, token ids, batches), chat messages
 // rendered with the model's template, LoRA adapters by model name.
 //
-// Requests package chat cannot tokenize route on load alone, and so do two
-// kinds it can, because the router cannot yet key their blocks as the
-// engine does: a cache_salt (vLLM mixes it into the first block's extra
-// keys) and a template error (vLLM answers those with 400 itself; the
-// router must not refuse what the engine might accept).
+// A request under an adapter keys its blocks from the adapter's root, and a
+// cache_salt is the first block's extra key, as the index keys the engine's
+// events (kvevents.SaltExtraKeys). Requests package chat cannot tokenize
+// route on load alone, and so does a template error (vLLM answers those with
+// 400 itself; the router must not refuse what the engine might accept).
 //
 // While the parity canary (Guard) finds the in-process ids differ from the
 // engine's, requests are tokenized by a pod instead: a wrong id costs every
@@ -43,9 +44,6 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s request: %w", path, err)
 	}
-	if r.CacheSalt != "" {
-		return untokenizable("cache_salt")
-	}
 	toks, err := c.tokenize(r)
 	switch {
 	case errors.Is(err, chat.ErrUntokenizable):
@@ -63,7 +61,7 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 		return untokenizable("empty_prompt")
 	}
 	// vLLM serves a completion batch on one engine: its first prompt routes it.
-	return &Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA}, nil
+	return &Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA, Extra: kvevents.SaltExtraKeys(toks.CacheSalt)}, nil
 }
 
 // tokenize returns r's ids: in process, or from one pod while the canary

@@ -62,13 +62,14 @@ func TestChatPrompter(t *testing.T) {
 		lora             string
 		untokenizable    string
 		invalid          bool
+		salted           bool
 	}{
 		{name: "text", path: chat.PathCompletions, body: `{"model":"qwen","prompt":"Hello, my dog is cute"}`, tokens: hello},
 		{name: "text batch", path: chat.PathCompletions, body: `{"model":"qwen","prompt":["Hello, my dog is cute","x"]}`, tokens: hello},
 		{name: "ids", path: chat.PathCompletions, body: `{"model":"qwen","prompt":[5,6,7]}`, tokens: []uint32{5, 6, 7}},
 		{name: "lora", path: chat.PathCompletions, body: `{"model":"sql-adapter","prompt":[1,2]}`, tokens: []uint32{1, 2}, lora: "sql-adapter"},
 		{name: "chat", path: chat.PathChatCompletions, body: `{"model":"qwen","messages":[{"role":"user","content":"Hello, my dog is cute"}]}`},
-		{name: "cache salt", path: chat.PathCompletions, body: `{"model":"qwen","prompt":"a","cache_salt":"s"}`, untokenizable: "cache_salt"},
+		{name: "cache salt", path: chat.PathCompletions, body: `{"model":"qwen","prompt":"a","cache_salt":"s"}`, tokens: []uint32{64}, salted: true},
 		{name: "unknown model", path: chat.PathCompletions, body: `{"model":"other","prompt":"a"}`, untokenizable: "unknown_model"},
 		{name: "image", path: chat.PathChatCompletions, body: `{"model":"qwen","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}`, untokenizable: "?"},
 		{name: "not json", path: chat.PathCompletions, body: `{"prompt":`, invalid: true},
@@ -97,8 +98,8 @@ func TestChatPrompter(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !slices.Equal(r.Tokens, tc.tokens) || r.LoRA != tc.lora {
-					t.Fatalf("got %v lora %q, want %v lora %q", r.Tokens, r.LoRA, tc.tokens, tc.lora)
+				if !slices.Equal(r.Tokens, tc.tokens) || r.LoRA != tc.lora || (len(r.Extra) == 1) != tc.salted {
+					t.Fatalf("got %v lora %q extra %q, want %v lora %q salted %v", r.Tokens, r.LoRA, r.Extra, tc.tokens, tc.lora, tc.salted)
 				}
 			}
 		})

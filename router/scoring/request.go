@@ -14,7 +14,7 @@ type Request struct {
 	// it is mixed into block keys.
 	LoRA string
 	// Extra holds per-block extra keys (cache_salt on the first block), as
-	// package index expects; nil for none.
+	// the index keys the engine's (kvevents.SaltExtraKeys); nil for none.
 	Extra [][]byte
 	// Text is the raw prompt text when the caller has it, for scorers that
 	// hash characters rather than tokens (the routing-history scorer).

@@ -76,10 +76,16 @@ func TestServeReplicasSideBySide(t *testing.T) {
 		t.Errorf("chat explanation: %+v", e)
 	}
 	salted := []byte(`{"model": "` + simModelName + `", "cache_salt": "tenant-a", "messages": [{"role": "user", "content": "hi"}]}`)
-	if e := explain(t, a.url, salted); e.Untokenizable != "cache_salt" {
+	if e := explain(t, a.url, salted); e.Untokenizable != "" {
 		t.Errorf("salted request explanation: %+v", e)
 	}
-	resp = post(t, a.url+"/v1/chat/completions", salted)
+	pictured := []byte(`{"model": "` + simModelName + `", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}`)
+	e = explain(t, a.url, pictured)
+	if e.Untokenizable == "" {
+		t.Errorf("image request explanation: %+v", e)
+	}
+	untokenizable := e.Untokenizable
+	resp = post(t, a.url+"/v1/chat/completions", pictured)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 
@@ -94,7 +100,7 @@ func TestServeReplicasSideBySide(t *testing.T) {
 	}{
 		{"llmd_router_decisions_total", []string{"outcome", "routed"}, 1},
 		{"llmd_router_decisions_total", []string{"outcome", "untokenizable"}, 1},
-		{"llmd_router_untokenizable_requests_total", []string{"reason", "cache_salt"}, 1},
+		{"llmd_router_untokenizable_requests_total", []string{"reason", untokenizable}, 1},
 		{"llmd_router_prefix_blocks_matched_ratio", nil, 1},
 		{"llmd_router_pod_in_flight", nil, 0},
 		{"llmd_router_upstream_duration_seconds", []string{"endpoint", "completions"}, 1},
