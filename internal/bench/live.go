@@ -114,13 +114,8 @@ func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy st
 	if err != nil {
 		return Summary{}, lagReport{}, fmt.Errorf("starting %d simulated replicas: %w", w.Replicas, err)
 	}
-	fctx, stopFleet := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- fleet.Serve(fctx) }()
-	defer func() {
-		stopFleet()
-		<-served
-	}()
+	stopFleet := fleet.Start(ctx)
+	defer stopFleet()
 	bases := make([]string, len(fleet.Infos))
 	for i, info := range fleet.Infos {
 		bases[i] = info.HTTP

@@ -31,7 +31,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		tokPath     = fs.String("tokenizer", "", "tokenizer.json for text prompts (without it, prompts must be token ids)")
 		tokConfig   = fs.String("tokenizer-config", "", "tokenizer_config.json whose chat template serves chat requests (needs -tokenizer)")
 		form        = fs.String("kv-events-form", "map", "KV-event wire form: map (vLLM ~0.26 on) or array (legacy)")
-		bufferSteps = fs.Int("buffer-steps", 10000, "KV-event messages kept for replay")
+		bufferSteps = fs.Int("buffer-steps", DefaultBufferSteps, "KV-event messages kept for replay")
 		timeScale   = fs.Float64("time-scale", 1, "simulated seconds per wall-clock second")
 		blocks      = fs.Int("num-gpu-blocks", def.NumGPUBlocks, "KV-cache capacity in blocks (default derived for Qwen2.5-7B on an A10G)")
 		blockSize   = fs.Int("block-size", def.BlockSize, "tokens per KV block")

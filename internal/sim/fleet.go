@@ -125,6 +125,19 @@ func (f *Fleet) Serve(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Start serves the fleet in the background until ctx ends or stop is called;
+// stop shuts the replicas down and returns what Serve returned (once; later
+// calls return the same).
+func (f *Fleet) Start(ctx context.Context) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- f.Serve(ctx) }()
+	return sync.OnceValue(func() error {
+		cancel()
+		return <-served
+	})
+}
+
 // closeAll releases what a failed start bound.
 func (f *Fleet) closeAll() {
 	for _, ln := range f.lns {

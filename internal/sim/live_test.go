@@ -28,12 +28,9 @@ func startFleet(t *testing.T, n int, rc ReplicaConfig) *Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx) }()
+	stop := f.Start(context.Background())
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("fleet: %v", err)
 		}
 	})

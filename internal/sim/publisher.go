@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents/zmqtransport"
 )
 
 // publisher is one engine's KV-event sockets, as vLLM's ZmqEventPublisher
@@ -48,7 +49,10 @@ func newPublisher(pubAddr, replayAddr, topic string, bufferSteps int) (*publishe
 		return nil, fmt.Errorf("binding KV-event replay ROUTER %s: %w", replayAddr, err)
 	}
 	p.replAddr = addr
-	go p.serveReplay(router)
+	go func() {
+		defer close(p.done)
+		zmqtransport.ServeReplay(router, p.stop, p.kept)
+	}()
 	return p, nil
 }
 
@@ -89,52 +93,18 @@ func (p *publisher) publish(payload []byte) error {
 	return nil
 }
 
-var endMarker = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-
-func (p *publisher) serveReplay(router *zmq.Socket) {
-	defer close(p.done)
-	defer router.Close()
-	poller := zmq.NewPoller()
-	poller.Add(router, zmq.POLLIN)
-	for {
-		select {
-		case <-p.stop:
-			return
-		default:
-		}
-		polled, err := poller.Poll(100 * time.Millisecond)
-		if err != nil || len(polled) == 0 {
-			continue
-		}
-		frames, err := router.RecvMessageBytes(0)
-		if err != nil || len(frames) != 3 || len(frames[2]) != 8 {
-			continue // not a replay request: vLLM ignores those too
-		}
-		p.replay(router, frames[0], binary.BigEndian.Uint64(frames[2]))
-	}
-}
-
-func (p *publisher) replay(router *zmq.Socket, id []byte, start uint64) {
-	// Oldest kept seq first; a start older than that is answered from there,
-	// which the asker sees as an unrecoverable gap.
+// kept returns the kept messages from start on. A start older than the
+// oldest kept is answered from there, which the asker sees as an
+// unrecoverable gap.
+func (p *publisher) kept(start uint64) []zmqtransport.Kept {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	n := uint64(len(p.ring))
-	first := p.next - min(p.next, n)
-	seq := max(start, first)
-	var msgs [][]byte
-	for s := seq; s < p.next; s++ {
-		msgs = append(msgs, p.ring[s%n])
+	var out []zmqtransport.Kept
+	for s := max(start, p.next-min(p.next, n)); s < p.next; s++ {
+		out = append(out, zmqtransport.Kept{Seq: s, Payload: p.ring[s%n]})
 	}
-	p.mu.Unlock()
-	var seqb [8]byte
-	for _, m := range msgs {
-		binary.BigEndian.PutUint64(seqb[:], seq)
-		if _, err := router.SendMessage(id, "", seqb[:], m); err != nil {
-			return
-		}
-		seq++
-	}
-	router.SendMessage(id, "", endMarker, "")
+	return out
 }
 
 // close stops the replay goroutine and closes the sockets.

@@ -32,9 +32,14 @@ type ReplicaConfig struct {
 	// KVAddr and ReplayAddr are the ZMQ bind addresses of the PUB and the
 	// replay ROUTER ("" turns replay off).
 	KVAddr, ReplayAddr string
-	// BufferSteps is how many messages replay keeps (vLLM's buffer_steps).
+	// BufferSteps is how many messages replay keeps (vLLM's buffer_steps);
+	// 0 means vLLM's default, DefaultBufferSteps.
 	BufferSteps int
 }
+
+// DefaultBufferSteps is vLLM's default buffer_steps: the KV-event messages
+// its publisher keeps for replay.
+const DefaultBufferSteps = 10000
 
 // Replica is one simulated vLLM engine running in scaled wall-clock time
 // behind real sockets. One goroutine drives the engine; HTTP handlers hand
@@ -78,6 +83,9 @@ func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 	eng, err := NewEngine(cfg.Engine)
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", cfg.Pod, err)
+	}
+	if cfg.BufferSteps <= 0 {
+		cfg.BufferSteps = DefaultBufferSteps
 	}
 	pub, err := newPublisher(cfg.KVAddr, cfg.ReplayAddr, cfg.Topic, cfg.BufferSteps)
 	if err != nil {

@@ -78,57 +78,44 @@ func (rp *Replica) checkModel(model string) error {
 	return nil
 }
 
-func (rp *Replica) completions(w http.ResponseWriter, r *http.Request) {
-	var g genRequest
-	if _, err := readBody(r, &g); err != nil {
-		writeError(w, err)
-		return
+// readPrompt reads a completions request (chat false) or a chat request and
+// its prompt's token ids. It answers a bad request itself and then reports
+// false.
+func (rp *Replica) readPrompt(w http.ResponseWriter, r *http.Request, chat bool) (g genRequest, body []byte, ids []uint32, ok bool) {
+	body, err := readBody(r, &g)
+	if err == nil {
+		err = rp.checkModel(g.Model)
 	}
-	if err := rp.checkModel(g.Model); err != nil {
-		writeError(w, err)
-		return
+	if err == nil && chat {
+		ids, err = rp.chatTokens(body)
+	} else if err == nil {
+		ids, err = rp.promptTokens(g.Prompt)
 	}
-	ids, err := rp.promptTokens(g.Prompt)
 	if err != nil {
 		writeError(w, err)
-		return
+		return g, nil, nil, false
 	}
-	rp.generate(w, r, &g, ids, false)
+	return g, body, ids, true
+}
+
+func (rp *Replica) completions(w http.ResponseWriter, r *http.Request) {
+	if g, _, ids, ok := rp.readPrompt(w, r, false); ok {
+		rp.generate(w, r, &g, ids, false)
+	}
 }
 
 func (rp *Replica) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	var g genRequest
-	body, err := readBody(r, &g)
-	if err != nil {
-		writeError(w, err)
-		return
+	if g, _, ids, ok := rp.readPrompt(w, r, true); ok {
+		rp.generate(w, r, &g, ids, true)
 	}
-	if err := rp.checkModel(g.Model); err != nil {
-		writeError(w, err)
-		return
-	}
-	ids, err := rp.chatTokens(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	rp.generate(w, r, &g, ids, true)
 }
 
 // completionRender answers /v1/completions/render: the prompt's token ids
 // as /v1/completions would run them.
 func (rp *Replica) completionRender(w http.ResponseWriter, r *http.Request) {
-	var g genRequest
-	if _, err := readBody(r, &g); err != nil {
-		writeError(w, err)
-		return
+	if _, _, ids, ok := rp.readPrompt(w, r, false); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"prompt_token_ids": ids})
 	}
-	ids, err := rp.promptTokens(g.Prompt)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"prompt_token_ids": ids})
 }
 
 // promptTokens is a completion prompt's ids: given, or tokenized with the
@@ -145,15 +132,8 @@ func (rp *Replica) promptTokens(p *prompt) ([]uint32, error) {
 
 // chatRender answers /v1/chat/completions/render: the rendered prompt and its ids.
 func (rp *Replica) chatRender(w http.ResponseWriter, r *http.Request) {
-	var g genRequest
-	body, err := readBody(r, &g)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ids, err := rp.chatTokens(body)
-	if err != nil {
-		writeError(w, err)
+	_, body, ids, ok := rp.readPrompt(w, r, true)
+	if !ok {
 		return
 	}
 	text, err := rp.cfg.Chat.RenderChat(body)

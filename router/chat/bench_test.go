@@ -125,6 +125,15 @@ func threadCPU(b *testing.B) time.Duration {
 // that share everything but a unique last user turn, and reports the p50
 // and p99 of the per-request wall time and of the thread's CPU time.
 func BenchmarkChatUniqueLastTurn(b *testing.B) {
+	m, gen, bodies := benchBodies(b)
+	tokenizeBody(b, m, gen(0)) // warm
+	b.ResetTimer()
+	measure(b, func(i int) { tokenizeBody(b, m, bodies[i]) })
+}
+
+// benchBodies loads the Qwen3 model and makes b.N request bodies that
+// differ only in their last user turn, plus the generator that made them.
+func benchBodies(b *testing.B) (*Model, func(int) []byte, [][]byte) {
 	files := testenv.Tokenizer(b, "qwen3")
 	m, err := LoadModel(files.TokenizerJSON, files.TokenizerConfig, Options{})
 	if err != nil {
@@ -135,9 +144,7 @@ func BenchmarkChatUniqueLastTurn(b *testing.B) {
 	for i := range bodies {
 		bodies[i] = gen(i + 1)
 	}
-	tokenizeBody(b, m, gen(0)) // warm
-	b.ResetTimer()
-	measure(b, func(i int) { tokenizeBody(b, m, bodies[i]) })
+	return m, gen, bodies
 }
 
 // measure runs fn b.N times on one OS thread and reports the p50 and p99 of
@@ -166,16 +173,7 @@ func measure(b *testing.B, fn func(i int)) {
 // BenchmarkRenderOnly isolates parsing, normalisation and template
 // rendering of the same requests (no tokenizing).
 func BenchmarkRenderOnly(b *testing.B) {
-	files := testenv.Tokenizer(b, "qwen3")
-	m, err := LoadModel(files.TokenizerJSON, files.TokenizerConfig, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	gen := benchBody(b, m)
-	bodies := make([][]byte, b.N)
-	for i := range bodies {
-		bodies[i] = gen(i + 1)
-	}
+	m, _, bodies := benchBodies(b)
 	b.ResetTimer()
 	measure(b, func(i int) {
 		if _, err := m.RenderChat(bodies[i]); err != nil {

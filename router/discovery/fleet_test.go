@@ -24,9 +24,7 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simCtx, stopSim := context.WithCancel(context.Background())
-	simDone := make(chan error, 1)
-	go func() { simDone <- simFleet.Serve(simCtx) }()
+	stopSim := simFleet.Start(context.Background())
 	defer stopSim()
 
 	info := simFleet.Infos[0]
@@ -84,11 +82,10 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 		t.Errorf("in-flight %d after end", l.InFlight)
 	}
 
-	stopSim()
-	<-reqDone
-	if err := <-simDone; err != nil {
+	if err := stopSim(); err != nil {
 		t.Logf("simulated replica stopped: %v", err)
 	}
+	<-reqDone
 	stale := await("replica gone", func(l scoring.Load) bool { return !l.Fresh })
 	t.Logf("load turned stale %s after the replica stopped", stale)
 	if stale > metrics.StaleAfter.Duration+metrics.Interval.Duration+metrics.Timeout.Duration {

@@ -59,12 +59,9 @@ func startSimWith(t *testing.T, n int, timeScale float64, noReplay bool) *sim.Fl
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx) }()
+	stop := f.Start(context.Background())
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("simulated fleet: %v", err)
 		}
 	})

@@ -66,17 +66,22 @@ func TestServeLimits(t *testing.T) {
 
 	short := completion(t, tokens(20, 3), 2, false)
 	queued := make(chan int, 1)
+	// queue sends short in the background, waits until the router queues
+	// it, and delivers its status on queued (0 if it failed).
+	queue := func() {
+		go func() {
+			resp, err := http.Post(r.url+"/v1/completions", "application/json", bytes.NewReader(short))
+			if err != nil {
+				queued <- 0
+				return
+			}
+			resp.Body.Close()
+			queued <- resp.StatusCode
+		}()
+		waitFor(t, "a queued request", func() bool { return r.gauge(t, "llmd_router_queued_requests") == 1 })
+	}
 	queuedAt := time.Now()
-	go func() {
-		resp, err := http.Post(r.url+"/v1/completions", "application/json", bytes.NewReader(short))
-		if err != nil {
-			queued <- 0
-			return
-		}
-		resp.Body.Close()
-		queued <- resp.StatusCode
-	}()
-	waitFor(t, "a queued request", func() bool { return r.gauge(t, "llmd_router_queued_requests") == 1 })
+	queue()
 	resp := post(t, r.url+"/v1/completions", short)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
@@ -91,16 +96,7 @@ func TestServeLimits(t *testing.T) {
 
 	// A queued request gets the slot a cancelled stream frees; the
 	// cancellation reaches the replicas, which stop decoding.
-	go func() {
-		resp, err := http.Post(r.url+"/v1/completions", "application/json", bytes.NewReader(short))
-		if err != nil {
-			queued <- 0
-			return
-		}
-		resp.Body.Close()
-		queued <- resp.StatusCode
-	}()
-	waitFor(t, "a queued request", func() bool { return r.gauge(t, "llmd_router_queued_requests") == 1 })
+	queue()
 	cancelLong()
 	if code := <-queued; code != http.StatusOK {
 		t.Errorf("queued request after a slot freed: status %d", code)

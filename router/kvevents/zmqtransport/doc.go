@@ -7,6 +7,8 @@
 // handshake events become kvevents' Connected notices (queued before any
 // message of that connection), and, for replays, a fresh DEALER per request so
 // a reply to an abandoned replay can never be mistaken for the next one's.
+// ServeReplay is the other end of the replay protocol, the publisher's, which
+// the simulated engines and the tests' publishers share.
 //
 // Tests run against real sockets on loopback ports: publishers written with
 // pebbe/zmq4 and kvevents.EncodeBatch, and

@@ -91,14 +91,9 @@ type goPub struct {
 	pub    *zmq.Socket
 	seq    uint64
 	lastTS float64
-	kept   []kept
+	kept   []Kept
 	stop   chan struct{}
 	done   chan struct{}
-}
-
-type kept struct {
-	seq     uint64
-	payload []byte
 }
 
 func newGoPub(t testing.TB, opt pubOptions) *goPub {
@@ -117,7 +112,10 @@ func newGoPub(t testing.TB, opt pubOptions) *goPub {
 	router := must(zmq.NewSocket(zmq.ROUTER))(t)
 	check(t, router.SetLinger(0), router.Bind("tcp://127.0.0.1:*"))
 	p.ep.ReplayAddr = must(router.GetLastEndpoint())(t)
-	go p.serveReplay(router)
+	go func() {
+		defer close(p.done)
+		ServeReplay(router, p.stop, p.keptFrom)
+	}()
 	t.Cleanup(func() {
 		close(p.stop)
 		<-p.done
@@ -163,7 +161,7 @@ func (p *goPub) send(t testing.TB, payload []byte, drop bool) {
 	t.Helper()
 	seq := p.seq
 	p.seq++
-	p.kept = append(p.kept, kept{seq, payload})
+	p.kept = append(p.kept, Kept{Seq: seq, Payload: payload})
 	if len(p.kept) > p.opt.buffer {
 		p.kept = p.kept[1:]
 	}
@@ -200,40 +198,17 @@ func (p *goPub) reopen(t testing.TB) {
 	p.pub, p.seq, p.kept = pub, 0, nil
 }
 
-// serveReplay answers replay requests as vLLM's ROUTER does.
-func (p *goPub) serveReplay(router *zmq.Socket) {
-	defer close(p.done)
-	defer router.Close()
-	poller := zmq.NewPoller()
-	poller.Add(router, zmq.POLLIN)
-	for {
-		select {
-		case <-p.stop:
-			return
-		default:
+// keptFrom returns the kept messages from start on.
+func (p *goPub) keptFrom(start uint64) []Kept {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Kept
+	for _, k := range p.kept {
+		if k.Seq >= start {
+			out = append(out, k)
 		}
-		polled, err := poller.Poll(20 * time.Millisecond)
-		if err != nil || len(polled) == 0 {
-			continue
-		}
-		frames, err := router.RecvMessageBytes(0)
-		if err != nil || len(frames) < 2 || len(frames[len(frames)-1]) != 8 {
-			continue
-		}
-		start := binary.BigEndian.Uint64(frames[len(frames)-1])
-		p.mu.Lock()
-		var send []kept
-		for _, k := range p.kept {
-			if k.seq >= start {
-				send = append(send, k)
-			}
-		}
-		p.mu.Unlock()
-		for _, k := range send {
-			router.SendMessage(frames[0], "", binary.BigEndian.AppendUint64(nil, k.seq), k.payload)
-		}
-		router.SendMessage(frames[0], "", binary.BigEndian.AppendUint64(nil, endSeq), "")
 	}
+	return out
 }
 
 // pyPub drives testdata/publisher.py: pyzmq sockets, python3-msgpack encoding.
