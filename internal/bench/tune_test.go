@@ -4,11 +4,13 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // TestTuningIsHeldOut guards decision 6: no tuning workload is the seed
 // workload `best` is reported on (another dataset, prefix length or seed),
-// and BestScorers is one of the candidates the tuning compared.
+// and config.DefaultScorers is one of the candidates the tuning compared.
 func TestTuningIsHeldOut(t *testing.T) {
 	seed := SeedWorkload()
 	for name, w := range TuningWorkloads() {
@@ -24,10 +26,10 @@ func TestTuningIsHeldOut(t *testing.T) {
 	}
 	found := false
 	for _, c := range TuningCandidates() {
-		found = found || reflect.DeepEqual(c.Scorers, BestScorers())
+		found = found || reflect.DeepEqual(c.Scorers, config.DefaultScorers())
 	}
 	if !found {
-		t.Errorf("BestScorers %v is not among the tuning candidates", BestScorers())
+		t.Errorf("config.DefaultScorers %v is not among the tuning candidates", config.DefaultScorers())
 	}
 }
 
@@ -39,7 +41,7 @@ func TestTuneScoresRelativeToTheBestPerWorkload(t *testing.T) {
 	small.NumPrompts, small.NumPrefixes, small.PrefixLen, small.OutputLen = 96, 12, 256, 8
 	none := small
 	none.Dataset = DatasetNone
-	cands := []Candidate{TuningCandidates()[0], {Name: "best", Scorers: BestScorers()}}
+	cands := []Candidate{TuningCandidates()[0], {Name: "best", Scorers: config.DefaultScorers()}}
 	res, err := Tune(cands, map[string]Workload{"small": small, "none": none})
 	if err != nil {
 		t.Fatal(err)

@@ -168,7 +168,7 @@ func TestUntokenizableRoutesOnLoad(t *testing.T) {
 	ix := index.New(index.Config{BlockSize: bs})
 	p := picker(t, ix, config.DefaultScorers()...)
 	pods := []Pod{{Name: "busy", Load: fresh(10, 8, 18, 0.7)}, {Name: "idle", Load: fresh(1, 0, 1, 0.1)}}
-	d, err := p.Pick(&Request{Untokenizable: "cache_salt"}, pods)
+	d, err := p.Pick(&Request{Untokenizable: "unknown_model"}, pods)
 	if err != nil {
 		t.Fatal(err)
 	}
