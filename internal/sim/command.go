@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
@@ -28,6 +30,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kvPort      = fs.Int("kv-port", 5557, "KV-event PUB port of replica 0 (replica i: kv-port+2i, replay kv-port+2i+1; 0 picks free ports)")
 		noReplay    = fs.Bool("no-replay", false, "do not serve KV-event replay")
 		model       = fs.String("model", "Qwen/Qwen2.5-7B-Instruct", "served model name")
+		adapters    = fs.String("lora-adapters", "", "comma-separated LoRA adapter names served on top of the model")
 		tokPath     = fs.String("tokenizer", "", "tokenizer.json for text prompts (without it, prompts must be token ids)")
 		tokConfig   = fs.String("tokenizer-config", "", "tokenizer_config.json whose chat template serves chat requests (needs -tokenizer)")
 		form        = fs.String("kv-events-form", "map", "KV-event wire form: map (vLLM ~0.26 on) or array (legacy)")
@@ -87,7 +90,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "virtual run took %s of wall time\n", time.Since(start).Round(time.Millisecond))
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	rc := ReplicaConfig{Model: *model, Engine: ec, TimeScale: *timeScale, Form: wf, BufferSteps: *bufferSteps}
+	rc := ReplicaConfig{Model: *model, Adapters: adapterList(*adapters), Engine: ec, TimeScale: *timeScale, Form: wf,
+		BufferSteps: *bufferSteps}
 	switch {
 	case *tokConfig != "" && *tokPath == "":
 		return errors.New("-tokenizer-config needs -tokenizer")
@@ -115,4 +119,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	return f.Serve(ctx)
+}
+
+// adapterList splits a comma- or space-separated list of adapter names.
+func adapterList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }

@@ -14,8 +14,10 @@
 //   - Chunked prefill: a step computes at most max_num_batched_tokens
 //     (2,048) tokens; a long prompt spans steps.
 //   - Paged KV cache: num_gpu_blocks blocks of 16 tokens. Full blocks are
-//     hashed in a chain, h_i = SHA-256(h_{i-1}, tokens_i) truncated to
-//     64 bits, from a random per-engine root, and registered in the prefix
+//     hashed in a chain, h_i = SHA-256(h_{i-1}, tokens_i, extra_i) truncated
+//     to 64 bits, from a random per-engine root, where extra_i is vLLM's
+//     extra-keys tuple (the LoRA adapter on every block, the cache_salt on
+//     the first; BlockStored carries it), and registered in the prefix
 //     cache as soon as they are scheduled (vLLM caches at allocation).
 //     Blocks carry reference counts; a freed block keeps its hash and stays
 //     a cache hit until the free queue, in LRU order with a request's tail
@@ -118,7 +120,9 @@
 // /v1/models, /health, /tokenize, /v1/completions/render and
 // /v1/chat/completions/render (answering prompt_token_ids; vLLM's exact
 // schema for these two was not available to check), /reset_prefix_cache
-// and /metrics with vLLM's metric names. Text prompts need a tokenizer
+// and /metrics with vLLM's metric names. A request may name one of the
+// replica's LoRA adapters (ReplicaConfig.Adapters) and carry a cache_salt.
+// Text prompts need a tokenizer
 // (ReplicaConfig.Tokenizer); token-id prompts do not. Chat requests are
 // rendered by the router's own package router/chat from the model's
 // tokenizer_config.json chat template, as vLLM renders them

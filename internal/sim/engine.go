@@ -232,15 +232,10 @@ func (e *Engine) cacheFull(r *Request) {
 	full := min(r.computed/bs, len(r.hashes))
 	start := -1
 	flush := func(end int) {
-		if start < 0 {
-			return
+		if start >= 0 {
+			e.ev.stored(r, start, end, bs)
+			start = -1
 		}
-		parent, hasParent := uint64(0), start > 0
-		if hasParent {
-			parent = r.hashes[start-1]
-		}
-		e.ev.stored(r.hashes[start:end], parent, hasParent, r.tokens[start*bs:end*bs], bs)
-		start = -1
 	}
 	for i := r.cachedN; i < full; i++ {
 		if e.pool.cache(r.blocks[i], r.hashes[i]) {

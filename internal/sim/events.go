@@ -11,16 +11,25 @@ type eventLog struct {
 	out    kvevents.Batch
 }
 
-// stored records full blocks newly cached for one request: hashes of
-// consecutive blocks, the hash of the block before them (hasParent false for
-// a chain's first block), and their tokens.
-func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, blockSize int) {
+// stored records full blocks [from, to) newly cached for request r: their
+// hashes, the hash of the block before them (none for a chain's first
+// block), their tokens, and under an adapter or a cache_salt the adapter's
+// name and each block's extra keys, as vLLM's BlockStored carries them.
+func (l *eventLog) stored(r *Request, from, to, blockSize int) {
 	e := l.next(kvevents.BlockStored)
-	e.BlockHashes = append(e.BlockHashes, hashes...)
-	e.ParentHash, e.HasParent = parent, hasParent
-	e.TokenIDs = append(e.TokenIDs, tokens...)
+	e.BlockHashes = append(e.BlockHashes, r.hashes[from:to]...)
+	if from > 0 {
+		e.ParentHash, e.HasParent = r.hashes[from-1], true
+	}
+	e.TokenIDs = append(e.TokenIDs, r.tokens[from*blockSize:to*blockSize]...)
 	e.BlockSize = blockSize
 	e.Medium = "GPU"
+	e.LoRAName = r.LoRA
+	if r.LoRA != "" || r.CacheSalt != "" {
+		for i := from; i < to; i++ {
+			e.ExtraKeys = append(e.ExtraKeys, kvevents.VLLMExtraKeys(r.LoRA, r.CacheSalt, i))
+		}
+	}
 }
 
 // removed records one evicted block; consecutive evictions share one event.

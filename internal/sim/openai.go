@@ -42,6 +42,9 @@ type genRequest struct {
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	Stream              bool           `json:"stream"`
 	StreamOptions       *streamOptions `json:"stream_options"`
+	CacheSalt           *string        `json:"cache_salt"`
+
+	lora string // the adapter Model names, "" for the base model
 }
 
 // defaultMaxTokens is vLLM's default for /v1/completions (OpenAI's 16).

@@ -16,7 +16,11 @@ import (
 type ReplicaConfig struct {
 	// Pod names the replica in logs; Model is the served model name.
 	Pod, Model string
-	Engine     EngineConfig
+	// Adapters are LoRA adapter names served on top of Model, as vLLM's
+	// --lora-modules name them: a request naming one runs under it (its
+	// blocks hash apart; the simulated cost is the base model's).
+	Adapters []string
+	Engine   EngineConfig
 	// TimeScale is simulated seconds per wall-clock second: 10 runs the
 	// engine ten times faster than the modelled GPU.
 	TimeScale float64
@@ -102,11 +106,11 @@ func (rp *Replica) KVAddr() string { return rp.pub.pubAddr }
 func (rp *Replica) ReplayAddr() string { return rp.pub.replAddr }
 
 // submit hands prompt to the driver and returns its handle.
-func (rp *Replica) submit(prompt []uint32, maxTokens int) *liveReq {
+func (rp *Replica) submit(prompt []uint32, maxTokens int, lora, salt string) *liveReq {
 	lr := &liveReq{notify: make(chan struct{}, 1), out: make([]uint32, 0, maxTokens)}
 	rp.mu.Lock()
 	rp.nextID++
-	lr.r = &Request{ID: rp.nextID, Prompt: prompt, MaxTokens: maxTokens}
+	lr.r = &Request{ID: rp.nextID, Prompt: prompt, MaxTokens: maxTokens, LoRA: lora, CacheSalt: salt}
 	rp.inbox = append(rp.inbox, lr)
 	rp.mu.Unlock()
 	rp.signal()

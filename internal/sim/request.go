@@ -11,6 +11,11 @@ type Request struct {
 	// MaxTokens is how many tokens the request generates: the simulator
 	// never stops early, as vLLM with --ignore-eos.
 	MaxTokens int
+	// LoRA names the adapter the request runs under ("" for the base model)
+	// and CacheSalt is its cache_salt: vLLM mixes both into the block
+	// hashes (the adapter into every block, the salt into the first), so
+	// such blocks are shared only with requests that agree on them.
+	LoRA, CacheSalt string
 	// Arrival is when the engine received the request, in engine seconds.
 	Arrival float64
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -34,11 +35,17 @@ func (rp *Replica) Handler() http.Handler {
 	return mux
 }
 
+// models lists the base model and, as vLLM does, each adapter with the base
+// model as its parent.
 func (rp *Replica) models(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{
-		"id": rp.cfg.Model, "object": "model", "created": time.Now().Unix(), "owned_by": "vllm",
-		"root": rp.cfg.Model, "parent": nil, "max_model_len": maxModelLen,
-	}}})
+	now := time.Now().Unix()
+	data := []map[string]any{{"id": rp.cfg.Model, "object": "model", "created": now, "owned_by": "vllm",
+		"root": rp.cfg.Model, "parent": nil, "max_model_len": maxModelLen}}
+	for _, a := range rp.cfg.Adapters {
+		data = append(data, map[string]any{"id": a, "object": "model", "created": now, "owned_by": "vllm",
+			"root": a, "parent": rp.cfg.Model, "max_model_len": maxModelLen})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 // encode tokenizes text, or explains that this replica runs without a tokenizer.
@@ -71,11 +78,16 @@ func (rp *Replica) chatTokens(body []byte) ([]uint32, error) {
 	return ids[0], nil
 }
 
-func (rp *Replica) checkModel(model string) error {
-	if model != "" && model != rp.cfg.Model {
-		return &httpError{status: http.StatusNotFound, msg: "The model `" + model + "` does not exist."}
+// adapter returns the LoRA adapter a request's model names ("" for the
+// base model), or vLLM's 404 for a model it does not serve.
+func (rp *Replica) adapter(model string) (string, error) {
+	if model == "" || model == rp.cfg.Model {
+		return "", nil
 	}
-	return nil
+	if slices.Contains(rp.cfg.Adapters, model) {
+		return model, nil
+	}
+	return "", &httpError{status: http.StatusNotFound, msg: "The model `" + model + "` does not exist."}
 }
 
 // readPrompt reads a completions request (chat false) or a chat request and
@@ -84,7 +96,10 @@ func (rp *Replica) checkModel(model string) error {
 func (rp *Replica) readPrompt(w http.ResponseWriter, r *http.Request, chat bool) (g genRequest, body []byte, ids []uint32, ok bool) {
 	body, err := readBody(r, &g)
 	if err == nil {
-		err = rp.checkModel(g.Model)
+		g.lora, err = rp.adapter(g.Model)
+	}
+	if err == nil && g.CacheSalt != nil && *g.CacheSalt == "" {
+		err = badRequest("Parameter 'cache_salt' must be a non-empty string if provided.")
 	}
 	if err == nil && chat {
 		ids, err = rp.chatTokens(body)
@@ -185,7 +200,11 @@ func (rp *Replica) generate(w http.ResponseWriter, r *http.Request, g *genReques
 		writeError(w, err)
 		return
 	}
-	lr := rp.submit(ids, n)
+	var salt string
+	if g.CacheSalt != nil {
+		salt = *g.CacheSalt
+	}
+	lr := rp.submit(ids, n, g.lora, salt)
 	resp := response{chat: chat, model: rp.cfg.Model, created: time.Now().Unix(), promptTokens: len(ids)}
 	if chat {
 		resp.id = completionID("chatcmpl-", lr.r.ID)

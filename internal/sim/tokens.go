@@ -3,6 +3,8 @@ package sim
 import (
 	"crypto/sha256"
 	"encoding/binary"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
 
 // The simulator generates text it never computes, so its output tokens only
@@ -36,7 +38,8 @@ func splitmix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// hasher computes vLLM-style chained block hashes, h_i = H(h_{i-1}, tokens_i)
+// hasher computes vLLM-style chained block hashes, h_i = H(h_{i-1}, tokens_i,
+// extra_i) where extra_i is the block's extra-keys tuple (adapter, salt),
 // with SHA-256 (vLLM's default algorithm) truncated to its last 8 bytes as
 // vLLM's integer event hashes are. The root is random per engine, as in
 // vLLM without PYTHONHASHSEED, so nothing downstream can rely on engine
@@ -46,11 +49,12 @@ type hasher struct {
 	buf  []byte
 }
 
-func (h *hasher) block(parent uint64, tokens []uint32) uint64 {
+func (h *hasher) block(parent uint64, tokens []uint32, extra []byte) uint64 {
 	b := binary.BigEndian.AppendUint64(h.buf[:0], parent)
 	for _, t := range tokens {
 		b = binary.LittleEndian.AppendUint32(b, t)
 	}
+	b = append(b, extra...)
 	h.buf = b
 	sum := sha256.Sum256(b)
 	return binary.BigEndian.Uint64(sum[24:])
@@ -64,6 +68,6 @@ func (h *hasher) extend(r *Request, blockSize int) {
 		if n > 0 {
 			parent = r.hashes[n-1]
 		}
-		r.hashes = append(r.hashes, h.block(parent, r.tokens[n*blockSize:(n+1)*blockSize]))
+		r.hashes = append(r.hashes, h.block(parent, r.tokens[n*blockSize:(n+1)*blockSize], kvevents.VLLMExtraKeys(r.LoRA, r.CacheSalt, n)))
 	}
 }

@@ -25,6 +25,32 @@ func SaltExtraKeys(salt string) [][]byte {
 	return [][]byte{w.b}
 }
 
+// VLLMExtraKeys returns the extra-keys tuple vLLM (0.11 on) attaches to
+// block i of a text-only request under adapter lora with cache_salt salt,
+// msgpack-encoded as its events carry it: (lora, salt) on the first block,
+// (lora) after it, nil when there is neither. The simulator publishes it.
+func VLLMExtraKeys(lora, salt string, i int) []byte {
+	n := 0
+	if lora != "" {
+		n++
+	}
+	if salt != "" && i == 0 {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	var w writer
+	w.array(n)
+	if lora != "" {
+		w.str(lora)
+	}
+	if salt != "" && i == 0 {
+		w.str(salt)
+	}
+	return w.b
+}
+
 // extraKeys converts events' extra keys for the index, reusing its buffers.
 type extraKeys struct {
 	out [][]byte

@@ -66,3 +66,33 @@ func TestIndexExtraKeys(t *testing.T) {
 		t.Error("no salt, yet extra keys")
 	}
 }
+
+// TestVLLMExtraKeysAsPythonEncodes compares the tuples the simulator
+// publishes with ones Debian's python3-msgpack encoded in the golden cases,
+// and checks that the index keys them as a request rebuilds them.
+func TestVLLMExtraKeysAsPythonEncodes(t *testing.T) {
+	for _, tc := range []struct {
+		golden, lora, salt string
+		block              int
+	}{
+		{"map_all_fields", "sql-lora", "salt-1", 0},
+		{"map_newest", "chat-lora", "", 1},
+	} {
+		var b Batch
+		if err := DecodeBatch(golden1(t, tc.golden), &b); err != nil {
+			t.Fatal(err)
+		}
+		want := b.Events[0].ExtraKeys[tc.block]
+		if got := VLLMExtraKeys(tc.lora, tc.salt, tc.block); !bytes.Equal(got, want) {
+			t.Errorf("%s block %d: %x, python3-msgpack %x", tc.golden, tc.block, got, want)
+		}
+	}
+	var x extraKeys
+	ev := Event{LoRAName: "sql", ExtraKeys: [][]byte{VLLMExtraKeys("sql", "t", 0), VLLMExtraKeys("sql", "t", 1)}}
+	if got := x.of(&ev); len(got) != 2 || !bytes.Equal(got[0], SaltExtraKeys("t")[0]) || got[1] != nil {
+		t.Errorf("the index keys a salted adapter request's blocks as %x", got)
+	}
+	if VLLMExtraKeys("", "", 0) != nil || VLLMExtraKeys("", "t", 1) != nil {
+		t.Error("extra keys where vLLM attaches none")
+	}
+}

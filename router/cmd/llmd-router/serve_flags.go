@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
@@ -19,6 +20,7 @@ import (
 // serveOptions are `llmd-router serve`'s settings besides the config file.
 type serveOptions struct {
 	configPath, listen, model, tokJSON, tokConfig, kubeconfig string
+	loraAdapters                                              string
 	blockSize                                                 int
 	simReplicas, simPort, simKVPort                           int
 	simHost, podsFile                                         string
@@ -49,6 +51,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&o.configPath, "config", "", "router YAML config (package router/config); flags and LLMD_* variables override it")
 	fs.StringVar(&o.listen, "listen", config.DefaultListen, "address to serve on (port 0 picks one; the chosen address is printed as JSON on stdout)")
 	fs.StringVar(&o.model, "model", "Qwen/Qwen2.5-7B-Instruct", "served model name (the simulator's default)")
+	fs.StringVar(&o.loraAdapters, "lora-adapters", "", "comma-separated LoRA adapter names served on top of --model (vLLM's --lora-modules names)")
 	fs.StringVar(&o.tokJSON, "tokenizer", "", "the model's tokenizer.json; without it requests route on load alone")
 	fs.StringVar(&o.tokConfig, "tokenizer-config", "", "the model's tokenizer_config.json (chat template)")
 	fs.IntVar(&o.blockSize, "block-size", 0, "vLLM --block-size (0 learns it from KV events)")
@@ -113,6 +116,9 @@ func (o *serveOptions) routerConfig() (*config.Config, error) {
 	}
 	override("listen", func() { c.Listen = o.listen })
 	override("model", func() { c.Model = o.model })
+	override("lora-adapters", func() {
+		c.LoRAAdapters = strings.FieldsFunc(o.loraAdapters, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	})
 	override("tokenizer", func() { c.Tokenizer.JSON = o.tokJSON })
 	override("tokenizer-config", func() { c.Tokenizer.Config = o.tokConfig })
 	override("block-size", func() { c.BlockSize = o.blockSize })
