@@ -36,6 +36,10 @@ type ReplicaConfig struct {
 	// KVAddr and ReplayAddr are the ZMQ bind addresses of the PUB and the
 	// replay ROUTER ("" turns replay off).
 	KVAddr, ReplayAddr string
+	// DataParallelRank is the rank this replica plays in a data-parallel
+	// pod, which its KV-event batches carry as vLLM's data_parallel_rank
+	// (rank 0 sends none, as the simulator's single-engine replicas do).
+	DataParallelRank int
 	// BufferSteps is how many messages replay keeps (vLLM's buffer_steps);
 	// 0 means vLLM's default, DefaultBufferSteps.
 	BufferSteps int
@@ -245,6 +249,9 @@ func (rp *Replica) publish(b *kvevents.Batch) error {
 		return nil
 	}
 	b.TS = float64(time.Now().UnixNano()) / 1e9
+	if rp.cfg.DataParallelRank > 0 {
+		b.DPRank, b.HasDPRank = rp.cfg.DataParallelRank, true
+	}
 	var err error
 	if rp.encBuf, err = kvevents.AppendBatch(rp.encBuf[:0], rp.cfg.Form, b); err != nil {
 		return fmt.Errorf("replica %s: encoding KV events: %w", rp.cfg.Pod, err)

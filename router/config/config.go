@@ -58,6 +58,11 @@ type Discovery struct {
 	// "{model}" are replaced per pod. vLLM publishes under the topic its
 	// --kv-events-config names, llm-d's convention being the default.
 	Topic string `json:"topic"`
+	// DataParallelSize is every pod's vLLM --data-parallel-size (0 or 1:
+	// none). Rank r of a pod publishes KV events and replays on the pod's
+	// ports + r, as vLLM offsets them, keeps its own prefix cache, and is
+	// chosen per request with vLLM's X-data-parallel-rank header.
+	DataParallelSize int `json:"data_parallel_size,omitempty"`
 }
 
 // Kubernetes watches pods by label selector in one namespace.

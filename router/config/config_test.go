@@ -64,6 +64,7 @@ discovery:
   static:
   - {name: a, ip: 10.0.0.1}
   - {name: b, http: "http://127.0.0.1:8001", kv_events: "tcp://127.0.0.1:5001", replay: "tcp://127.0.0.1:5002"}
+  data_parallel_size: 2
 metrics: {interval: 100ms, stale_after: 3s, timeout: 500ms}
 index: {max_keys: 1000000, speculation_ttl: 1s}
 scoring:
@@ -105,6 +106,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"static", "model: m\ndiscovery: {static: [{name: a}, {name: a, ip: x, http: 'ftp://x', kv_events: 'udp://x'}]}",
 			[]string{"discovery.static[0].ip: must be set", `discovery.static[1].name: "a" is listed twice`,
 				"discovery.static[1].http: must be an http(s) URL", "discovery.static[1].kv_events: must be a tcp:// address"}},
+		{"data parallel", minimal + "  data_parallel_size: 9\n", []string{"discovery.data_parallel_size: must be 0 to 8"}},
 		{"ports", minimal + "  ports: {http: 70000, kv_events: -1, replay: -2}\n",
 			[]string{"discovery.ports.http: must be a port", "discovery.ports.kv_events: must be a port", "discovery.ports.replay: must be a port"}},
 		{"durations", minimal + "metrics: {interval: 5s, stale_after: 1s, timeout: -1s}\n",

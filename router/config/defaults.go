@@ -18,6 +18,10 @@ const (
 	DefaultSpeculationTTL = 2 * time.Second
 )
 
+// MaxDataParallelSize bounds discovery.data_parallel_size: the block index
+// tracks 64 engines (index.MaxEngines), which DP 8 leaves to 8 pods.
+const MaxDataParallelSize = 8
+
 // DefaultScorers is used when the file lists none: this router's choice,
 // prefix 2 : cost 2 : in-flight 1, the configuration that won the tuning on
 // held-out workloads (internal/bench's doc; BenchmarkTuneBest fails if the

@@ -66,6 +66,10 @@ func (c *Config) Validate() error {
 }
 
 func (d *Discovery) validate(bad func(key, format string, args ...any)) {
+	if d.DataParallelSize < 0 || d.DataParallelSize > MaxDataParallelSize {
+		bad("discovery.data_parallel_size", "must be 0 to %d (vLLM's --data-parallel-size; 0 or 1 for none), got %d",
+			MaxDataParallelSize, d.DataParallelSize)
+	}
 	switch {
 	case d.Kubernetes == nil && len(d.Static) == 0:
 		bad("discovery", "set kubernetes or static")

@@ -5,7 +5,9 @@
 // 0 on first contact) and scrapes its /metrics, dropping a vanished pod
 // everywhere at once. Fleet.Pods hands the picker (package scoring) each
 // pod's scraped load plus the router's own in-flight count, which Fleet.Begin
-// keeps exact at decision time.
+// keeps exact at decision time. With data parallelism
+// (config discovery.data_parallel_size) a pod's rank r publishes on its ports
+// + r, as vLLM offsets them, and each rank is followed as its own endpoint.
 //
 // The Kubernetes source reports a pod once it is Running, Ready and has an
 // IP, and stops reporting it when it loses readiness, starts terminating or

@@ -143,7 +143,12 @@ func (f *Fleet) Update(pods []Pod) error {
 	if in := f.cfg.Ingestor; in != nil && (len(gone) > 0 || len(added) > 0) {
 		eps := make([]kvevents.Endpoint, 0, len(full))
 		for _, p := range full {
-			eps = append(eps, kvevents.Endpoint{Pod: p.Name, Addr: p.KVEvents, ReplayAddr: p.Replay, Topic: p.Topic})
+			pe, err := f.cfg.Addresses.Endpoints(p)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			eps = append(eps, pe...)
 		}
 		// A replaced pod keeps its name: remove it first so Sync subscribes
 		// afresh instead of keeping the old endpoint.

@@ -2,12 +2,15 @@ package discovery
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
 
 // Pod is one ready vLLM pod and where it serves. A Source may fill only
@@ -58,6 +61,39 @@ func (a Addresses) Fill(p Pod) Pod {
 		}
 	}
 	return a.fillTopic(p)
+}
+
+// Endpoints lists p's KV-event publishers: one, or with data parallelism
+// one per rank, rank r publishing and replaying on p's ports + r, as vLLM
+// offsets them.
+func (a Addresses) Endpoints(p Pod) ([]kvevents.Endpoint, error) {
+	n := max(a.Discovery.DataParallelSize, 1)
+	out := make([]kvevents.Endpoint, 0, n)
+	for r := range n {
+		addr, err := offsetPort(p.KVEvents, r)
+		if err != nil {
+			return nil, fmt.Errorf("KV events of %s rank %d: %w", p.Name, r, err)
+		}
+		replay, err := offsetPort(p.Replay, r)
+		if err != nil {
+			return nil, fmt.Errorf("KV-event replay of %s rank %d: %w", p.Name, r, err)
+		}
+		out = append(out, kvevents.Endpoint{Pod: p.Name, Addr: addr, ReplayAddr: replay, Topic: p.Topic})
+	}
+	return out, nil
+}
+
+// offsetPort adds r to the port of a tcp:// address ("" stays "").
+func offsetPort(addr string, r int) (string, error) {
+	if r == 0 || addr == "" {
+		return addr, nil
+	}
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(addr, "tcp://"))
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || !strings.HasPrefix(addr, "tcp://") || n+r > 65535 {
+		return "", fmt.Errorf("cannot offset the port of %q by rank %d: want tcp://host:port", addr, r)
+	}
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(n+r)), nil
 }
 
 // fillTopic derives the KV-event topic from the template.

@@ -12,7 +12,9 @@
 // Responses, streamed SSE included, are copied byte for byte and flushed
 // after every read, so a client sees each chunk when the engine sends it.
 // X-Llmd-Pod names the pod that answered. Authorization and every other
-// end-to-end header pass through untouched (vLLM's --api-key).
+// end-to-end header pass through untouched (vLLM's --api-key), except that
+// with data-parallel pods the router sets X-data-parallel-rank to the rank
+// it chose (the one holding the prefix), which vLLM honours.
 //
 // # Retries
 //

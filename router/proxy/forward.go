@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,9 +22,16 @@ const PodHeader = "X-Llmd-Pod"
 
 // slot is the pod chosen for one attempt and what frees it afterwards.
 type slot struct {
-	pod     string
+	pod string
+	// dpRank is the pod's data-parallel rank to send to, -1 for vLLM's choice.
+	dpRank  int
 	release func()
 }
+
+// DPRankHeader is vLLM's header naming the data-parallel rank that serves a
+// request. The router sets it when it chose the rank, and otherwise passes
+// on what the client sent.
+const DPRankHeader = "X-data-parallel-rank"
 
 // chooser picks the pod for the next attempt, never one in tried.
 type chooser func(ctx context.Context, tried []string) (slot, error)
@@ -95,6 +103,9 @@ func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, arrived time.Tim
 	up, err := upstreamRequest(ctx, r, target, body)
 	if err != nil {
 		return err
+	}
+	if sl.dpRank >= 0 {
+		up.Header.Set(DPRankHeader, strconv.Itoa(sl.dpRank))
 	}
 	start := time.Now()
 	before := start.Sub(arrived) // reading, routing, queueing and failed attempts

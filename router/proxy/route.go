@@ -79,7 +79,7 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			if len(tried) == 0 {
 				s.cfg.Metrics.decided(&d)
 			}
-			return slot{pod: d.Pod, release: func() { s.adm.release(d.Pod) }}, nil
+			return slot{pod: d.Pod, dpRank: d.DPRank, release: func() { s.adm.release(d.Pod) }}, nil
 		}
 	}
 }
@@ -114,7 +114,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 				best = p
 			}
 		}
-		return slot{pod: best.Name, release: func() {}}, nil
+		return slot{pod: best.Name, dpRank: -1, release: func() {}}, nil
 	})
 }
 

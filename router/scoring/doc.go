@@ -20,6 +20,10 @@
 //	           the benchmark's "approx" baseline                           history.go
 //
 // FromConfig builds them from router/config, naming the key in every error.
+// With data-parallel pods (SetDataParallelSize) a pod's hit is its best
+// rank's and the Decision names that rank, or, for a prefix no rank holds,
+// the pod's ranks in turn.
+//
 // The default is prefix 2 : cost 2 : in-flight 1 (config.DefaultScorers,
 // tuned by internal/bench); llm-d's precise configuration is prefix 3 :
 // kv-usage 2 : queue 2 (config.LLMDScorers). Both run with 2 s speculative

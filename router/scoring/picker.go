@@ -18,9 +18,12 @@ type Picker struct {
 	scorers []Weighted
 	types   []string // scorer types in order, shared by every Decision
 
+	dp int // data-parallel ranks per pod; 0 and 1: none
+
 	mu         sync.Mutex
 	seq        uint64
 	lastPicked map[string]uint64
+	nextRank   map[string]int // per pod, the rank a request without a hit gets
 
 	decisions, untokenizable, speculateErrs atomic.Int64
 	bufs                                    sync.Pool
@@ -39,13 +42,19 @@ var ErrNoPods = errors.New("no ready pod to route to")
 // NewPicker returns a picker over ix with the given scorers. ix may be nil
 // for policies without precise prefix scoring.
 func NewPicker(ix *index.Index, scorers []Weighted) *Picker {
-	p := &Picker{ix: ix, scorers: scorers, lastPicked: make(map[string]uint64)}
+	p := &Picker{ix: ix, scorers: scorers, lastPicked: make(map[string]uint64), nextRank: make(map[string]int)}
 	for _, w := range scorers {
 		p.types = append(p.types, w.Scorer.Type())
 	}
 	p.bufs.New = func() any { return new(scratch) }
 	return p
 }
+
+// SetDataParallelSize tells the picker that every pod runs n data-parallel
+// ranks, each with its own prefix cache; call it before the first decision.
+// Each decision then also names a rank: the one holding the most of the
+// prefix, or for a request no rank has cached, the pod's ranks in turn.
+func (p *Picker) SetDataParallelSize(n int) { p.dp = n }
 
 // Decision is the outcome for one request, shaped for the explain endpoint's
 // JSON as well as for logs.
@@ -61,6 +70,9 @@ type Decision struct {
 	Blocks int `json:"blocks"`
 	// Untokenizable repeats the request's reason: it was routed on load alone.
 	Untokenizable string `json:"untokenizable,omitempty"`
+	// DPRank is the data-parallel rank of Pod the request is sent to (vLLM's
+	// X-data-parallel-rank header); -1 without data parallelism.
+	DPRank int `json:"dp_rank"`
 }
 
 // PodScore is one candidate's part of a decision.
@@ -131,8 +143,9 @@ func (p *Picker) decide(r *Request, pods []Pod, commit bool) (Decision, error) {
 		}
 	}
 	d.Pod = pods[d.Chosen].Name
+	d.DPRank = p.rank(d.Pod, s.Hits[d.Chosen], commit)
 	if commit {
-		p.commit(s, sc.keys, d.Chosen)
+		p.commit(s, sc.keys, d.Chosen, d.DPRank)
 	}
 	return d, nil
 }
@@ -153,12 +166,13 @@ func (p *Picker) fill(sc *scratch, r *Request, pods []Pod) *State {
 			s.Blocks = len(sc.keys)
 			sc.matches = p.ix.Lookup(sc.keys, sc.matches[:0])
 			for _, m := range sc.matches {
-				if m.Engine.Rank != 0 {
+				if m.Engine.Rank >= max(p.dp, 1) {
 					continue
 				}
+				h := Hit{Blocks: m.Blocks, GPUBlocks: m.GPUBlocks, Speculative: m.Speculative, Rank: m.Engine.Rank}
 				for i := range pods {
-					if pods[i].Name == m.Engine.Pod {
-						sc.hits[i] = Hit{Blocks: m.Blocks, GPUBlocks: m.GPUBlocks, Speculative: m.Speculative}
+					if pods[i].Name == m.Engine.Pod && h.better(sc.hits[i]) {
+						sc.hits[i] = h
 						s.AnyHit = s.AnyHit || m.Blocks > 0
 					}
 				}
@@ -173,7 +187,25 @@ func (p *Picker) fill(sc *scratch, r *Request, pods []Pod) *State {
 	return s
 }
 
-func (p *Picker) commit(s *State, keys []uint64, chosen int) {
+// rank is the data-parallel rank a request to pod goes to: the one holding
+// most of its prefix, else the pod's next in turn (taken only on commit).
+func (p *Picker) rank(pod string, h Hit, commit bool) int {
+	switch {
+	case p.dp <= 1:
+		return -1
+	case h.Blocks > 0:
+		return h.Rank
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.nextRank[pod]
+	if commit {
+		p.nextRank[pod] = (r + 1) % p.dp
+	}
+	return r
+}
+
+func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) {
 	p.decisions.Add(1)
 	if s.Req.Untokenizable != "" {
 		p.untokenizable.Add(1)
@@ -184,7 +216,7 @@ func (p *Picker) commit(s *State, keys []uint64, chosen int) {
 	p.lastPicked[name] = p.seq
 	p.mu.Unlock()
 	if p.ix != nil && len(keys) > 0 {
-		if err := p.ix.Speculate(engineOf(&s.Pods[chosen]), keys); err != nil {
+		if err := p.ix.Speculate(index.Engine{Pod: s.Pods[chosen].Name, Rank: max(rank, 0)}, keys); err != nil {
 			p.speculateErrs.Add(1)
 		}
 	}
@@ -200,6 +232,7 @@ func (p *Picker) commit(s *State, keys []uint64, chosen int) {
 func (p *Picker) Forget(pod string) {
 	p.mu.Lock()
 	delete(p.lastPicked, pod)
+	delete(p.nextRank, pod)
 	p.mu.Unlock()
 	for _, w := range p.scorers {
 		if o, ok := w.Scorer.(Observer); ok {

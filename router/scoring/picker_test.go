@@ -260,3 +260,50 @@ func TestConcurrentPicks(t *testing.T) {
 		}
 	}
 }
+
+// TestDataParallelRanks: with two ranks per pod, a pod is credited with its
+// best rank's blocks and the decision names that rank; a request no rank
+// holds takes the pod's ranks in turn (Explain does not advance the turn),
+// and the speculative entry goes to the rank chosen, so the next request
+// with the prefix follows it. Without data parallelism rank 1's blocks do
+// not count and no rank is named.
+func TestDataParallelRanks(t *testing.T) {
+	ix := index.New(index.Config{BlockSize: bs})
+	prompt := seq(100, 6*bs)
+	hashes := []uint64{1, 2, 3, 4, 5, 6}
+	if err := ix.Store(index.Engine{Pod: "b", Rank: 1}, &index.Stored{Hashes: hashes, Tokens: prompt, BlockSize: bs}); err != nil {
+		t.Fatal(err)
+	}
+	store(t, ix, "b", prompt[:2*bs], index.TierGPU) // rank 0 holds less
+	pods := []Pod{{Name: "a", Load: fresh(0, 0, 0, 0)}, {Name: "b", Load: fresh(0, 0, 0, 0)}}
+
+	p := picker(t, ix, config.DefaultScorers()...)
+	p.SetDataParallelSize(2)
+	d, err := p.Pick(&Request{Tokens: prompt}, pods)
+	if err != nil || d.Pod != "b" || d.DPRank != 1 || d.Scores[1].Hit.Blocks != 6 || d.Scores[1].Hit.Rank != 1 {
+		t.Fatalf("prefix on rank 1: %+v, %v", d, err)
+	}
+
+	only := pods[:1]
+	e, _ := p.Explain(&Request{Tokens: seq(900, 3*bs)}, only)
+	var ranks []int
+	for i := range 3 {
+		d, err := p.Pick(&Request{Tokens: seq(1000+100*i, 3*bs)}, only)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranks = append(ranks, d.DPRank)
+	}
+	if e.DPRank != 0 || ranks[0] != 0 || ranks[1] != 1 || ranks[2] != 0 {
+		t.Errorf("requests without a hit: explained rank %d, picked ranks %v, want 0 then 0 1 0", e.DPRank, ranks)
+	}
+	// The second of those went to rank 1 speculatively: the same prompt follows it.
+	if d, _ := p.Explain(&Request{Tokens: seq(1100, 3*bs)}, only); d.DPRank != 1 || d.Scores[0].Hit.Speculative != 3 {
+		t.Errorf("after a speculative entry on rank 1: %+v", d)
+	}
+
+	plain := picker(t, ix, config.DefaultScorers()...)
+	if d, _ := plain.Explain(&Request{Tokens: prompt}, pods); d.DPRank != -1 || d.Scores[1].Hit.Blocks != 2 {
+		t.Errorf("without data parallelism: %+v", d)
+	}
+}

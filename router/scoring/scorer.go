@@ -1,9 +1,5 @@
 package scoring
 
-import (
-	"github.com/llmd-dev/terraform-provider-llmd/router/index"
-)
-
 // Scorer rates every candidate pod for one request. Scores lie in [0, 1],
 // higher is better; the picker multiplies them by the configured weights
 // and picks the largest sum.
@@ -54,6 +50,13 @@ type Hit struct {
 	Blocks      int `json:"blocks"`
 	GPUBlocks   int `json:"gpu_blocks"`
 	Speculative int `json:"speculative"`
+	// Rank is the data-parallel rank holding them, the pod's best.
+	Rank int `json:"rank,omitempty"`
+}
+
+// better reports whether h holds more of the prefix than o.
+func (h Hit) better(o Hit) bool {
+	return h.Blocks > o.Blocks || (h.Blocks == o.Blocks && h.GPUBlocks > o.GPUBlocks)
 }
 
 // State is everything scorers see about one decision. The picker fills it;
@@ -76,6 +79,3 @@ type State struct {
 func (s *State) uncachedTokens(i int) int {
 	return max(len(s.Req.Tokens)-s.Hits[i].GPUBlocks*s.BlockSize, 0)
 }
-
-// engineOf is the index engine a candidate pod stands for.
-func engineOf(p *Pod) index.Engine { return index.Engine{Pod: p.Name} }

@@ -147,6 +147,7 @@ func newCore(cfg *config.Config, log *slog.Logger) (*core, error) {
 		return nil, fmt.Errorf("starting KV-event ingestion: %w", err)
 	}
 	c.picker = scoring.NewPicker(c.index, ws)
+	c.picker.SetDataParallelSize(cfg.Discovery.DataParallelSize)
 	c.fleet = discovery.NewFleet(discovery.FleetConfig{Addresses: discovery.Addresses{Discovery: cfg.Discovery, Model: cfg.Model},
 		Ingestor: c.ingestor, Metrics: cfg.Metrics, OnRemove: c.picker.Forget})
 	return c, nil

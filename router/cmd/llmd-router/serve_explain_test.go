@@ -49,9 +49,7 @@ func TestServeReplicasSideBySide(t *testing.T) {
 	b := startRouter(t, infos, routerArgs...)
 
 	prompt := tokens(64, 42) // four 16-token blocks
-	resp := post(t, a.url+"/v1/completions", completion(t, prompt, 4, false))
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp := send(t, a.url+"/v1/completions", completion(t, prompt, 4, false))
 	served := resp.Header.Get("X-Llmd-Pod")
 	if resp.StatusCode != http.StatusOK || served == "" {
 		t.Fatalf("status %d, pod %q", resp.StatusCode, served)
@@ -85,9 +83,7 @@ func TestServeReplicasSideBySide(t *testing.T) {
 		t.Errorf("image request explanation: %+v", e)
 	}
 	untokenizable := e.Untokenizable
-	resp = post(t, a.url+"/v1/chat/completions", pictured)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	send(t, a.url+"/v1/chat/completions", pictured)
 
 	waitFor(t, "a canary round that agrees", func() bool {
 		return a.gauge(t, "llmd_router_tokenizer_canary_checks_total", "result", "agree") >= 1

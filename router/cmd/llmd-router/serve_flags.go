@@ -21,7 +21,7 @@ import (
 type serveOptions struct {
 	configPath, listen, model, tokJSON, tokConfig, kubeconfig string
 	loraAdapters                                              string
-	blockSize                                                 int
+	blockSize, dataParallel                                   int
 	simReplicas, simPort, simKVPort                           int
 	simHost, podsFile                                         string
 	simNoReplay                                               bool
@@ -55,6 +55,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&o.tokJSON, "tokenizer", "", "the model's tokenizer.json; without it requests route on load alone")
 	fs.StringVar(&o.tokConfig, "tokenizer-config", "", "the model's tokenizer_config.json (chat template)")
 	fs.IntVar(&o.blockSize, "block-size", 0, "vLLM --block-size (0 learns it from KV events)")
+	fs.IntVar(&o.dataParallel, "data-parallel-size", 0, "every pod's vLLM --data-parallel-size (0 or 1: none; rank r publishes KV events on the ports + r)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for Kubernetes discovery (default: in-cluster)")
 	fs.IntVar(&o.simReplicas, "sim-replicas", 0, "route to this many `llmd-router sim` replicas at their default addresses (static discovery)")
 	fs.StringVar(&o.simHost, "sim-host", "127.0.0.1", "with --sim-replicas: the simulator's --host")
@@ -122,6 +123,7 @@ func (o *serveOptions) routerConfig() (*config.Config, error) {
 	override("tokenizer", func() { c.Tokenizer.JSON = o.tokJSON })
 	override("tokenizer-config", func() { c.Tokenizer.Config = o.tokConfig })
 	override("block-size", func() { c.BlockSize = o.blockSize })
+	override("data-parallel-size", func() { c.Discovery.DataParallelSize = o.dataParallel })
 	static, err := o.staticPods()
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"testing"
 
@@ -36,9 +35,7 @@ func TestSaltedAdapterRequestsFindTheirBlocks(t *testing.T) {
 		return b
 	}
 	salted := body("sql-lora", "tenant-a")
-	resp := post(t, a.url+"/v1/completions", salted)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp := send(t, a.url+"/v1/completions", salted)
 	served := resp.Header.Get("X-Llmd-Pod")
 	if resp.StatusCode != http.StatusOK || served == "" {
 		t.Fatalf("status %d, pod %q", resp.StatusCode, served)

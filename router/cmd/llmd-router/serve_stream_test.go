@@ -133,6 +133,16 @@ func post(t *testing.T, url string, body []byte, header ...string) *http.Respons
 	return resp
 }
 
+// send posts body to url and reads the answer to its end: its status and
+// headers stay readable on the returned response.
+func send(t *testing.T, url string, body []byte) *http.Response {
+	t.Helper()
+	resp := post(t, url, body)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
 func tokens(n int, seed uint32) []uint32 {
 	out := make([]uint32, n)
 	for i := range out {
