@@ -26,7 +26,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var (
 		replicas    = fs.Int("replicas", 1, "number of replicas in this process")
 		host        = fs.String("host", "127.0.0.1", "address every socket binds")
-		httpPort    = fs.Int("port", 8000, "HTTP port of replica 0 (replica i: port+i; 0 picks free ports)")
+		httpPort    = fs.Int("port", 8001, "HTTP port of replica 0 (replica i: port+i; 0 picks free ports); 8001 leaves vLLM's 8000 to llmd-router serve")
 		kvPort      = fs.Int("kv-port", 5557, "KV-event PUB port of replica 0 (replica i: kv-port+2i, replay kv-port+2i+1; 0 picks free ports)")
 		noReplay    = fs.Bool("no-replay", false, "do not serve KV-event replay")
 		model       = fs.String("model", "Qwen/Qwen2.5-7B-Instruct", "served model name")

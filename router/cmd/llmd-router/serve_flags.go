@@ -59,7 +59,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for Kubernetes discovery (default: in-cluster)")
 	fs.IntVar(&o.simReplicas, "sim-replicas", 0, "route to this many `llmd-router sim` replicas at their default addresses (static discovery)")
 	fs.StringVar(&o.simHost, "sim-host", "127.0.0.1", "with --sim-replicas: the simulator's --host")
-	fs.IntVar(&o.simPort, "sim-port", 8000, "with --sim-replicas: the simulator's --port (replica i serves HTTP on port+i)")
+	fs.IntVar(&o.simPort, "sim-port", 8001, "with --sim-replicas: the simulator's --port (replica i serves HTTP on port+i)")
 	fs.IntVar(&o.simKVPort, "sim-kv-port", 5557, "with --sim-replicas: the simulator's --kv-port (replica i publishes on kv-port+2i, replays on kv-port+2i+1)")
 	fs.BoolVar(&o.simNoReplay, "sim-no-replay", false, "with --sim-replicas: the simulator runs with --no-replay")
 	fs.StringVar(&o.podsFile, "pods-file", "", "static pods from a file of the JSON lines `llmd-router sim` prints (any --port)")
