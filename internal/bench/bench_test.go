@@ -4,8 +4,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // reportRatios runs the policies on w and reports each one's output
@@ -46,7 +44,7 @@ func BenchmarkNoneAllPolicies(b *testing.B) {
 }
 
 // BenchmarkTuneBest reruns the tuning of `best` (doc.go) on the held-out
-// workloads and fails if its winner is not config.DefaultScorers: the configuration
+// workloads and fails if its winner is not BestScorers: the configuration
 // in the code is the one the written procedure picks. 1 to 6 minutes on
 // 2 shared cores, depending on what else runs there.
 //
@@ -63,8 +61,8 @@ func BenchmarkTuneBest(b *testing.B) {
 		}
 		win := res.Candidates[res.Winner()]
 		b.ReportMetric(res.Score[res.Winner()], "winner-score")
-		if !reflect.DeepEqual(win.Scorers, config.DefaultScorers()) {
-			b.Errorf("tuning picks %s (%s), but config.DefaultScorers is %v", win.Name, win, config.DefaultScorers())
+		if !reflect.DeepEqual(win.Scorers, BestScorers()) {
+			b.Errorf("tuning picks %s (%s), but BestScorers is %v", win.Name, win, BestScorers())
 		}
 	}
 }

@@ -30,7 +30,7 @@
 //	        3 : kv-usage 2 : queue 2; it never sees the engines' caches
 //	llmd    llm-d precise: prefix (KV-event index) 3 : kv-usage 2 : queue 2,
 //	        max-score pick, speculative entries for 2 s
-//	best    this router's default (config.DefaultScorers): prefix 2 : cost 2 : in-flight 1
+//	best    this router's choice (BestScorers): prefix 2 : cost 2 : in-flight 1
 //
 // Virtual mode runs sim.RunVirtual with router/scoring's Picker behind a
 // small adapter (adapter.go), so the scorers, index lookups and speculative
@@ -80,7 +80,7 @@
 // output throughput relative to the best candidate on that workload; the
 // highest score wins. Result (output tok/s), from
 // `go test -run '^$' -bench TuneBest -benchtime 1x -v ./internal/bench/`,
-// which fails if the winner is not config.DefaultScorers (58 s; deterministic, the
+// which fails if the winner is not BestScorers (58 s; deterministic, the
 // table came out identical in two runs):
 //
 //	candidate                         long-6k  none   zipf   score

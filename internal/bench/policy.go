@@ -21,6 +21,13 @@ const (
 // AllPolicies is every policy in report order: baselines first.
 var AllPolicies = []string{PolicyRR, PolicyRandom, PolicyApprox, PolicyLLMD, PolicyBest}
 
+// BestScorers is this router's chosen configuration, picked on held-out
+// workloads and seeds as doc.go describes (never on the seed workload).
+func BestScorers() []config.Scorer {
+	return []config.Scorer{{Type: scoring.PrefixType, Weight: 2}, {Type: scoring.CostType, Weight: 2},
+		{Type: scoring.InFlightType, Weight: 1}}
+}
+
 // approxScorers is the Gateway API Inference Extension's default
 // configuration with routing-history prefix affinity in place of precise
 // KV events: the same load scorers and weights as llmd, so the comparison
@@ -38,11 +45,9 @@ func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
 	case PolicyApprox:
 		return approxScorers(), false, true
 	case PolicyLLMD:
-		return config.LLMDScorers(), true, true
-	case PolicyBest:
-		// The router's default is the configuration tuned on held-out
-		// workloads and seeds as doc.go describes (never on the seed workload).
 		return config.DefaultScorers(), true, true
+	case PolicyBest:
+		return BestScorers(), true, true
 	}
 	return nil, false, false
 }

@@ -4,13 +4,11 @@ import (
 	"math"
 	"reflect"
 	"testing"
-
-	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // TestTuningIsHeldOut guards decision 6: no tuning workload is the seed
 // workload `best` is reported on (another dataset, prefix length or seed),
-// and config.DefaultScorers is one of the candidates the tuning compared.
+// and BestScorers is one of the candidates the tuning compared.
 func TestTuningIsHeldOut(t *testing.T) {
 	seed := SeedWorkload()
 	for name, w := range TuningWorkloads() {
@@ -26,10 +24,10 @@ func TestTuningIsHeldOut(t *testing.T) {
 	}
 	found := false
 	for _, c := range TuningCandidates() {
-		found = found || reflect.DeepEqual(c.Scorers, config.DefaultScorers())
+		found = found || reflect.DeepEqual(c.Scorers, BestScorers())
 	}
 	if !found {
-		t.Errorf("config.DefaultScorers %v is not among the tuning candidates", config.DefaultScorers())
+		t.Errorf("BestScorers %v is not among the tuning candidates", BestScorers())
 	}
 }
 
@@ -41,7 +39,7 @@ func TestTuneScoresRelativeToTheBestPerWorkload(t *testing.T) {
 	small.NumPrompts, small.NumPrefixes, small.PrefixLen, small.OutputLen = 96, 12, 256, 8
 	none := small
 	none.Dataset = DatasetNone
-	cands := []Candidate{TuningCandidates()[0], {Name: "best", Scorers: config.DefaultScorers()}}
+	cands := []Candidate{TuningCandidates()[0], {Name: "best", Scorers: BestScorers()}}
 	res, err := Tune(cands, map[string]Workload{"small": small, "none": none})
 	if err != nil {
 		t.Fatal(err)

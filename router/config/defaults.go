@@ -22,19 +22,9 @@ const (
 // tracks 64 engines (index.MaxEngines), which DP 8 leaves to 8 pods.
 const MaxDataParallelSize = 8
 
-// DefaultScorers is used when the file lists none: this router's choice,
-// prefix 2 : cost 2 : in-flight 1, the configuration that won the tuning on
-// held-out workloads (internal/bench's doc; BenchmarkTuneBest fails if the
-// tuning picks anything else). The router's own in-flight count reacts to
-// every decision, where scraped load is up to a scrape interval old, so a
-// burst does not herd onto the pod that looked idlest.
+// DefaultScorers is used when the file lists none: llm-d's precise
+// prefix-cache configuration (prefix 3 : KV use 2 : queue 2).
 func DefaultScorers() []Scorer {
-	return []Scorer{{Type: "prefix", Weight: 2}, {Type: "cost", Weight: 2}, {Type: "in-flight", Weight: 1}}
-}
-
-// LLMDScorers is llm-d's precise prefix-cache configuration (prefix 3 :
-// KV use 2 : queue 2), which the benchmark compares the default against.
-func LLMDScorers() []Scorer {
 	return []Scorer{{Type: "prefix", Weight: 3}, {Type: "kv-usage", Weight: 2}, {Type: "queue", Weight: 2}}
 }
 

@@ -195,7 +195,7 @@ func TestHotPrefixSpills(t *testing.T) {
 	const n, k = 4, 3
 	f := startSim(t, 3, 5)
 	r := startRouter(t, f, config.Scorer{Type: scoring.PrefixType, Weight: 1}, config.Scorer{Type: scoring.CostType, Weight: 3})
-	llmd := scoring.NewPicker(r.ix, mustScorers(t, config.LLMDScorers()))
+	llmd := scoring.NewPicker(r.ix, mustScorers(t, config.DefaultScorers()))
 	hot := prompts(8, 1, prefixLen)[0]
 	sfx := prompts(9, 1+k, 16)
 	a := infoOf(f, "sim-0").HTTP

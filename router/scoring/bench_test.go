@@ -151,8 +151,7 @@ func BenchmarkDecision(b *testing.B) {
 		name    string
 		scorers []config.Scorer
 	}{
-		{"default", config.DefaultScorers()},
-		{"llmd", config.LLMDScorers()},
+		{"llmd", config.DefaultScorers()},
 		{"all", []config.Scorer{{Type: scoring.PrefixType, Weight: 3}, {Type: scoring.KVUsageType, Weight: 1},
 			{Type: scoring.QueueType, Weight: 1}, {Type: scoring.InFlightType, Weight: 1}, {Type: scoring.SpreadType, Weight: 1},
 			{Type: scoring.CostType, Weight: 2}, {Type: scoring.HistoryType, Weight: 1}}},

@@ -24,10 +24,8 @@
 // rank's and the Decision names that rank, or, for a prefix no rank holds,
 // the pod's ranks in turn.
 //
-// The default is prefix 2 : cost 2 : in-flight 1 (config.DefaultScorers,
-// tuned by internal/bench); llm-d's precise configuration is prefix 3 :
-// kv-usage 2 : queue 2 (config.LLMDScorers). Both run with 2 s speculative
-// entries (index.Config).
+// The llm-d precise configuration is prefix 3 : kv-usage 2 : queue 2
+// (config.DefaultScorers) with 2 s speculative entries (index.Config).
 //
 // # Requests
 //

@@ -70,7 +70,7 @@ func TestPickerDrivesVirtualFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	llmd := newSimPicker(t, config.LLMDScorers()...)
+	llmd := newSimPicker(t, config.DefaultScorers()...)
 	precise, err := sim.RunVirtual(virtualRun(llmd))
 	if err != nil {
 		t.Fatal(err)
