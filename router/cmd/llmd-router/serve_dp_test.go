@@ -22,7 +22,7 @@ import (
 // as vLLM offsets them, with its rank in every batch), behind a front that
 // hands each request to the rank vLLM's X-data-parallel-rank header names.
 // The front is an in-test stand-in for vLLM's DP coordinator, which the
-// simulator does not model; it records the header of every request.
+// simulator does not model; it records the header of every completion.
 type dpPod struct {
 	front *httptest.Server
 	ranks [2]*sim.Replica
@@ -43,9 +43,11 @@ func startDPPod(t *testing.T, files testenv.ModelFiles) *dpPod {
 	p := &dpPod{}
 	p.front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Get("X-data-parallel-rank")
-		p.mu.Lock()
-		p.headers = append(p.headers, h)
-		p.mu.Unlock()
+		if r.URL.Path == "/v1/completions" { // not the router's canary asking /tokenize
+			p.mu.Lock()
+			p.headers = append(p.headers, h)
+			p.mu.Unlock()
+		}
 		rank, err := strconv.Atoi(h)
 		if err != nil || rank < 0 || rank > 1 {
 			rank = 0 // vLLM's own balancing stands behind a missing header
