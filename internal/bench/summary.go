@@ -2,7 +2,8 @@ package bench
 
 import (
 	"math"
-	"slices"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 )
 
 // Record is one finished request, times in seconds from the run's start.
@@ -112,32 +113,10 @@ func Summarize(policy string, recs []Record, failed int, fl Fleet) Summary {
 	for _, n := range perSecond {
 		s.PeakOutputThroughput = max(s.PeakOutputThroughput, float64(n))
 	}
-	s.MeanTTFT, s.MedianTTFT, s.P99TTFT = stats(ttft)
+	s.MeanTTFT, s.MedianTTFT, s.P99TTFT = sim.MeanMedianP99(ttft)
 	s.TTFTs = ttft // sorted by stats
-	s.MeanTPOT, s.MedianTPOT, s.P99TPOT = stats(tpot)
-	s.MeanITL, s.MedianITL, s.P99ITL = stats(itl)
-	s.MeanE2EL, s.MedianE2EL, s.P99E2EL = stats(e2el)
+	s.MeanTPOT, s.MedianTPOT, s.P99TPOT = sim.MeanMedianP99(tpot)
+	s.MeanITL, s.MedianITL, s.P99ITL = sim.MeanMedianP99(itl)
+	s.MeanE2EL, s.MedianE2EL, s.P99E2EL = sim.MeanMedianP99(e2el)
 	return s
-}
-
-// stats sorts xs and returns its mean, median and 99th percentile (linear
-// interpolation between order statistics, as numpy's default percentile
-// that vLLM's summary uses).
-func stats(xs []float64) (mean, median, p99 float64) {
-	if len(xs) == 0 {
-		return 0, 0, 0
-	}
-	slices.Sort(xs)
-	for _, x := range xs {
-		mean += x
-	}
-	return mean / float64(len(xs)), percentile(xs, 50), percentile(xs, 99)
-}
-
-// percentile of sorted xs, q in [0, 100].
-func percentile(xs []float64, q float64) float64 {
-	pos := q / 100 * float64(len(xs)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(xs)-1)
-	return xs[lo] + (pos-float64(lo))*(xs[hi]-xs[lo])
 }

@@ -327,11 +327,14 @@ func (v *virtualRun) summary() Result {
 		r.MeanRunning /= float64(v.sampled)
 		r.MeanKVUsage /= float64(v.sampled)
 	}
-	r.MeanTTFT, r.MedianTTFT, r.P99TTFT = meanMedianP99(ttft)
+	r.MeanTTFT, r.MedianTTFT, r.P99TTFT = MeanMedianP99(ttft)
 	return r
 }
 
-func meanMedianP99(xs []float64) (mean, median, p99 float64) {
+// MeanMedianP99 sorts xs and returns its mean, median and 99th percentile,
+// the percentiles interpolated linearly between order statistics as numpy's
+// default (which vLLM's benchmark summary uses).
+func MeanMedianP99(xs []float64) (mean, median, p99 float64) {
 	if len(xs) == 0 {
 		return 0, 0, 0
 	}
@@ -339,11 +342,13 @@ func meanMedianP99(xs []float64) (mean, median, p99 float64) {
 	for _, x := range xs {
 		mean += x
 	}
-	mean /= float64(len(xs))
-	median = xs[len(xs)/2]
-	if len(xs)%2 == 0 {
-		median = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
-	}
-	p99 = xs[min(len(xs)-1, int(math.Ceil(0.99*float64(len(xs))))-1)]
-	return mean, median, p99
+	return mean / float64(len(xs)), percentile(xs, 50), percentile(xs, 99)
+}
+
+// percentile is the q-th percentile of sorted xs, interpolated linearly.
+func percentile(xs []float64, q float64) float64 {
+	pos := q / 100 * float64(len(xs)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(xs)-1)
+	return xs[lo] + (pos-float64(lo))*(xs[hi]-xs[lo])
 }
