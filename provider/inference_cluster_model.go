@@ -75,6 +75,10 @@ type kubernetesModel struct {
 	Name                 types.String `tfsdk:"name"`
 	Endpoint             types.String `tfsdk:"endpoint"`
 	ClusterCACertificate types.String `tfsdk:"cluster_ca_certificate"`
+	Region               types.String `tfsdk:"region"`
+	GPUInstanceType      types.String `tfsdk:"gpu_instance_type"`
+	GPUNodeLabels        types.Map    `tfsdk:"gpu_node_labels"`
+	GPUNodeTaints        types.List   `tfsdk:"gpu_node_taints"`
 }
 
 var (
@@ -86,7 +90,9 @@ var (
 	nodeGroupTypes      = map[string]attr.Type{"name": types.StringType, "instance_type": types.StringType, "ami_type": types.StringType,
 		"capacity_type": types.StringType, "disk_size": types.Int64Type, "desired_size": types.Int64Type, "min_size": types.Int64Type,
 		"max_size": types.Int64Type, "labels": types.MapType{ElemType: types.StringType}, "taints": types.SetType{ElemType: types.ObjectType{AttrTypes: taintTypes}}}
-	kubernetesTypes = map[string]attr.Type{"name": types.StringType, "endpoint": types.StringType, "cluster_ca_certificate": types.StringType}
+	kubernetesTypes = map[string]attr.Type{"name": types.StringType, "endpoint": types.StringType, "cluster_ca_certificate": types.StringType,
+		"region": types.StringType, "gpu_instance_type": types.StringType, "gpu_node_labels": types.MapType{ElemType: types.StringType},
+		"gpu_node_taints": types.ListType{ElemType: types.StringType}}
 )
 
 var asObject = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -204,7 +210,7 @@ func (m *inferenceClusterModel) refresh(c *awsinfra.Clients, cl *awsinfra.Cluste
 		sgs = []string{}
 	}
 	m.SecurityGroupIDs = setOf(sgs)
-	m.Kubernetes = types.ObjectValueMust(kubernetesTypes, map[string]attr.Value{"name": m.Name, "endpoint": m.Endpoint, "cluster_ca_certificate": m.ClusterCACertificate})
+	m.Kubernetes = kubernetesObject(*m, c.Config.Region, cl.GPU)
 }
 
 // nodeGroupObject is the state of a node group; null when it no longer
@@ -230,4 +236,38 @@ func nodeGroupObject(ng *awsinfra.NodeGroup) types.Object {
 		"capacity_type": types.StringValue(ng.CapacityType), "disk_size": types.Int64Value(int64(ng.DiskSize)),
 		"desired_size": types.Int64Value(int64(ng.DesiredSize)), "min_size": types.Int64Value(int64(ng.MinSize)), "max_size": types.Int64Value(int64(ng.MaxSize)),
 		"labels": mapOf(labels), "taints": types.SetValueMust(types.ObjectType{AttrTypes: taintTypes}, taints)})
+}
+
+// kubernetesObject is what llmd_model_fleet and llmd_prefix_router take as
+// `cluster`: how to reach the API (tokens are minted from the provider's AWS
+// credentials for the region) and where GPU pods go, in Kubernetes terms.
+func kubernetesObject(m inferenceClusterModel, region string, gpu *awsinfra.NodeGroup) types.Object {
+	instanceType, labels, taints := types.StringNull(), types.MapNull(types.StringType), types.ListNull(types.StringType)
+	if gpu != nil {
+		instanceType = types.StringValue(gpu.InstanceType)
+		l := gpu.Labels
+		if l == nil {
+			l = map[string]string{}
+		}
+		labels = mapOf(l)
+		var ts []attr.Value
+		for _, t := range gpu.Taints {
+			ts = append(ts, types.StringValue(t.Key+"="+t.Value+":"+kubernetesTaintEffect(t.Effect)))
+		}
+		taints = types.ListValueMust(types.StringType, append([]attr.Value{}, ts...))
+	}
+	return types.ObjectValueMust(kubernetesTypes, map[string]attr.Value{"name": m.Name, "endpoint": m.Endpoint,
+		"cluster_ca_certificate": m.ClusterCACertificate, "region": types.StringValue(region),
+		"gpu_instance_type": instanceType, "gpu_node_labels": labels, "gpu_node_taints": taints})
+}
+
+// kubernetesTaintEffect spells an EKS taint effect (NO_SCHEDULE) as Kubernetes does (NoSchedule).
+func kubernetesTaintEffect(eks string) string {
+	switch eks {
+	case "NO_EXECUTE":
+		return "NoExecute"
+	case "PREFER_NO_SCHEDULE":
+		return "PreferNoSchedule"
+	}
+	return "NoSchedule"
 }

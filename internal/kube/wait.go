@@ -1,0 +1,225 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// UnschedulableGrace is how long a pod may stay unschedulable before a
+// rollout wait gives up: long enough for a rolling update's old pod to free
+// its GPU or an autoscaler to add a node, short enough not to burn the
+// whole timeout on a fleet that cannot fit.
+const UnschedulableGrace = 3 * time.Minute
+
+// RolloutError is a rollout that cannot finish: the reason is the
+// scheduler's or the kubelet's own words.
+type RolloutError struct {
+	Object Ref
+	// Reason is ProgressDeadlineExceeded, Unschedulable, ImagePullBackOff,
+	// CrashLoopBackOff, ... or Timeout.
+	Reason string
+	// Detail quotes the pods' state, with the last log lines of a crashing container.
+	Detail string
+}
+
+func (e *RolloutError) Error() string {
+	return fmt.Sprintf("%s did not roll out (%s): %s", e.Object.Describe(), e.Reason, e.Detail)
+}
+
+// failFast are container waiting reasons that do not heal by waiting.
+var failFast = map[string]bool{"ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true}
+
+// WaitDeployment waits until the Deployment's newest generation is rolled
+// out with every replica ready, logging where it stands every c.Progress
+// ("5/8 ready; 3 Pending: 0/8 nodes are available: ..."). It fails at once on
+// ProgressDeadlineExceeded and on pods that cannot start (image pulls,
+// crash loops, with the last log lines), after UnschedulableGrace on pods the
+// scheduler cannot place, and at the context's end with the same detail.
+func (c *Client) WaitDeployment(ctx context.Context, namespace, name string) error {
+	ref := Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: namespace, Name: name}
+	began, lastLog := time.Now(), time.Now()
+	unschedulableSince := time.Time{}
+	for {
+		st, err := c.rolloutState(ctx, namespace, name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("gave up after %s: %v", time.Since(began).Round(time.Second), err)}
+			}
+			return err
+		}
+		if st.done {
+			c.logf(ctx, ref.Describe()+" rolled out", map[string]any{"summary": st.summary, "elapsed": time.Since(began).Round(time.Second).String()})
+			return nil
+		}
+		if st.fatalReason != "" {
+			return &RolloutError{Object: ref, Reason: st.fatalReason, Detail: st.summary}
+		}
+		if st.unschedulable {
+			if unschedulableSince.IsZero() {
+				unschedulableSince = time.Now()
+			} else if time.Since(unschedulableSince) >= UnschedulableGrace {
+				return &RolloutError{Object: ref, Reason: "Unschedulable", Detail: st.summary}
+			}
+		} else {
+			unschedulableSince = time.Time{}
+		}
+		if time.Since(lastLog) >= c.Progress {
+			lastLog = time.Now()
+			c.logf(ctx, "waiting for "+ref.Describe()+": "+st.summary, map[string]any{"elapsed": time.Since(began).Round(time.Second).String()})
+		}
+		select {
+		case <-ctx.Done():
+			return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("after %s: %s", time.Since(began).Round(time.Second), st.summary)}
+		case <-time.After(c.Poll):
+		}
+	}
+}
+
+type rolloutState struct {
+	done          bool
+	summary       string
+	fatalReason   string
+	unschedulable bool
+}
+
+func (c *Client) rolloutState(ctx context.Context, namespace, name string) (rolloutState, error) {
+	d, err := c.Typed.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return rolloutState{}, fmt.Errorf("reading Deployment %s/%s: %w", namespace, name, err)
+	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	s := d.Status
+	summary := fmt.Sprintf("%d/%d ready", s.ReadyReplicas, want)
+	if s.UpdatedReplicas < want {
+		summary += fmt.Sprintf(", %d/%d updated", s.UpdatedReplicas, want)
+	}
+	if s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want &&
+		s.AvailableReplicas == want && s.Replicas == want {
+		return rolloutState{done: true, summary: summary}, nil
+	}
+	st := rolloutState{summary: summary}
+	for _, cond := range d.Status.Conditions {
+		if cond.Type == appsv1.DeploymentProgressing && cond.Status == corev1.ConditionFalse && cond.Reason == "ProgressDeadlineExceeded" {
+			st.fatalReason = cond.Reason
+			st.summary += "; " + cond.Message
+		}
+	}
+	pods, err := c.podsOf(ctx, d)
+	if err != nil {
+		return rolloutState{}, err
+	}
+	problems, fatal, unschedulable := c.podProblems(ctx, pods)
+	if len(problems) > 0 {
+		st.summary += "; " + problems
+	}
+	if st.fatalReason == "" {
+		st.fatalReason = fatal
+	}
+	st.unschedulable = unschedulable
+	return st, nil
+}
+
+func (c *Client) podsOf(ctx context.Context, d *appsv1.Deployment) ([]corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("Deployment %s/%s selector: %w", d.Namespace, d.Name, err)
+	}
+	list, err := c.Typed.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of Deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return list.Items, nil
+}
+
+// podProblems groups the pods that are not ready by reason, quoting the
+// scheduler's message or the container's state: "3 Pending: 0/8 nodes are
+// available: 8 Insufficient nvidia.com/gpu". fatal names a reason waiting
+// will not cure, with the crashing container's last log lines.
+func (c *Client) podProblems(ctx context.Context, pods []corev1.Pod) (summary, fatal string, unschedulable bool) {
+	groups := map[string]int{}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || podReady(&p) {
+			continue
+		}
+		key := string(p.Status.Phase)
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				key = "Pending: " + cond.Message
+				unschedulable = true
+			}
+		}
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			w := cs.State.Waiting
+			if w == nil || w.Reason == "" {
+				continue
+			}
+			key = fmt.Sprintf("%s (container %s): %s", w.Reason, cs.Name, w.Message)
+			if failFast[w.Reason] && fatal == "" {
+				fatal = w.Reason
+				if w.Reason == "CrashLoopBackOff" {
+					key += "; last log lines:\n" + c.lastLogLines(ctx, p, cs)
+				}
+			}
+		}
+		groups[key]++
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", groups[k], k))
+	}
+	return strings.Join(parts, "; "), fatal, unschedulable
+}
+
+// lastLogLines are the previous run's last lines of a crashing container,
+// or its termination message where the logs cannot be read.
+func (c *Client) lastLogLines(ctx context.Context, p corev1.Pod, cs corev1.ContainerStatus) string {
+	raw, err := c.Typed.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: true, TailLines: ptr.To[int64](10)}).DoRaw(ctx)
+	if err == nil && len(raw) > 0 {
+		return strings.TrimRight(string(raw), "\n")
+	}
+	if t := cs.LastTerminationState.Terminated; t != nil && t.Message != "" {
+		return strings.TrimRight(t.Message, "\n")
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return "(logs unavailable: " + status.Status().Message + ")"
+	}
+	return fmt.Sprintf("(logs unavailable: %v)", err)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ReadyReplicas reads a Deployment's ready replica count (0 when it is gone).
+func (c *Client) ReadyReplicas(ctx context.Context, namespace, name string) (int64, error) {
+	d, err := c.Typed.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading Deployment %s/%s: %w", namespace, name, err)
+	}
+	return int64(d.Status.ReadyReplicas), nil
+}

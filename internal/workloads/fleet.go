@@ -1,0 +1,414 @@
+package workloads
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
+)
+
+// Fleet is everything that defines one vLLM fleet.
+type Fleet struct {
+	Name, Namespace string
+	// ServedName is the model name requests carry (--served-model-name).
+	ServedName string
+	// ModelPath is the model's directory on the volume, relative to its
+	// root; tokenizer.json and tokenizer_config.json sit there too.
+	ModelPath string
+	Storage   Storage
+	Replicas  int32
+	VLLM      VLLM
+	KVEvents  KVEvents
+	Resources Resources
+	// NodeSelector and Tolerations place the pods (the GPU pool's label and taint).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+	// OnePerNode makes the scheduler put at most one fleet pod on a node.
+	OnePerNode bool
+	Rollout    Rollout
+	Baseline   Baseline
+	// Annotations go on the Deployment (the provider keeps its settings there).
+	Annotations map[string]string
+}
+
+// Storage is where the weights are: an FSx for Lustre file system, which
+// becomes a static PersistentVolume and its claim, or a claim that exists.
+type Storage struct {
+	FileSystemID, DNSName, MountName string
+	// ExistingClaim, when set, is used instead of a volume of our own.
+	ExistingClaim string
+}
+
+// VLLM is the engine's image and settings.
+type VLLM struct {
+	Image                string
+	BlockSize            int
+	GPUMemoryUtilization float64
+	MaxModelLen          int
+	MaxNumSeqs           int
+	TensorParallelSize   int
+	ExtraArgs            []string
+	Env                  map[string]string
+}
+
+// KVEvents are vLLM's KV-event publisher settings.
+type KVEvents struct {
+	Port, ReplayPort int
+	// Topic is the router-side template ("kv@{ip}:{port}@{model}").
+	Topic string
+}
+
+// Resources are one pod's requests and limits.
+type Resources struct {
+	CPU, Memory, MemoryLimit, Shm string
+}
+
+// Rollout bounds a rolling update and the pods' start.
+type Rollout struct {
+	MaxUnavailable, MaxSurge int
+	// StartupSeconds is the budget for a cold load of the weights.
+	StartupSeconds int
+}
+
+// Baseline is the round-robin Service beside the router, for A/B runs.
+type Baseline struct {
+	Enabled     bool
+	Name, Type  string
+	Port        int
+	Annotations map[string]string
+}
+
+// HTTPPort is where vLLM serves in the pod.
+const HTTPPort = 8000
+
+// MountPath is where the weights volume is mounted, read-only.
+const MountPath = "/models"
+
+// managedFlags are the vllm serve flags the fleet sets itself; extra_args may not repeat them.
+var managedFlags = []string{"--model", "--served-model-name", "--host", "--port", "--block-size", "--enable-prefix-caching",
+	"--no-enable-prefix-caching", "--kv-events-config", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs",
+	"--tensor-parallel-size", "-tp"}
+
+// managedEnv are environment variables the fleet sets; VLLM_PORT is
+// refused because vLLM reads it as its own port setting (the Service-link clash).
+var managedEnv = []string{"POD_IP", "USER", "VLLM_ENABLE_SCALE_OUT_ENDPOINTS", "VLLM_PORT", "HF_HUB_OFFLINE"}
+
+// Validate checks the spec, naming the Terraform attribute at fault.
+func (f Fleet) Validate() error {
+	for _, a := range f.VLLM.ExtraArgs {
+		flag, _, _ := strings.Cut(a, "=")
+		for _, m := range managedFlags {
+			if flag == m {
+				return fmt.Errorf("vllm.extra_args: %q is set by the fleet itself; use the matching attribute (block_size, gpu_memory_utilization, max_model_len, max_num_seqs, tensor_parallel_size, kv_events, model) instead", a)
+			}
+		}
+	}
+	for k := range f.VLLM.Env {
+		for _, m := range managedEnv {
+			if k == m {
+				return fmt.Errorf("vllm.env: %s is set by the fleet itself and may not be overridden", k)
+			}
+		}
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"kv_events.port", f.KVEvents.Port}, {"kv_events.replay_port", f.KVEvents.ReplayPort}} {
+		if p.v == HTTPPort {
+			return fmt.Errorf("%s: %d is vLLM's HTTP port; choose another", p.name, p.v)
+		}
+	}
+	if f.KVEvents.Port == f.KVEvents.ReplayPort {
+		return fmt.Errorf("kv_events.replay_port: equals kv_events.port (%d); vLLM needs two ports", f.KVEvents.Port)
+	}
+	if t := strings.NewReplacer("{ip}", "", "{port}", "", "{model}", "").Replace(f.KVEvents.Topic); strings.ContainsAny(t, "{}") {
+		return fmt.Errorf("kv_events.topic: %q may use only the placeholders {ip}, {port} and {model}", f.KVEvents.Topic)
+	}
+	if f.Baseline.Enabled && f.Baseline.Name == "vllm" {
+		return fmt.Errorf("baseline_service.name: \"vllm\" makes Kubernetes inject VLLM_PORT into pods, which vLLM misreads as its port; choose another name")
+	}
+	if (f.Storage.ExistingClaim == "") == (f.Storage.FileSystemID == "") {
+		return fmt.Errorf("storage: give either file_system_id (with dns_name and mount_name) or claim_name")
+	}
+	if f.Storage.ExistingClaim == "" && (f.Storage.DNSName == "" || f.Storage.MountName == "") {
+		return fmt.Errorf("storage: file_system_id %s needs dns_name and mount_name too (llmd_inference_cluster.model_storage has all three)", f.Storage.FileSystemID)
+	}
+	for _, q := range []struct{ name, v string }{{"resources.cpu", f.Resources.CPU}, {"resources.memory", f.Resources.Memory},
+		{"resources.memory_limit", f.Resources.MemoryLimit}, {"resources.shm_size", f.Resources.Shm}} {
+		if _, err := resource.ParseQuantity(q.v); err != nil {
+			return fmt.Errorf("%s: %q is not a Kubernetes quantity (e.g. \"3\", \"500m\", \"12Gi\")", q.name, q.v)
+		}
+	}
+	return nil
+}
+
+// Labels are on every object of the fleet; the selector is a stable subset.
+func (f Fleet) Labels() map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "vllm",
+		"app.kubernetes.io/instance":   f.Name,
+		"app.kubernetes.io/component":  "decode",
+		"app.kubernetes.io/part-of":    "llmd",
+		"app.kubernetes.io/managed-by": "llmd",
+		"llmd.dev/fleet":               f.Name,
+	}
+}
+
+// Selector picks the fleet's pods (immutable on a Deployment, so it never changes).
+func (f Fleet) Selector() map[string]string {
+	return map[string]string{"llmd.dev/fleet": f.Name, "app.kubernetes.io/component": "decode"}
+}
+
+// ClaimName is the claim the pods mount.
+func (f Fleet) ClaimName() string {
+	if f.Storage.ExistingClaim != "" {
+		return f.Storage.ExistingClaim
+	}
+	return f.Name + "-weights"
+}
+
+// volumeName is the static PV's cluster-wide name.
+func (f Fleet) volumeName() string { return f.Namespace + "-" + f.Name + "-weights" }
+
+// BaselineName is the baseline Service's name.
+func (f Fleet) BaselineName() string {
+	if f.Baseline.Name != "" {
+		return f.Baseline.Name
+	}
+	return f.Name + "-baseline"
+}
+
+// RouterTarget is everything a router needs to follow and reach the fleet.
+type RouterTarget struct {
+	Namespace, Selector                string
+	HTTPPort, KVEventsPort, ReplayPort int
+	Topic                              string
+	BlockSize                          int
+	ServedModel                        string
+	ClaimName, ModelPath               string
+	TokenizerPath, TokenizerConfigPath string
+}
+
+// Target reports the fleet as the router sees it.
+func (f Fleet) Target() RouterTarget {
+	return RouterTarget{Namespace: f.Namespace, Selector: selectorString(f.Selector()), HTTPPort: HTTPPort,
+		KVEventsPort: f.KVEvents.Port, ReplayPort: f.KVEvents.ReplayPort, Topic: f.KVEvents.Topic, BlockSize: f.VLLM.BlockSize,
+		ServedModel: f.ServedName, ClaimName: f.ClaimName(), ModelPath: f.ModelPath,
+		TokenizerPath: path.Join(f.ModelPath, "tokenizer.json"), TokenizerConfigPath: path.Join(f.ModelPath, "tokenizer_config.json")}
+}
+
+func selectorString(m map[string]string) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// Args are the vllm serve arguments, with $(POD_IP) expanded by the kubelet.
+func (f Fleet) Args() ([]string, error) {
+	topic := strings.NewReplacer("{ip}", "$(POD_IP)", "{port}", fmt.Sprint(HTTPPort), "{model}", f.ServedName).Replace(f.KVEvents.Topic)
+	kv, err := json.Marshal(map[string]any{
+		"enable_kv_cache_events": true, "publisher": "zmq",
+		"endpoint":        fmt.Sprintf("tcp://*:%d", f.KVEvents.Port),
+		"replay_endpoint": fmt.Sprintf("tcp://*:%d", f.KVEvents.ReplayPort),
+		"topic":           topic, "buffer_steps": 10000, "hwm": 100000,
+	})
+	if err != nil {
+		return nil, err
+	}
+	args := []string{path.Join(MountPath, f.ModelPath),
+		"--served-model-name", f.ServedName,
+		"--host", "0.0.0.0", "--port", fmt.Sprint(HTTPPort),
+		"--block-size", fmt.Sprint(f.VLLM.BlockSize),
+		"--enable-prefix-caching",
+		"--gpu-memory-utilization", fmt.Sprint(f.VLLM.GPUMemoryUtilization),
+		"--max-model-len", fmt.Sprint(f.VLLM.MaxModelLen),
+		"--max-num-seqs", fmt.Sprint(f.VLLM.MaxNumSeqs),
+		"--tensor-parallel-size", fmt.Sprint(f.VLLM.TensorParallelSize),
+		"--kv-events-config", string(kv),
+	}
+	return append(args, f.VLLM.ExtraArgs...), nil
+}
+
+// Objects are the fleet's objects in apply order. withPodMonitor adds the
+// PodMonitor (only when the cluster serves its CRD).
+func (f Fleet) Objects(withPodMonitor bool) ([]kube.Object, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	args, err := f.Args()
+	if err != nil {
+		return nil, err
+	}
+	labels := f.Labels()
+	var acs []any
+	acs = append(acs, corev1ac.Namespace(f.Namespace).WithLabels(map[string]string{"app.kubernetes.io/managed-by": "llmd"}))
+	if f.Storage.ExistingClaim == "" {
+		acs = append(acs, f.volume(labels), f.claim(labels))
+	}
+	acs = append(acs, f.deployment(labels, args))
+	if f.Baseline.Enabled {
+		acs = append(acs, f.service(labels))
+	}
+	acs = append(acs, policyv1ac.PodDisruptionBudget(f.Name, f.Namespace).WithLabels(labels).
+		WithSpec(policyv1ac.PodDisruptionBudgetSpec().WithMaxUnavailable(intstr.FromInt32(1)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(f.Selector()))))
+	if withPodMonitor {
+		acs = append(acs, f.podMonitor(labels))
+	}
+	objs := make([]kube.Object, 0, len(acs))
+	for _, ac := range acs {
+		o, err := kube.FromApplyConfiguration(ac)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+	return objs, nil
+}
+
+func (f Fleet) volume(labels map[string]string) any {
+	return corev1ac.PersistentVolume(f.volumeName()).WithLabels(labels).WithSpec(corev1ac.PersistentVolumeSpec().
+		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1200Gi")}).
+		WithAccessModes(corev1.ReadWriteMany).
+		WithPersistentVolumeReclaimPolicy(corev1.PersistentVolumeReclaimRetain).
+		WithStorageClassName("").
+		WithMountOptions("flock").
+		WithClaimRef(corev1ac.ObjectReference().WithNamespace(f.Namespace).WithName(f.ClaimName())).
+		WithCSI(corev1ac.CSIPersistentVolumeSource().WithDriver("fsx.csi.aws.com").WithVolumeHandle(f.Storage.FileSystemID).
+			WithVolumeAttributes(map[string]string{"dnsname": f.Storage.DNSName, "mountname": f.Storage.MountName})))
+}
+
+func (f Fleet) claim(labels map[string]string) any {
+	return corev1ac.PersistentVolumeClaim(f.ClaimName(), f.Namespace).WithLabels(labels).WithSpec(corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(corev1.ReadWriteMany).WithStorageClassName("").WithVolumeName(f.volumeName()).
+		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1200Gi")})))
+}
+
+func (f Fleet) deployment(labels map[string]string, args []string) any {
+	gpus := corev1.ResourceName("nvidia.com/gpu")
+	tp := resource.MustParse(fmt.Sprint(f.VLLM.TensorParallelSize))
+	env := []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP"))),
+		// vLLM >= 0.20 needs USER in containers that run without a passwd entry.
+		corev1ac.EnvVar().WithName("USER").WithValue("vllm"),
+		// The render endpoints the router's tokenizer canary falls back to.
+		corev1ac.EnvVar().WithName("VLLM_ENABLE_SCALE_OUT_ENDPOINTS").WithValue("1"),
+		// The weights are on the volume: never reach out to the Hub.
+		corev1ac.EnvVar().WithName("HF_HUB_OFFLINE").WithValue("1"),
+	}
+	keys := make([]string, 0, len(f.VLLM.Env))
+	for k := range f.VLLM.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, corev1ac.EnvVar().WithName(k).WithValue(f.VLLM.Env[k]))
+	}
+	probe := func(period, failures int32) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/health").WithPort(intstr.FromString("http"))).
+			WithPeriodSeconds(period).WithFailureThreshold(failures).WithTimeoutSeconds(5)
+	}
+	startupFailures := int32(max(f.Rollout.StartupSeconds/10, 1))
+	container := corev1ac.Container().WithName("vllm").WithImage(f.VLLM.Image).
+		WithCommand("vllm", "serve").WithArgs(args...).
+		WithEnv(env...).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(HTTPPort),
+			corev1ac.ContainerPort().WithName("kv-events").WithContainerPort(int32(f.KVEvents.Port)),
+			corev1ac.ContainerPort().WithName("kv-replay").WithContainerPort(int32(f.KVEvents.ReplayPort))).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(f.Resources.CPU), corev1.ResourceMemory: resource.MustParse(f.Resources.Memory), gpus: tp}).
+			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(f.Resources.MemoryLimit), gpus: tp})).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName("dshm").WithMountPath("/dev/shm")).
+		WithStartupProbe(probe(10, startupFailures)).
+		WithReadinessProbe(probe(5, 3)).
+		WithLivenessProbe(probe(10, 6))
+	shm := resource.MustParse(f.Resources.Shm)
+	pod := corev1ac.PodSpec().
+		// Service links would inject VLLM_PORT-style variables vLLM misreads.
+		WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(60).
+		WithNodeSelector(f.NodeSelector).
+		WithContainers(container).
+		WithVolumes(corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName()).WithReadOnly(true)),
+			corev1ac.Volume().WithName("dshm").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithMedium(corev1.StorageMediumMemory).WithSizeLimit(shm)))
+	for _, t := range f.Tolerations {
+		tol := corev1ac.Toleration().WithKey(t.Key).WithOperator(t.Operator).WithEffect(t.Effect)
+		if t.Value != "" {
+			tol = tol.WithValue(t.Value)
+		}
+		pod = pod.WithTolerations(tol)
+	}
+	if f.OnePerNode {
+		pod = pod.WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(
+			corev1ac.PodAffinityTerm().WithTopologyKey("kubernetes.io/hostname").WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(f.Selector())))))
+	}
+	d := appsv1ac.Deployment(f.Name, f.Namespace).WithLabels(labels)
+	if len(f.Annotations) > 0 {
+		d = d.WithAnnotations(f.Annotations)
+	}
+	return d.WithSpec(appsv1ac.DeploymentSpec().
+		WithReplicas(f.Replicas).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(f.Selector())).
+		// No spare GPUs: replace pods one by one, never surge.
+		WithStrategy(appsv1ac.DeploymentStrategy().WithType("RollingUpdate").WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+			WithMaxUnavailable(intstr.FromInt(f.Rollout.MaxUnavailable)).WithMaxSurge(intstr.FromInt(f.Rollout.MaxSurge)))).
+		WithProgressDeadlineSeconds(int32(f.Rollout.StartupSeconds + 600)).
+		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(pod)))
+}
+
+func (f Fleet) service(labels map[string]string) any {
+	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(f.Baseline.Type)).WithSelector(f.Selector()).
+		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(int32(f.Baseline.Port)).WithTargetPort(intstr.FromString("http")))
+	svc := corev1ac.Service(f.BaselineName(), f.Namespace).WithLabels(labels).WithSpec(spec)
+	if len(f.Baseline.Annotations) > 0 {
+		svc = svc.WithAnnotations(f.Baseline.Annotations)
+	}
+	return svc
+}
+
+// PodMonitorKind is the prometheus-operator type of the fleet's scrape config.
+var PodMonitorKind = kube.Ref{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
+
+func (f Fleet) podMonitor(labels map[string]string) any {
+	return map[string]any{
+		"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+		"metadata": map[string]any{"name": f.Name, "namespace": f.Namespace, "labels": labels},
+		"spec": map[string]any{
+			"selector":            metav1.LabelSelector{MatchLabels: f.Selector()},
+			"podMetricsEndpoints": []any{map[string]any{"port": "http", "path": "/metrics", "interval": "15s"}},
+		},
+	}
+}
+
+// Hash is a digest of the objects: the same spec always gives the same
+// value, so a plan shows when the fleet will change.
+func Hash(objs []kube.Object) (string, error) {
+	h := sha256.New()
+	for _, o := range objs {
+		b, err := o.Canonical()
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+		h.Write([]byte{'\n'})
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}

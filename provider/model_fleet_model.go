@@ -1,0 +1,273 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
+)
+
+// modelFleetModel is llmd_model_fleet's state.
+type modelFleetModel struct {
+	ID               types.String   `tfsdk:"id"`
+	Cluster          types.Object   `tfsdk:"cluster"`
+	Kubernetes       types.Object   `tfsdk:"kubernetes"`
+	Name             types.String   `tfsdk:"name"`
+	Namespace        types.String   `tfsdk:"namespace"`
+	Model            types.Object   `tfsdk:"model"`
+	Storage          types.Object   `tfsdk:"storage"`
+	Replicas         types.Int64    `tfsdk:"replicas"`
+	VLLM             types.Object   `tfsdk:"vllm"`
+	KVEvents         types.Object   `tfsdk:"kv_events"`
+	Resources        types.Object   `tfsdk:"resources"`
+	Scheduling       types.Object   `tfsdk:"scheduling"`
+	Rollout          types.Object   `tfsdk:"rollout"`
+	BaselineService  types.Object   `tfsdk:"baseline_service"`
+	ForceConflicts   types.Bool     `tfsdk:"force_conflicts"`
+	WaitForRollout   types.Bool     `tfsdk:"wait_for_rollout"`
+	RouterTarget     types.Object   `tfsdk:"router_target"`
+	BaselineEndpoint types.String   `tfsdk:"baseline_endpoint"`
+	ReadyReplicas    types.Int64    `tfsdk:"ready_replicas"`
+	RenderedHash     types.String   `tfsdk:"rendered_hash"`
+	Inventory        types.List     `tfsdk:"inventory"`
+	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+}
+
+// fleetSettings are the fleet's inputs in plain Go: what the objects are
+// built from, and what the Deployment carries in its settings annotation so
+// an import recovers them exactly.
+type fleetSettings struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Model     struct {
+		ServedName string `json:"served_name"`
+		Path       string `json:"path"`
+	} `json:"model"`
+	Storage struct {
+		FileSystemID string `json:"file_system_id,omitempty"`
+		DNSName      string `json:"dns_name,omitempty"`
+		MountName    string `json:"mount_name,omitempty"`
+		ClaimName    string `json:"claim_name,omitempty"`
+	} `json:"storage"`
+	Replicas int64 `json:"replicas"`
+	VLLM     struct {
+		Image                string            `json:"image"`
+		BlockSize            int64             `json:"block_size"`
+		GPUMemoryUtilization float64           `json:"gpu_memory_utilization"`
+		MaxModelLen          int64             `json:"max_model_len"`
+		MaxNumSeqs           int64             `json:"max_num_seqs"`
+		TensorParallelSize   int64             `json:"tensor_parallel_size"`
+		ExtraArgs            []string          `json:"extra_args"`
+		Env                  map[string]string `json:"env"`
+	} `json:"vllm"`
+	KVEvents struct {
+		Port       int64  `json:"port"`
+		ReplayPort int64  `json:"replay_port"`
+		Topic      string `json:"topic"`
+	} `json:"kv_events"`
+	Resources *struct {
+		CPU         *string `json:"cpu,omitempty"`
+		Memory      *string `json:"memory,omitempty"`
+		MemoryLimit *string `json:"memory_limit,omitempty"`
+		ShmSize     *string `json:"shm_size,omitempty"`
+	} `json:"resources,omitempty"`
+	Scheduling *struct {
+		NodeSelector map[string]string `json:"node_selector,omitempty"`
+		Tolerations  []string          `json:"tolerations,omitempty"`
+		OnePerNode   *bool             `json:"one_per_node,omitempty"`
+	} `json:"scheduling,omitempty"`
+	Rollout struct {
+		MaxUnavailable int64  `json:"max_unavailable"`
+		MaxSurge       int64  `json:"max_surge"`
+		StartupTimeout string `json:"startup_timeout"`
+	} `json:"rollout"`
+	Baseline struct {
+		Enabled     bool              `json:"enabled"`
+		Name        *string           `json:"name,omitempty"`
+		Type        string            `json:"type"`
+		Port        int64             `json:"port"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"baseline_service"`
+	ForceConflicts bool `json:"force_conflicts"`
+	WaitForRollout bool `json:"wait_for_rollout"`
+}
+
+// SettingsAnnotation holds the fleet's settings on its Deployment.
+const settingsAnnotation = "llmd.dev/fleet-settings"
+
+// known reports whether every input is known (a plan that waits on the
+// cluster or the file system is not).
+func (m modelFleetModel) known() bool {
+	for _, v := range []attr.Value{m.Name, m.Namespace, m.Model, m.Storage, m.Replicas, m.VLLM, m.KVEvents, m.Resources,
+		m.Scheduling, m.Rollout, m.BaselineService, m.ForceConflicts, m.WaitForRollout} {
+		if !fullyKnown(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// settings decodes the inputs. The framework's object conversion does the
+// work through a JSON round trip of the Terraform values.
+func (m modelFleetModel) settings(ctx context.Context) (fleetSettings, diag.Diagnostics) {
+	var s fleetSettings
+	var diags diag.Diagnostics
+	s.Name, s.Namespace, s.Replicas = m.Name.ValueString(), m.Namespace.ValueString(), m.Replicas.ValueInt64()
+	s.ForceConflicts, s.WaitForRollout = m.ForceConflicts.ValueBool(), m.WaitForRollout.ValueBool()
+	for _, part := range []struct {
+		v    types.Object
+		into any
+	}{{m.Model, &s.Model}, {m.Storage, &s.Storage}, {m.VLLM, &s.VLLM}, {m.KVEvents, &s.KVEvents}, {m.Rollout, &s.Rollout}, {m.BaselineService, &s.Baseline}} {
+		diags.Append(decodeObject(part.v, part.into)...)
+	}
+	if !m.Resources.IsNull() {
+		s.Resources = &struct {
+			CPU         *string `json:"cpu,omitempty"`
+			Memory      *string `json:"memory,omitempty"`
+			MemoryLimit *string `json:"memory_limit,omitempty"`
+			ShmSize     *string `json:"shm_size,omitempty"`
+		}{}
+		diags.Append(decodeObject(m.Resources, s.Resources)...)
+	}
+	if !m.Scheduling.IsNull() {
+		s.Scheduling = &struct {
+			NodeSelector map[string]string `json:"node_selector,omitempty"`
+			Tolerations  []string          `json:"tolerations,omitempty"`
+			OnePerNode   *bool             `json:"one_per_node,omitempty"`
+		}{}
+		diags.Append(decodeObject(m.Scheduling, s.Scheduling)...)
+	}
+	return s, diags
+}
+
+// fleet turns settings into the workloads spec, filling resources and
+// scheduling from the connection's GPU nodes where the settings leave them.
+func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fleet, error) {
+	startup, err := time.ParseDuration(s.Rollout.StartupTimeout)
+	if err != nil {
+		return workloads.Fleet{}, fmt.Errorf("rollout.startup_timeout: %w", err)
+	}
+	f := workloads.Fleet{Name: s.Name, Namespace: s.Namespace, ServedName: s.Model.ServedName, ModelPath: s.Model.Path,
+		Storage:  workloads.Storage{FileSystemID: s.Storage.FileSystemID, DNSName: s.Storage.DNSName, MountName: s.Storage.MountName, ExistingClaim: s.Storage.ClaimName},
+		Replicas: int32(s.Replicas),
+		VLLM: workloads.VLLM{Image: s.VLLM.Image, BlockSize: int(s.VLLM.BlockSize), GPUMemoryUtilization: s.VLLM.GPUMemoryUtilization,
+			MaxModelLen: int(s.VLLM.MaxModelLen), MaxNumSeqs: int(s.VLLM.MaxNumSeqs), TensorParallelSize: int(s.VLLM.TensorParallelSize),
+			ExtraArgs: s.VLLM.ExtraArgs, Env: s.VLLM.Env},
+		KVEvents: workloads.KVEvents{Port: int(s.KVEvents.Port), ReplayPort: int(s.KVEvents.ReplayPort), Topic: s.KVEvents.Topic},
+		Rollout:  workloads.Rollout{MaxUnavailable: int(s.Rollout.MaxUnavailable), MaxSurge: int(s.Rollout.MaxSurge), StartupSeconds: int(startup.Seconds())},
+		Baseline: workloads.Baseline{Enabled: s.Baseline.Enabled, Type: s.Baseline.Type, Port: int(s.Baseline.Port), Annotations: s.Baseline.Annotations},
+	}
+	if s.Baseline.Name != nil {
+		f.Baseline.Name = *s.Baseline.Name
+	}
+	instance, lookupErr := workloads.LookupInstance(conn.instanceType())
+	f.Resources = workloads.Resources{CPU: instance.CPU, Memory: instance.Memory, MemoryLimit: instance.MemoryLimit, Shm: instance.Shm}
+	if r := s.Resources; r != nil {
+		for _, o := range []struct {
+			from *string
+			to   *string
+		}{{r.CPU, &f.Resources.CPU}, {r.Memory, &f.Resources.Memory}, {r.MemoryLimit, &f.Resources.MemoryLimit}, {r.ShmSize, &f.Resources.Shm}} {
+			if o.from != nil {
+				*o.to = *o.from
+			}
+		}
+	}
+	if lookupErr != nil && (f.Resources.CPU == "" || f.Resources.Memory == "" || f.Resources.MemoryLimit == "" || f.Resources.Shm == "") {
+		return workloads.Fleet{}, fmt.Errorf("resources: %w", lookupErr)
+	}
+	if f.NodeSelector, f.Tolerations, err = conn.gpuScheduling(ctx); err != nil {
+		return workloads.Fleet{}, err
+	}
+	f.OnePerNode = instance.GPUs > 0 && int(s.VLLM.TensorParallelSize) >= instance.GPUs
+	if sc := s.Scheduling; sc != nil {
+		if sc.NodeSelector != nil {
+			f.NodeSelector = sc.NodeSelector
+		}
+		if sc.Tolerations != nil {
+			f.Tolerations = nil
+			for _, t := range sc.Tolerations {
+				tol, err := parseTaint(t)
+				if err != nil {
+					return workloads.Fleet{}, fmt.Errorf("scheduling.tolerations: %w", err)
+				}
+				f.Tolerations = append(f.Tolerations, tol)
+			}
+		}
+		if sc.OnePerNode != nil {
+			f.OnePerNode = *sc.OnePerNode
+		}
+	}
+	return f, f.Validate()
+}
+
+// annotation is the settings as the Deployment carries them.
+func (s fleetSettings) annotation() string {
+	b, _ := json.Marshal(s) // plain strings, numbers and maps: cannot fail
+	return string(b)
+}
+
+// restore sets the model's inputs from a Deployment's settings annotation (import).
+func (m *modelFleetModel) restore(ctx context.Context, raw string) diag.Diagnostics {
+	var s fleetSettings
+	var diags diag.Diagnostics
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		diags.AddError("Importing model fleet", fmt.Sprintf("the Deployment's %s annotation is not readable: %v", settingsAnnotation, err))
+		return diags
+	}
+	m.Name, m.Namespace, m.Replicas = types.StringValue(s.Name), types.StringValue(s.Namespace), types.Int64Value(s.Replicas)
+	m.ForceConflicts, m.WaitForRollout = types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)
+	for _, part := range []struct {
+		from  any
+		types map[string]attr.Type
+		into  *types.Object
+	}{{s.Model, fleetModelTypes, &m.Model}, {s.Storage, fleetStorageTypes, &m.Storage}, {s.VLLM, fleetVLLMTypes, &m.VLLM},
+		{s.KVEvents, fleetKVTypes, &m.KVEvents}, {s.Rollout, fleetRolloutTypes, &m.Rollout}, {s.Baseline, fleetBaselineTypes, &m.BaselineService}} {
+		v, d := encodeObject(ctx, part.from, part.types)
+		diags.Append(d...)
+		*part.into = v
+	}
+	m.Resources, m.Scheduling = types.ObjectNull(fleetResourcesTypes), types.ObjectNull(fleetSchedulingTypes)
+	if s.Resources != nil {
+		v, d := encodeObject(ctx, s.Resources, fleetResourcesTypes)
+		diags.Append(d...)
+		m.Resources = v
+	}
+	if s.Scheduling != nil {
+		v, d := encodeObject(ctx, s.Scheduling, fleetSchedulingTypes)
+		diags.Append(d...)
+		m.Scheduling = v
+	}
+	return diags
+}
+
+var (
+	fleetStorageTypes    = map[string]attr.Type{"file_system_id": types.StringType, "dns_name": types.StringType, "mount_name": types.StringType, "claim_name": types.StringType}
+	fleetResourcesTypes  = map[string]attr.Type{"cpu": types.StringType, "memory": types.StringType, "memory_limit": types.StringType, "shm_size": types.StringType}
+	fleetSchedulingTypes = map[string]attr.Type{"node_selector": types.MapType{ElemType: types.StringType},
+		"tolerations": types.ListType{ElemType: types.StringType}, "one_per_node": types.BoolType}
+)
+
+// routerTargetObject is the computed router_target.
+func routerTargetObject(t workloads.RouterTarget) types.Object {
+	return types.ObjectValueMust(routerTargetTypes, map[string]attr.Value{
+		"namespace": types.StringValue(t.Namespace), "selector": types.StringValue(t.Selector), "http_port": types.Int64Value(int64(t.HTTPPort)),
+		"kv_events_port": types.Int64Value(int64(t.KVEventsPort)), "replay_port": types.Int64Value(int64(t.ReplayPort)),
+		"topic": types.StringValue(t.Topic), "block_size": types.Int64Value(int64(t.BlockSize)), "served_model": types.StringValue(t.ServedModel),
+		"claim_name": types.StringValue(t.ClaimName), "model_path": types.StringValue(t.ModelPath),
+		"tokenizer_path": types.StringValue(t.TokenizerPath), "tokenizer_config_path": types.StringValue(t.TokenizerConfigPath)})
+}
+
+// baselineEndpoint is the in-cluster URL of the baseline Service.
+func baselineEndpoint(f workloads.Fleet) string {
+	if !f.Baseline.Enabled {
+		return ""
+	}
+	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", f.BaselineName(), f.Namespace, f.Baseline.Port)
+}

@@ -1,0 +1,437 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
+)
+
+var (
+	_ resource.Resource                   = (*modelFleetResource)(nil)
+	_ resource.ResourceWithConfigure      = (*modelFleetResource)(nil)
+	_ resource.ResourceWithImportState    = (*modelFleetResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*modelFleetResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*modelFleetResource)(nil)
+)
+
+// A cold start loads ~15 GB of weights per pod from FSx; eight pods roll one
+// at a time on updates.
+const (
+	defaultFleetCreateTimeout = 60 * time.Minute
+	defaultFleetUpdateTimeout = 90 * time.Minute
+	defaultFleetDeleteTimeout = 20 * time.Minute
+)
+
+func newModelFleetResource() resource.Resource { return &modelFleetResource{} }
+
+// modelFleetResource is llmd_model_fleet: internal/workloads builds the
+// objects, internal/kube applies and watches them, this file maps Terraform.
+type modelFleetResource struct {
+	data *providerData
+}
+
+func (r *modelFleetResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_model_fleet"
+}
+
+func (r *modelFleetResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *modelFleetResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m modelFleetModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if p, msg := validateConnectionConfig(m.Cluster, m.Kubernetes); msg != "" {
+		resp.Diagnostics.AddAttributeError(p, "Where the fleet runs", msg)
+	}
+}
+
+// desired is the fleet a model describes: its spec and objects (without the
+// PodMonitor, which depends on the cluster) and their hash.
+type desired struct {
+	settings fleetSettings
+	conn     connection
+	fleet    workloads.Fleet
+	objects  []kube.Object
+	hash     string
+}
+
+func (m modelFleetModel) desired(ctx context.Context) (desired, error) {
+	var d desired
+	s, diags := m.settings(ctx)
+	if diags.HasError() {
+		return d, fmt.Errorf("%v", diags)
+	}
+	conn, err := decodeConnection(ctx, m.Cluster, m.Kubernetes)
+	if err != nil {
+		return d, err
+	}
+	f, err := s.fleet(ctx, conn)
+	if err != nil {
+		return d, err
+	}
+	f.Annotations = map[string]string{settingsAnnotation: s.annotation()}
+	objs, err := f.Objects(false)
+	if err != nil {
+		return d, err
+	}
+	hash, err := workloads.Hash(objs)
+	if err != nil {
+		return d, err
+	}
+	return desired{settings: s, conn: conn, fleet: f, objects: objs, hash: hash}, nil
+}
+
+// withMonitoring adds the PodMonitor when the cluster serves its CRD (asked
+// at apply and refresh, never at plan).
+func (d desired) withMonitoring(c *kube.Client) ([]kube.Object, error) {
+	served, err := c.Serves(workloads.PodMonitorKind.GroupVersionKind())
+	if err != nil || !served {
+		return d.objects, err
+	}
+	return d.fleet.Objects(true)
+}
+
+func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan modelFleetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !plan.known() {
+		return
+	}
+	s, diags := plan.settings(ctx)
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return
+	}
+	// router_target depends on the settings alone, so the router's plan
+	// sees it even while the cluster is still to be created.
+	conn, _ := decodeConnection(ctx, types.ObjectNull(nil), plan.Kubernetes)
+	f, err := s.fleet(ctx, conn)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid model fleet", err.Error())
+		return
+	}
+	plan.RouterTarget = routerTargetObject(f.Target())
+	plan.BaselineEndpoint = types.StringValue(baselineEndpoint(f))
+	plan.ID = types.StringValue(s.Namespace + "/" + s.Name)
+	if fullyKnown(plan.Cluster) && fullyKnown(plan.Kubernetes) {
+		d, err := plan.desired(ctx)
+		if err != nil {
+			resp.Diagnostics.AddError("Invalid model fleet", err.Error())
+			return
+		}
+		plan.RenderedHash = types.StringValue(d.hash)
+		if !req.State.Raw.IsNull() {
+			var state modelFleetModel
+			resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+			if state.RenderedHash.ValueString() == d.hash {
+				plan.Inventory = state.Inventory
+			}
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *modelFleetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan modelFleetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Create(ctx, defaultFleetCreateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	state, err := r.apply(ctx, plan, nil)
+	if err != nil {
+		// No state: the next apply's create adopts the objects already applied
+		// (server-side apply of the same names), where tainted state would delete them.
+		resp.Diagnostics.AddError("Creating model fleet "+plan.Namespace.ValueString()+"/"+plan.Name.ValueString(),
+			explain(err)+"\n\nThe objects already applied are kept (labelled llmd.dev/fleet="+plan.Name.ValueString()+"); apply again to resume.")
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *modelFleetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, prior modelFleetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Update(ctx, defaultFleetUpdateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var previous []kube.Ref
+	resp.Diagnostics.Append(inventoryRefs(ctx, prior.Inventory, &previous)...)
+	state, err := r.apply(ctx, plan, previous)
+	if err != nil {
+		resp.Diagnostics.AddError("Updating model fleet "+plan.ID.ValueString(), explain(err))
+		// Keep what is known to exist, and a hash that makes the next plan apply again.
+		prior.RenderedHash = types.StringValue("incomplete: the last apply failed")
+		if state != nil {
+			prior.Inventory = mergeInventories(prior.Inventory, state.Inventory)
+		}
+		resp.Diagnostics.Append(resp.State.Set(ctx, &prior)...)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+// apply applies the planned fleet, prunes what the previous inventory holds
+// beyond it and waits for the rollout. On an error after the objects were
+// applied it still returns the state with the new inventory.
+func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, previous []kube.Ref) (*modelFleetModel, error) {
+	d, err := plan.desired(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.conn.client(ctx, r.data)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := d.withMonitoring(c)
+	if err != nil {
+		return nil, err
+	}
+	tflog.Info(ctx, "applying model fleet", map[string]any{"objects": len(objs), "replicas": d.fleet.Replicas})
+	if err := c.Apply(ctx, objs, d.settings.ForceConflicts); err != nil {
+		return nil, err
+	}
+	state := plan
+	state.ID = types.StringValue(d.fleet.Namespace + "/" + d.fleet.Name)
+	state.RenderedHash = types.StringValue(d.hash)
+	state.RouterTarget = routerTargetObject(d.fleet.Target())
+	state.BaselineEndpoint = types.StringValue(baselineEndpoint(d.fleet))
+	state.Inventory = inventoryList(kube.Refs(objs))
+	state.ReadyReplicas = types.Int64Value(0)
+	if err := c.Prune(ctx, previous, objs); err != nil {
+		return &state, err
+	}
+	if d.settings.WaitForRollout {
+		if err := c.WaitDeployment(ctx, d.fleet.Namespace, d.fleet.Name); err != nil {
+			return &state, err
+		}
+	}
+	ready, err := c.ReadyReplicas(ctx, d.fleet.Namespace, d.fleet.Name)
+	if err != nil {
+		return &state, err
+	}
+	state.ReadyReplicas = types.Int64Value(ready)
+	return &state, nil
+}
+
+// explain adds the fix to errors whose fix is a setting.
+func explain(err error) string {
+	var conflict *kube.ConflictError
+	if errors.As(err, &conflict) {
+		return err.Error() + "\n\nSet force_conflicts = true to take these fields back, or stop the other manager from changing them."
+	}
+	var rollout *kube.RolloutError
+	if errors.As(err, &rollout) && rollout.Reason == "Unschedulable" {
+		return err.Error() + "\n\nThe cluster has no room for every replica: lower replicas, add GPU nodes, or check scheduling."
+	}
+	return err.Error()
+}
+
+func (r *modelFleetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state modelFleetModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading model fleet", err.Error())
+		return
+	}
+	id := state.ID.ValueString()
+	namespace, name, _ := strings.Cut(id, "/")
+	c, err := conn.client(ctx, r.data)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
+		return
+	}
+	dep, err := c.Typed.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		tflog.Warn(ctx, "the fleet's Deployment is gone; removing the fleet from state", map[string]any{"id": id})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
+		return
+	}
+	if state.Model.IsNull() {
+		// Import: the Deployment carries the settings it was applied with.
+		raw, ok := dep.Annotations[settingsAnnotation]
+		if !ok {
+			resp.Diagnostics.AddError("Importing model fleet "+id, "Deployment "+id+" has no "+settingsAnnotation+" annotation: it was not made by llmd_model_fleet")
+			return
+		}
+		resp.Diagnostics.Append(state.restore(ctx, raw)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
+	d, err := state.desired(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
+		return
+	}
+	objs, err := d.withMonitoring(c)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
+		return
+	}
+	drift, err := c.Drift(ctx, objs)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
+		return
+	}
+	state.RenderedHash = types.StringValue(d.hash)
+	if len(drift) > 0 {
+		var what []string
+		for _, df := range drift {
+			what = append(what, df.String())
+		}
+		tflog.Warn(ctx, "the fleet's objects changed behind Terraform's back", map[string]any{"drift": what})
+		state.RenderedHash = types.StringValue("drift: " + strings.Join(what, "; "))
+	}
+	if state.Inventory.IsNull() {
+		state.Inventory = inventoryList(kube.Refs(objs))
+	}
+	state.RouterTarget = routerTargetObject(d.fleet.Target())
+	state.BaselineEndpoint = types.StringValue(baselineEndpoint(d.fleet))
+	state.ReadyReplicas = types.Int64Value(int64(dep.Status.ReadyReplicas))
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *modelFleetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state modelFleetModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := state.Timeouts.Delete(ctx, defaultFleetDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var refs []kube.Ref
+	resp.Diagnostics.Append(inventoryRefs(ctx, state.Inventory, &refs)...)
+	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
+	if err != nil {
+		resp.Diagnostics.AddError("Deleting model fleet", err.Error())
+		return
+	}
+	c, err := conn.client(ctx, r.data)
+	if err == nil {
+		err = c.Delete(ctx, refs)
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Deleting model fleet "+state.ID.ValueString(), err.Error())
+	}
+}
+
+// ImportState takes `<cluster>/<namespace>/<name>`: the EKS cluster's name
+// (in the provider's region) tells the refresh how to reach it, as the
+// cluster's own `kubernetes` object would. A refresh has no configuration to
+// read a connection from, so a fleet on a cluster made elsewhere cannot be
+// imported.
+func (r *modelFleetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	parts := strings.Split(req.ID, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		resp.Diagnostics.AddError("Importing model fleet", fmt.Sprintf("import id %q: want <cluster>/<namespace>/<name>, e.g. prod/llmd/qwen", req.ID))
+		return
+	}
+	if r.data == nil {
+		resp.Diagnostics.AddError("Importing model fleet", "the provider is not configured")
+		return
+	}
+	cluster, err := r.data.AWS.FindClusterByName(ctx, parts[0], gpuDefaults.name, systemDefaults.name)
+	if err == nil && cluster == nil {
+		err = fmt.Errorf("no EKS cluster %q in %s", parts[0], r.data.AWS.Config.Region)
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Importing model fleet "+req.ID, err.Error())
+		return
+	}
+	k := kubernetesObject(inferenceClusterModel{Name: types.StringValue(cluster.Name), Endpoint: types.StringValue(cluster.Endpoint),
+		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, r.data.AWS.Config.Region, cluster.GPU)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), k)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), parts[1]+"/"+parts[2])...)
+}
+
+// fullyKnown reports whether a value holds no unknown anywhere inside.
+func fullyKnown(v attr.Value) bool {
+	tv, err := v.ToTerraformValue(context.Background())
+	return err == nil && tv.IsFullyKnown()
+}
+
+func inventoryList(refs []kube.Ref) types.List {
+	vals := make([]attr.Value, len(refs))
+	for i, r := range refs {
+		vals[i] = types.StringValue(r.String())
+	}
+	return types.ListValueMust(types.StringType, vals)
+}
+
+func inventoryRefs(ctx context.Context, l types.List, out *[]kube.Ref) diag.Diagnostics {
+	var diags diag.Diagnostics
+	var entries []string
+	diags.Append(l.ElementsAs(ctx, &entries, false)...)
+	for _, e := range entries {
+		ref, err := kube.ParseRef(e)
+		if err != nil {
+			diags.AddError("Reading the fleet's inventory", err.Error())
+			continue
+		}
+		*out = append(*out, ref)
+	}
+	return diags
+}
+
+func mergeInventories(a, b types.List) types.List {
+	seen := map[string]bool{}
+	var vals []attr.Value
+	for _, l := range []types.List{a, b} {
+		for _, e := range l.Elements() {
+			if s, ok := e.(types.String); ok && !seen[s.ValueString()] {
+				seen[s.ValueString()] = true
+				vals = append(vals, s)
+			}
+		}
+	}
+	return types.ListValueMust(types.StringType, append([]attr.Value{}, vals...))
+}

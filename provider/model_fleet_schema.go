@@ -1,0 +1,249 @@
+package provider
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// Defaults of the seed deployment: Qwen2.5-7B-Instruct on one A10G per pod,
+// 64-token blocks as the llm-d precise-prefix guide runs them.
+const (
+	// defaultVLLMImage is a vLLM release whose KV events are map-form with
+	// the replay endpoint (PROTOCOLS.md section 1).
+	defaultVLLMImage  = "vllm/vllm-openai:v0.30.0"
+	defaultModelName  = "Qwen/Qwen2.5-7B-Instruct"
+	defaultModelPath  = "Qwen2.5-7B-Instruct"
+	defaultTopic      = "kv@{ip}:{port}@{model}"
+	defaultKVPort     = 5557
+	defaultReplayPort = 5558
+)
+
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+	fleetModelTypes = map[string]attr.Type{"served_name": types.StringType, "path": types.StringType}
+	fleetVLLMTypes  = map[string]attr.Type{"image": types.StringType, "block_size": types.Int64Type, "gpu_memory_utilization": types.Float64Type,
+		"max_model_len": types.Int64Type, "max_num_seqs": types.Int64Type, "tensor_parallel_size": types.Int64Type,
+		"extra_args": types.ListType{ElemType: types.StringType}, "env": types.MapType{ElemType: types.StringType}}
+	fleetKVTypes       = map[string]attr.Type{"port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType}
+	fleetRolloutTypes  = map[string]attr.Type{"max_unavailable": types.Int64Type, "max_surge": types.Int64Type, "startup_timeout": types.StringType}
+	fleetBaselineTypes = map[string]attr.Type{"enabled": types.BoolType, "name": types.StringType, "type": types.StringType, "port": types.Int64Type,
+		"annotations": types.MapType{ElemType: types.StringType}}
+	routerTargetTypes = map[string]attr.Type{"namespace": types.StringType, "selector": types.StringType, "http_port": types.Int64Type,
+		"kv_events_port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType, "block_size": types.Int64Type,
+		"served_model": types.StringType, "claim_name": types.StringType, "model_path": types.StringType,
+		"tokenizer_path": types.StringType, "tokenizer_config_path": types.StringType}
+)
+
+func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	attrs := connectionAttributes("the fleet")
+	for k, v := range map[string]schema.Attribute{
+		"id": schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			MarkdownDescription: "`<namespace>/<name>`."},
+		"name": schema.StringAttribute{Required: true,
+			MarkdownDescription: "Names the Deployment, the claim and the PodDisruptionBudget; labels every object (`llmd.dev/fleet`). Lower-case letters, digits and hyphens, at most 40. Changing it replaces the fleet.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 40),
+				stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and hyphens, starting with a letter")},
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+		"namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("llmd"),
+			MarkdownDescription: "Namespace of the fleet, created when missing and deleted on destroy only when nothing else lives in it; default `llmd`. Changing it replaces the fleet.",
+			Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
+			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+		"model": schema.SingleNestedAttribute{Optional: true, Computed: true,
+			Default: objectdefault.StaticValue(types.ObjectValueMust(fleetModelTypes, map[string]attr.Value{
+				"served_name": types.StringValue(defaultModelName), "path": types.StringValue(defaultModelPath)})),
+			MarkdownDescription: "The model served.",
+			Attributes: map[string]schema.Attribute{
+				"served_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultModelName),
+					MarkdownDescription: "Name requests carry (`--served-model-name`); default `" + defaultModelName + "`."},
+				"path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultModelPath),
+					Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[^/.][^\s]*$`), "must be a relative path on the volume, such as Qwen2.5-7B-Instruct")},
+					MarkdownDescription: "Directory of the weights on the volume, relative to its root; `tokenizer.json` and `tokenizer_config.json` sit there too. Default `" + defaultModelPath + "`."},
+			}},
+		"storage": schema.SingleNestedAttribute{Required: true,
+			MarkdownDescription: "Where the weights are: `llmd_inference_cluster.<name>.model_storage` as is (an FSx for Lustre file system, mounted read-only through a static " +
+				"PersistentVolume with reclaim policy Retain: destroying the fleet never touches the file system), or `claim_name` of an existing claim in the namespace.",
+			Attributes: map[string]schema.Attribute{
+				"file_system_id": schema.StringAttribute{Optional: true, MarkdownDescription: "FSx file system id (`fs-...`)."},
+				"dns_name":       schema.StringAttribute{Optional: true, MarkdownDescription: "DNS name of the file system."},
+				"mount_name":     schema.StringAttribute{Optional: true, MarkdownDescription: "Lustre mount name of the file system."},
+				"claim_name":     schema.StringAttribute{Optional: true, MarkdownDescription: "An existing PersistentVolumeClaim instead of the file system."},
+			}},
+		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8),
+			Validators:          []validator.Int64{int64validator.Between(0, 512)},
+			MarkdownDescription: "vLLM pods, one per GPU node by default; default `8`. Changes in place, one pod at a time."},
+		"vllm":             vllmAttribute(),
+		"kv_events":        kvEventsAttribute(),
+		"resources":        fleetResourcesAttribute(),
+		"scheduling":       fleetSchedulingAttribute(),
+		"rollout":          fleetRolloutAttribute(),
+		"baseline_service": fleetBaselineAttribute(),
+		"force_conflicts": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+			MarkdownDescription: "Take over fields another field manager (a `kubectl edit`, another controller) changed on the fleet's objects. Default `false`: such a field is an apply error naming the manager and the field."},
+		"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+			MarkdownDescription: "Wait until every replica is ready; default `true`. The wait fails early with the reason (unschedulable, image pull, crash loop with the last log lines)."},
+		"router_target": schema.SingleNestedAttribute{Computed: true,
+			MarkdownDescription: "Everything `llmd_prefix_router` needs (pass it as `fleet`): namespace, pod selector, ports, KV-event topic template, block size, served model, claim and tokenizer paths.",
+			Attributes: map[string]schema.Attribute{
+				"namespace": computedString("Namespace of the pods."), "selector": computedString("Label selector of the pods."),
+				"http_port": computedInt("vLLM's HTTP port."), "kv_events_port": computedInt("KV-event publisher port."),
+				"replay_port": computedInt("KV-event replay port."), "topic": computedString("KV-event topic template (`{ip}`, `{port}`, `{model}`)."),
+				"block_size": computedInt("vLLM block size."), "served_model": computedString("Served model name."),
+				"claim_name": computedString("Claim holding the weights."), "model_path": computedString("Model directory on the volume."),
+				"tokenizer_path":        computedString("tokenizer.json on the volume."),
+				"tokenizer_config_path": computedString("tokenizer_config.json on the volume."),
+			}},
+		"baseline_endpoint": schema.StringAttribute{Computed: true,
+			MarkdownDescription: "URL of the round-robin baseline Service (in-cluster DNS name, or the load balancer's hostname), for the A/B benchmark; empty when disabled."},
+		"ready_replicas": schema.Int64Attribute{Computed: true, PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			MarkdownDescription: "Replicas ready at the last apply or refresh."},
+		"rendered_hash": schema.StringAttribute{Computed: true,
+			MarkdownDescription: "Digest of the objects the configuration renders. A refresh that finds llmd's fields changed behind Terraform's back, or an object gone, records `drift: ...` naming them, so the plan shows the repair."},
+		"inventory": schema.ListAttribute{ElementType: types.StringType, Computed: true,
+			MarkdownDescription: "The objects applied (`group/version/Kind/namespace/name`): what an update prunes and a destroy deletes."},
+	} {
+		attrs[k] = v
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A vLLM fleet on the cluster: the decode Deployment on the FSx weights with vLLM's KV-cache events on, the round-robin " +
+			"baseline Service for A/B runs, a PodDisruptionBudget and (when the prometheus-operator CRD exists at apply) a PodMonitor. Objects are applied " +
+			"server-side under the field manager `llmd`; only the fields llmd sets are compared on refresh, so other controllers never cause a diff.",
+		Attributes: attrs,
+		Blocks:     map[string]schema.Block{"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})},
+	}
+}
+
+func computedString(desc string) schema.StringAttribute {
+	return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+}
+
+func computedInt(desc string) schema.Int64Attribute {
+	return schema.Int64Attribute{Computed: true, MarkdownDescription: desc}
+}
+
+func vllmAttribute() schema.SingleNestedAttribute {
+	emptyList := types.ListValueMust(types.StringType, []attr.Value{})
+	emptyMap := types.MapValueMust(types.StringType, map[string]attr.Value{})
+	return schema.SingleNestedAttribute{Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetVLLMTypes, map[string]attr.Value{
+			"image": types.StringValue(defaultVLLMImage), "block_size": types.Int64Value(64), "gpu_memory_utilization": types.Float64Value(0.9),
+			"max_model_len": types.Int64Value(8192), "max_num_seqs": types.Int64Value(256), "tensor_parallel_size": types.Int64Value(1),
+			"extra_args": emptyList, "env": emptyMap})),
+		MarkdownDescription: "The engine. Every change rolls the pods, one at a time.",
+		Attributes: map[string]schema.Attribute{
+			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVLLMImage),
+				MarkdownDescription: "vLLM image; default `" + defaultVLLMImage + "` (map-form KV events with replay)."},
+			"block_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(64),
+				Validators:          []validator.Int64{int64validator.OneOf(16, 32, 64, 128)},
+				MarkdownDescription: "Tokens per KV block (`--block-size`); the router keys its index by it. Default `64`."},
+			"gpu_memory_utilization": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(0.9),
+				Validators: []validator.Float64{float64validator.Between(0.1, 0.98)}, MarkdownDescription: "Share of GPU memory vLLM takes; default `0.9`."},
+			"max_model_len": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8192),
+				Validators: []validator.Int64{int64validator.AtLeast(256)}, MarkdownDescription: "Longest context; default `8192`."},
+			"max_num_seqs": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(256),
+				Validators: []validator.Int64{int64validator.Between(1, 4096)}, MarkdownDescription: "Sequences batched at once; default `256`."},
+			"tensor_parallel_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+				Validators: []validator.Int64{int64validator.OneOf(1, 2, 4, 8)}, MarkdownDescription: "GPUs per pod; default `1`."},
+			"extra_args": schema.ListAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: listdefault.StaticValue(emptyList),
+				MarkdownDescription: "More `vllm serve` flags. Flags the fleet sets itself (block size, ports, KV events, model, memory, TP) are refused: use their attributes."},
+			"env": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: mapdefault.StaticValue(emptyMap),
+				MarkdownDescription: "More environment variables (`VLLM_PORT`, `POD_IP`, `USER` and `VLLM_ENABLE_SCALE_OUT_ENDPOINTS` are the fleet's)."},
+		}}
+}
+
+func kvEventsAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetKVTypes, map[string]attr.Value{
+			"port": types.Int64Value(defaultKVPort), "replay_port": types.Int64Value(defaultReplayPort), "topic": types.StringValue(defaultTopic)})),
+		MarkdownDescription: "vLLM's KV-cache event publisher, which the router subscribes to.",
+		Attributes: map[string]schema.Attribute{
+			"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVPort),
+				Validators: []validator.Int64{int64validator.Between(1024, 65535)}, MarkdownDescription: "ZeroMQ PUB port; default `5557`."},
+			"replay_port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultReplayPort),
+				Validators: []validator.Int64{int64validator.Between(1024, 65535)}, MarkdownDescription: "Replay (ROUTER) port; default `5558`."},
+			"topic": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultTopic),
+				MarkdownDescription: "Topic template, `{ip}`, `{port}` and `{model}` replaced per pod; default llm-d's `" + defaultTopic + "`."},
+		}}
+}
+
+func fleetResourcesAttribute() schema.SingleNestedAttribute {
+	opt := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, MarkdownDescription: desc}
+	}
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: "Per-pod CPU and memory. Unset values come from the GPU instance type (the cluster's, or `kubernetes.instance_type`): " +
+			"g5.xlarge gets cpu `3`, memory `12Gi`, memory_limit `14Gi`, shm_size `2Gi`, which fit its allocatable beside EKS's DaemonSets. GPUs are `tensor_parallel_size`.",
+		Attributes: map[string]schema.Attribute{
+			"cpu": opt("CPU request."), "memory": opt("Memory request."), "memory_limit": opt("Memory limit (covers /dev/shm)."),
+			"shm_size": opt("Size of the in-memory /dev/shm."),
+		}}
+}
+
+func fleetSchedulingAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: "Where the pods go. Unset: the cluster's GPU node group labels as node selector and its taints tolerated " +
+			"(a `kubernetes` cluster: tolerate `nvidia.com/gpu:NoSchedule`, no selector). Setting a value replaces that default.",
+		Attributes: map[string]schema.Attribute{
+			"node_selector": schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Node labels the pods require."},
+			"tolerations": schema.ListAttribute{ElementType: types.StringType, Optional: true,
+				MarkdownDescription: "Taints tolerated, `key=value:Effect` or `key:Effect` (any value)."},
+			"one_per_node": schema.BoolAttribute{Optional: true, MarkdownDescription: "At most one fleet pod per node; default true when a pod takes all of its instance's GPUs."},
+		}}
+}
+
+func fleetRolloutAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetRolloutTypes, map[string]attr.Value{
+			"max_unavailable": types.Int64Value(1), "max_surge": types.Int64Value(0), "startup_timeout": types.StringValue("20m")})),
+		MarkdownDescription: "Rolling updates. There are no spare GPUs, so the default replaces one pod at a time without a surge.",
+		Attributes: map[string]schema.Attribute{
+			"max_unavailable": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Pods down at once; default `1`."},
+			"max_surge": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Extra pods during a rollout; default `0`."},
+			"startup_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("20m"),
+				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^\d+(s|m|h)$`), "must be a duration such as 20m")},
+				MarkdownDescription: "Startup probe budget for a cold load of the weights; default `20m`."},
+		}}
+}
+
+func fleetBaselineAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetBaselineTypes, map[string]attr.Value{
+			"enabled": types.BoolValue(true), "name": types.StringNull(), "type": types.StringValue("ClusterIP"), "port": types.Int64Value(8000),
+			"annotations": types.MapValueMust(types.StringType, map[string]attr.Value{})})),
+		MarkdownDescription: "The round-robin Service over the pods: the A/B baseline the router is measured against.",
+		Attributes: map[string]schema.Attribute{
+			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), MarkdownDescription: "Default `true`."},
+			"name": schema.StringAttribute{Optional: true,
+				Validators:          []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a DNS label"), stringvalidator.NoneOf("vllm")},
+				MarkdownDescription: "Service name; default `<name>-baseline`. Never `vllm` (Kubernetes would inject `VLLM_PORT`, which vLLM misreads)."},
+			"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ClusterIP"),
+				Validators: []validator.String{stringvalidator.OneOf("ClusterIP", "LoadBalancer")}, MarkdownDescription: "`ClusterIP` (default) or `LoadBalancer`."},
+			"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8000),
+				Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "Service port; default `8000`."},
+			"annotations": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true,
+				Default:             mapdefault.StaticValue(types.MapValueMust(types.StringType, map[string]attr.Value{})),
+				MarkdownDescription: "Service annotations (e.g. an internal NLB's)."},
+		}}
+}
