@@ -60,7 +60,7 @@ type fleetSettings struct {
 	VLLM     struct {
 		Image                string            `json:"image"`
 		BlockSize            int64             `json:"block_size"`
-		GPUMemoryUtilization float64           `json:"gpu_memory_utilization"`
+		GPUMemoryUtilization *float64          `json:"gpu_memory_utilization,omitempty"`
 		MaxModelLen          int64             `json:"max_model_len"`
 		MaxNumSeqs           int64             `json:"max_num_seqs"`
 		TensorParallelSize   int64             `json:"tensor_parallel_size"`
@@ -154,10 +154,14 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 	if err != nil {
 		return workloads.Fleet{}, fmt.Errorf("rollout.startup_timeout: %w", err)
 	}
+	memory := 0.9
+	if s.VLLM.GPUMemoryUtilization != nil {
+		memory = *s.VLLM.GPUMemoryUtilization
+	}
 	f := workloads.Fleet{Name: s.Name, Namespace: s.Namespace, ServedName: s.Model.ServedName, ModelPath: s.Model.Path,
 		Storage:  workloads.Storage{FileSystemID: s.Storage.FileSystemID, DNSName: s.Storage.DNSName, MountName: s.Storage.MountName, ExistingClaim: s.Storage.ClaimName},
 		Replicas: int32(s.Replicas),
-		VLLM: workloads.VLLM{Image: s.VLLM.Image, BlockSize: int(s.VLLM.BlockSize), GPUMemoryUtilization: s.VLLM.GPUMemoryUtilization,
+		VLLM: workloads.VLLM{Image: s.VLLM.Image, BlockSize: int(s.VLLM.BlockSize), GPUMemoryUtilization: memory,
 			MaxModelLen: int(s.VLLM.MaxModelLen), MaxNumSeqs: int(s.VLLM.MaxNumSeqs), TensorParallelSize: int(s.VLLM.TensorParallelSize),
 			ExtraArgs: s.VLLM.ExtraArgs, Env: s.VLLM.Env},
 		KVEvents: workloads.KVEvents{Port: int(s.KVEvents.Port), ReplayPort: int(s.KVEvents.ReplayPort), Topic: s.KVEvents.Topic},

@@ -12,9 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
@@ -115,7 +113,7 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 			}},
 		"baseline_endpoint": schema.StringAttribute{Computed: true,
 			MarkdownDescription: "URL of the round-robin baseline Service (in-cluster DNS name, or the load balancer's hostname), for the A/B benchmark; empty when disabled."},
-		"ready_replicas": schema.Int64Attribute{Computed: true, PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+		"ready_replicas": schema.Int64Attribute{Computed: true,
 			MarkdownDescription: "Replicas ready at the last apply or refresh."},
 		"rendered_hash": schema.StringAttribute{Computed: true,
 			MarkdownDescription: "Digest of the objects the configuration renders. A refresh that finds llmd's fields changed behind Terraform's back, or an object gone, records `drift: ...` naming them, so the plan shows the repair."},
@@ -146,7 +144,7 @@ func vllmAttribute() schema.SingleNestedAttribute {
 	emptyMap := types.MapValueMust(types.StringType, map[string]attr.Value{})
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetVLLMTypes, map[string]attr.Value{
-			"image": types.StringValue(defaultVLLMImage), "block_size": types.Int64Value(64), "gpu_memory_utilization": types.Float64Value(0.9),
+			"image": types.StringValue(defaultVLLMImage), "block_size": types.Int64Value(64), "gpu_memory_utilization": types.Float64Null(),
 			"max_model_len": types.Int64Value(8192), "max_num_seqs": types.Int64Value(256), "tensor_parallel_size": types.Int64Value(1),
 			"extra_args": emptyList, "env": emptyMap})),
 		MarkdownDescription: "The engine. Every change rolls the pods, one at a time.",
@@ -156,7 +154,9 @@ func vllmAttribute() schema.SingleNestedAttribute {
 			"block_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(64),
 				Validators:          []validator.Int64{int64validator.OneOf(16, 32, 64, 128)},
 				MarkdownDescription: "Tokens per KV block (`--block-size`); the router keys its index by it. Default `64`."},
-			"gpu_memory_utilization": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(0.9),
+			// No schema default: a float64 default differs from the same number read back from state
+			// at cty's precision, which would plan a change forever.
+			"gpu_memory_utilization": schema.Float64Attribute{Optional: true,
 				Validators: []validator.Float64{float64validator.Between(0.1, 0.98)}, MarkdownDescription: "Share of GPU memory vLLM takes; default `0.9`."},
 			"max_model_len": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8192),
 				Validators: []validator.Int64{int64validator.AtLeast(256)}, MarkdownDescription: "Longest context; default `8192`."},
