@@ -39,6 +39,8 @@ type Cluster struct {
 	StartTime time.Duration
 	// Client is a clientset for the admin identity.
 	Client kubernetes.Interface
+
+	eks *eksAuthn // verifies EKS bearer tokens; see MapIAMPrincipal
 }
 
 // GPUTaint is the taint EKS puts on GPU node groups and the fleet tolerates.
@@ -118,6 +120,12 @@ func startCluster() (*Cluster, error) {
 		return nil, err
 	}
 
+	webhook, eks, err := startEKSWebhook(dir, keys)
+	if err != nil {
+		return nil, fmt.Errorf("starting the EKS token webhook: %w", err)
+	}
+	c.eks = eks
+
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	etcd, err := startProcess("etcd", kubebin, []string{"etcd",
@@ -142,6 +150,10 @@ func startCluster() (*Cluster, error) {
 		"--tls-cert-file", keys.ServingCert, "--tls-private-key-file", keys.ServingKey,
 		"--cert-dir", filepath.Join(dir, "certs"),
 		"--token-auth-file", tokens, "--authorization-mode", "RBAC",
+		// EKS tokens go to the webhook. Its cache is as short as the apiserver allows
+		// (successes are cached 10 s whatever it says), so an expired token is refused within 10 s.
+		"--authentication-token-webhook-config-file", webhook, "--authentication-token-webhook-version", "v1",
+		"--authentication-token-webhook-cache-ttl", "10s",
 		"--service-account-key-file", keys.SAPub, "--service-account-signing-key-file", keys.SAKey,
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-cluster-ip-range", "10.96.0.0/16",
