@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +104,33 @@ func TestTokenSourceRemintsBeforeExpiryAndNotBefore(t *testing.T) {
 	clock.advance(-time.Hour)
 	if _, _, err := src.Token(ctx); err != nil || creds.calls != 3 {
 		t.Fatalf("after the clock stepped back: %d signings, err %v; want a new token", creds.calls, err)
+	}
+}
+
+// TestTokenSourceMintsOnceForConcurrentRequests: requests racing on a fresh
+// client share one token rather than each signing (and each assuming a role).
+func TestTokenSourceMintsOnceForConcurrentRequests(t *testing.T) {
+	creds := &countingCreds{creds: sessionCreds}
+	src := NewTokenSource(aws.Config{Credentials: creds}, "prod", "us-west-2", nil)
+	var wg sync.WaitGroup
+	tokens := make([]string, 16)
+	for i := range tokens {
+		wg.Go(func() {
+			tok, _, err := src.Token(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			tokens[i] = tok
+		})
+	}
+	wg.Wait()
+	if creds.calls != 1 {
+		t.Errorf("%d signings for 16 concurrent requests, want 1", creds.calls)
+	}
+	for _, tok := range tokens {
+		if tok != tokens[0] {
+			t.Fatal("concurrent requests got different tokens")
+		}
 	}
 }
 

@@ -27,11 +27,12 @@ import (
 	"sigs.k8s.io/aws-iam-authenticator/pkg/token"
 )
 
-// EKSClusterName is the cluster name the control plane's token verifier is
-// bound to. moto checks no SigV4 signature, so a token signed for another
-// name verifies too; the signed x-k8s-aws-id is asserted on the client side
+// verifierClusterName is the cluster name the control plane's token verifier
+// is bound to. moto checks no SigV4 signature, so a token signed for any EKS
+// cluster name verifies (one control plane stands in for every cluster a test
+// points at it); the signed x-k8s-aws-id is asserted on the client side
 // instead (internal/kube's TestTokenSignsTheClusterName).
-const EKSClusterName = "llmd-testenv"
+const verifierClusterName = "llmd-testenv"
 
 // eksAuthn is the token webhook of one control plane.
 type eksAuthn struct {
@@ -55,7 +56,7 @@ func startEKSWebhook(dir string, keys *pki) (kubeconfig string, a *eksAuthn, err
 		return "", nil, err
 	}
 	a = &eksAuthn{
-		verifier:   token.NewVerifier(EKSClusterName, "aws", Region),
+		verifier:   token.NewVerifier(verifierClusterName, "aws", Region),
 		log:        log.New(logFile, "", log.LstdFlags|log.Lmicroseconds),
 		principals: map[string][]string{},
 	}
@@ -90,7 +91,9 @@ current-context: webhook
 // groups until the test ends, as an EKS access entry does (system:masters for
 // a cluster admin). principalARN is the IAM ARN, path included, as access
 // entries take it; the assumed-role session ARN is refused, as EKS refuses it.
-// Tokens from principals without a mapping get 401 Unauthorized, as on EKS.
+// Tokens from principals without a mapping get 401 Unauthorized, as on EKS;
+// so do tokens signed with moto's default static identity (user/moto under
+// sts, which EKS's verifier cannot place): act through an assumed role.
 func (c *Cluster) MapIAMPrincipal(t testing.TB, principalARN string, groups ...string) {
 	t.Helper()
 	kind, _, err := arn.Canonicalize(principalARN)

@@ -62,7 +62,7 @@ func tokenClient(c *Cluster, token string) kubernetes.Interface {
 
 func mint(t *testing.T, cfg aws.Config, now func() time.Time) string {
 	t.Helper()
-	tok, _, err := kube.NewTokenSource(cfg, EKSClusterName, Region, now).Token(context.Background())
+	tok, _, err := kube.NewTokenSource(cfg, "prod", Region, now).Token(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

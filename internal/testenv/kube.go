@@ -23,7 +23,8 @@ import (
 
 // Cluster is a running Kubernetes control plane (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler) with kwok turning Node objects into
-// fake nodes, so Deployments really schedule and roll out to Ready pods.
+// fake nodes, so Deployments really schedule and roll out to Ready pods. It
+// authenticates EKS bearer tokens as EKS does (see MapIAMPrincipal).
 type Cluster struct {
 	// Host is the apiserver URL (https://127.0.0.1:PORT).
 	Host string
