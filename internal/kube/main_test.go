@@ -7,4 +7,5 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
+// TestMain stops the parts internal/testenv started (moto, the control plane).
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

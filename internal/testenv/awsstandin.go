@@ -40,6 +40,7 @@ type AWSStandIn struct {
 	entries   map[string]map[string]*accessEntry
 	quotas    map[string]float64
 	versions  []string
+	kube      clusterPointers
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -526,6 +527,7 @@ func (s *AWSStandIn) applyOverlay(key string, obj map[string]any) {
 	for k, v := range s.overlay[key] {
 		obj[k] = v
 	}
+	s.pointAt(key, obj)
 }
 
 func (s *AWSStandIn) serveInjectedStatus(w http.ResponseWriter, req awsRequest) bool {

@@ -23,7 +23,8 @@ import (
 
 // Cluster is a running Kubernetes control plane (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler) with kwok turning Node objects into
-// fake nodes, so Deployments really schedule and roll out to Ready pods.
+// fake nodes, so Deployments really schedule and roll out to Ready pods. It
+// authenticates EKS bearer tokens as EKS does (see MapIAMPrincipal).
 type Cluster struct {
 	// Host is the apiserver URL (https://127.0.0.1:PORT).
 	Host string
@@ -39,6 +40,8 @@ type Cluster struct {
 	StartTime time.Duration
 	// Client is a clientset for the admin identity.
 	Client kubernetes.Interface
+
+	eks *eksAuthn // verifies EKS bearer tokens; see MapIAMPrincipal
 }
 
 // GPUTaint is the taint EKS puts on GPU node groups and the fleet tolerates.
@@ -118,6 +121,12 @@ func startCluster() (*Cluster, error) {
 		return nil, err
 	}
 
+	webhook, eks, err := startEKSWebhook(dir, keys)
+	if err != nil {
+		return nil, fmt.Errorf("starting the EKS token webhook: %w", err)
+	}
+	c.eks = eks
+
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	etcd, err := startProcess("etcd", kubebin, []string{"etcd",
@@ -142,6 +151,10 @@ func startCluster() (*Cluster, error) {
 		"--tls-cert-file", keys.ServingCert, "--tls-private-key-file", keys.ServingKey,
 		"--cert-dir", filepath.Join(dir, "certs"),
 		"--token-auth-file", tokens, "--authorization-mode", "RBAC",
+		// EKS tokens go to the webhook. Its cache is as short as the apiserver allows
+		// (successes are cached 10 s whatever it says), so an expired token is refused within 10 s.
+		"--authentication-token-webhook-config-file", webhook, "--authentication-token-webhook-version", "v1",
+		"--authentication-token-webhook-cache-ttl", "10s",
 		"--service-account-key-file", keys.SAPub, "--service-account-signing-key-file", keys.SAKey,
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-cluster-ip-range", "10.96.0.0/16",
