@@ -258,6 +258,8 @@ type GPUNodeSpec struct {
 	Count int
 	// GPUs per node (nvidia.com/gpu capacity); g5.xlarge has 1.
 	GPUs int
+	// Labels are added to every node, as EKS adds a node group's labels.
+	Labels map[string]string
 }
 
 // AddGPUNodes creates fake GPU nodes (tainted nvidia.com/gpu=true:NoSchedule and
@@ -286,6 +288,9 @@ func (c *Cluster) AddGPUNodes(t testing.TB, spec GPUNodeSpec) []string {
 				Capacity:    gpuNodeResources(spec.GPUs),
 				Allocatable: gpuNodeResources(spec.GPUs),
 			},
+		}
+		for k, v := range spec.Labels {
+			node.Labels[k] = v
 		}
 		if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("testenv: creating node %s: %v", name, err)

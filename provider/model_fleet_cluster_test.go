@@ -1,0 +1,256 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// eksTokenPrefix starts every EKS bearer token.
+const eksTokenPrefix = "k8s-aws-v1."
+
+// TestAccModelFleetOnCluster is the product's path: the cluster and the
+// fleet in one configuration, the fleet reaching the cluster through the
+// cluster's own `kubernetes` object with EKS tokens the provider mints from
+// its assumed role. The AWS stand-in answers DescribeCluster with the local
+// control plane's endpoint and CA, whose apiserver verifies each token with
+// aws-iam-authenticator as EKS does. No token reaches the state or the
+// trace-level logs of terraform and the provider; the fleet imports by
+// <cluster>/<namespace>/<name> with every attribute verified.
+func TestAccModelFleetOnCluster(t *testing.T) {
+	standIn, _ := standInSetup(t)
+	moto := &testenv.Moto{URL: standIn.URL}
+	c := testenv.StartCluster(t)
+	testenv.ServePodIPs(t)
+	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: "fleet-eks", Count: 3, GPUs: 1, Labels: map[string]string{"llmd.dev/pool": "gpu"}})
+	standIn.PointAllClustersAt(c)
+	roleARN := createRole(t, moto, "/platform/", "llmd-fleet-deployer")
+	c.MapIAMPrincipal(t, roleARN, "system:masters")
+	logs := t.TempDir()
+	t.Setenv("TF_LOG", "trace")
+	t.Setenv("TF_ACC_LOG_PATH", filepath.Join(logs, "terraform.log"))
+	t.Setenv("TF_LOG_PATH_MASK", filepath.Join(logs, "provider-%s.log"))
+
+	const cluster, ns = "acc-fleet", "llmd-fleet"
+	config := providerConfig(moto, `
+  assume_role {
+    role_arn     = "`+roleARN+`"
+    session_name = "tf"
+  }`) + fmt.Sprintf(`
+resource "llmd_inference_cluster" "test" {
+  name = %q
+  networking = {
+    vpc_cidr           = "10.0.0.0/16"
+    availability_zones = ["us-west-2a", "us-west-2b"]
+  }
+  gpu_node_group = {
+    desired_size = 3
+    min_size     = 3
+    max_size     = 3
+  }
+}
+
+resource "llmd_model_fleet" "test" {
+  cluster   = llmd_inference_cluster.test.kubernetes
+  name      = "qwen"
+  namespace = %q
+  replicas  = 3
+  storage = {
+    file_system_id = "fs-0123456789abcdef0"
+    dns_name       = "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"
+    mount_name     = "abcdefgh"
+  }
+}
+`, cluster, ns)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("ready_replicas"), knownvalue.Int64Exact(3)),
+					statecheck.ExpectKnownValue("llmd_inference_cluster.test", tfjsonpath.New("kubernetes").AtMapKey("region"), knownvalue.StringExact(testenv.Region)),
+					statecheck.ExpectKnownValue("llmd_inference_cluster.test", tfjsonpath.New("kubernetes").AtMapKey("gpu_node_taints"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("nvidia.com/gpu=true:NoSchedule")})),
+				},
+				Check: func(s *terraform.State) error {
+					dep, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), "qwen", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if sel := dep.Spec.Template.Spec.NodeSelector; sel["llmd.dev/pool"] != "gpu" {
+						return fmt.Errorf("the pods' node selector %v is not the GPU node group's label", sel)
+					}
+					playPods(t, c, ns, "qwen", 3)
+					return checkNoToken(s, logs)
+				},
+			},
+			{
+				ResourceName:            fleetRes,
+				ImportState:             true,
+				ImportStateId:           cluster + "/" + ns + "/qwen",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+		},
+	})
+}
+
+// checkNoToken fails when an EKS token appears in the state or in any log
+// of terraform or the provider, and when the logs are too thin to tell.
+func checkNoToken(s *terraform.State, logDir string) error {
+	for name, rs := range s.RootModule().Resources {
+		for k, v := range rs.Primary.Attributes {
+			if strings.Contains(v, eksTokenPrefix) {
+				return fmt.Errorf("state of %s holds a token in %s", name, k)
+			}
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(logDir, "*.log"))
+	if err != nil || len(files) < 2 {
+		return fmt.Errorf("want terraform's and the provider's trace logs in %s, found %v (%v)", logDir, files, err)
+	}
+	sawFleetLog := false
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), eksTokenPrefix) {
+			return fmt.Errorf("%s holds an EKS token", f)
+		}
+		sawFleetLog = sawFleetLog || strings.Contains(string(b), "applying model fleet")
+	}
+	if !sawFleetLog {
+		return fmt.Errorf("the provider's own log lines are not in %v: the check would not see a leaked token", files)
+	}
+	return nil
+}
+
+// TestAccModelFleetDisappears: a fleet whose Deployment was deleted behind
+// Terraform's back plans a create.
+func TestAccModelFleetDisappears(t *testing.T) {
+	c, moto := fleetSetup(t, 1)
+	const ns = "fleet-gone"
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
+		Steps: []resource.TestStep{
+			{
+				Config: directFleetConfig(c, moto, "gone", ns, "  replicas = 1"),
+				Check: func(*terraform.State) error {
+					ctx := context.Background()
+					if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+						return err
+					}
+					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+						if _, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "gone", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+							return nil
+						}
+					}
+					return fmt.Errorf("Deployment still there")
+				},
+				ExpectNonEmptyPlan: true,
+			},
+			{
+				Config:           directFleetConfig(c, moto, "gone", ns, "  replicas = 1"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(fleetRes, plancheck.ResourceActionCreate)}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("ready_replicas"), knownvalue.Int64Exact(1)),
+				},
+			},
+		},
+	})
+}
+
+// TestAccModelFleetUnschedulable: nine replicas on eight GPUs fail inside the
+// create timeout with the scheduler's words; the next apply with eight
+// adopts what the failed one left and converges.
+func TestAccModelFleetUnschedulable(t *testing.T) {
+	c, moto := fleetSetup(t, 8)
+	const ns = "fleet-tight"
+	began := time.Now()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
+		Steps: []resource.TestStep{
+			{
+				Config: directFleetConfig(c, moto, "tight", ns, `
+  replicas = 9
+  timeouts {
+    create = "20s"
+  }`),
+				ExpectError: regexp.MustCompile(`(?s)8/9\s+ready.*1\s+Pending:\s+0/8\s+nodes\s+are\s+available:.*Insufficient\s+nvidia.com/gpu`),
+			},
+			{
+				PreConfig: func() { t.Logf("the 9-replica create failed after %s", time.Since(began).Round(time.Second)) },
+				Config:    directFleetConfig(c, moto, "tight", ns, "  replicas = 8"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("ready_replicas"), knownvalue.Int64Exact(8)),
+				},
+			},
+		},
+	})
+}
+
+// TestAccModelFleetPlanErrors: inputs that contradict the fleet's own
+// settings fail at plan time, naming the attribute and the fix, before any
+// cluster is reached.
+func TestAccModelFleetPlanErrors(t *testing.T) {
+	moto := motoSetup(t)
+	c := &testenv.Cluster{Host: "https://127.0.0.1:1", CAData: []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"), Token: "unused"}
+	cases := map[string]struct{ body, want string }{
+		"managed flag":    {`vllm = { extra_args = ["--block-size=16"] }`, `vllm\.extra_args:\s+"--block-size=16"\s+is\s+set\s+by\s+the\s+fleet`},
+		"managed env":     {`vllm = { env = { VLLM_PORT = "9" } }`, `vllm\.env:\s+VLLM_PORT`},
+		"service vllm":    {`baseline_service = { name = "vllm" }`, `(?s)baseline_service.name.*vllm`},
+		"ports clash":     {`kv_events = { port = 6000, replay_port = 6000 }`, `kv_events\.replay_port:\s+equals\s+kv_events\.port`},
+		"topic":           {`kv_events = { topic = "kv@{pod}" }`, `kv_events\.topic:.*may\s+use\s+only`},
+		"quantity":        {`resources = { memory = "lots" }`, `resources\.memory:\s+"lots"\s+is\s+not\s+a\s+Kubernetes\s+quantity`},
+		"unknown type":    {`kubernetes = { config_path = "/dev/null", instance_type = "x9.huge" }`, `resources:\s+instance\s+type\s+"x9.huge"\s+has\s+no\s+built-in`},
+		"toleration form": {`scheduling = { tolerations = ["nvidia.com/gpu"] }`, `scheduling\.tolerations:.*want\s+key=value:Effect`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := directFleetConfig(c, moto, "bad", "bad", "  "+tc.body)
+			if strings.HasPrefix(tc.body, "kubernetes") {
+				cfg = strings.Replace(cfg, "kubernetes = {", "kubernetes_unused = {", 1)
+				cfg = regexp.MustCompile(`(?s)kubernetes_unused = \{.*?\n  \}\n`).ReplaceAllString(cfg, "")
+			}
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: cfg, PlanOnly: true, ExpectError: regexp.MustCompile(tc.want)}},
+			})
+		})
+	}
+	t.Run("no cluster", func(t *testing.T) {
+		resource.UnitTest(t, resource.TestCase{
+			ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+			Steps: []resource.TestStep{{PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)set\s+cluster\s+=\s+llmd_inference_cluster`),
+				Config: providerConfig(moto, "") + `
+resource "llmd_model_fleet" "test" {
+  name    = "x"
+  storage = { claim_name = "weights" }
+}`}},
+		})
+	})
+}
