@@ -112,7 +112,7 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 				"tokenizer_config_path": computedString("tokenizer_config.json on the volume."),
 			}},
 		"baseline_endpoint": schema.StringAttribute{Computed: true,
-			MarkdownDescription: "URL of the round-robin baseline Service (in-cluster DNS name, or the load balancer's hostname), for the A/B benchmark; empty when disabled."},
+			MarkdownDescription: "In-cluster URL of the round-robin baseline Service, for the A/B benchmark; empty when disabled."},
 		"ready_replicas": schema.Int64Attribute{Computed: true,
 			MarkdownDescription: "Replicas ready at the last apply or refresh."},
 		"rendered_hash": schema.StringAttribute{Computed: true,
