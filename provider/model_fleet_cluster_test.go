@@ -254,3 +254,73 @@ resource "llmd_model_fleet" "test" {
 		})
 	})
 }
+
+// TestAccModelFleetStaging: weights staged from a pinned Hugging Face
+// revision by a Job that completes before the Deployment exists, with the
+// write-only token in a Secret and nowhere in state; a staging Job that
+// fails stops the apply with the Job's name and its last log line (kwok,
+// through a stage of the test ground's, plays the failing container).
+func TestAccModelFleetStaging(t *testing.T) {
+	c, moto := fleetSetup(t, 2)
+	const ns, token = "fleet-stage", "hf_testtokenthatmustnotleak"
+	cfg := func(body string) string {
+		return directFleetConfig(c, moto, "staged", ns, `
+  replicas = 2
+  hf_token = "`+token+`"
+`+body)
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg(`  model = { source = "hf://Qwen/Qwen2.5-7B-Instruct@a09a35458c702b33eeacc393d103063234e8bc28" }`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("ready_replicas"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("hf_token"), knownvalue.Null()),
+				},
+				Check: func(s *terraform.State) error {
+					ctx := context.Background()
+					for _, v := range s.RootModule().Resources[fleetRes].Primary.Attributes {
+						if strings.Contains(v, token) {
+							return fmt.Errorf("the Hugging Face token is in state")
+						}
+					}
+					jobs, err := c.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/fleet=staged"})
+					if err != nil || len(jobs.Items) != 1 || jobs.Items[0].Status.CompletionTime == nil {
+						return fmt.Errorf("want one completed staging Job, got %d (%v)", len(jobs.Items), err)
+					}
+					job := jobs.Items[0]
+					env := map[string]string{}
+					for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+						env[e.Name] = e.Value
+					}
+					if env["REPO"] != "Qwen/Qwen2.5-7B-Instruct" || env["REVISION"] != "a09a35458c702b33eeacc393d103063234e8bc28" || env["TARGET"] != "/models/Qwen2.5-7B-Instruct" {
+						return fmt.Errorf("staging Job env %v", env)
+					}
+					dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "staged", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if dep.CreationTimestamp.Before(job.Status.CompletionTime) {
+						return fmt.Errorf("Deployment created at %s, before staging completed at %s", dep.CreationTimestamp, job.Status.CompletionTime)
+					}
+					secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, "staged-hf-token", metav1.GetOptions{})
+					if err != nil || string(secret.Data["token"]) != token {
+						return fmt.Errorf("token Secret: %v", err)
+					}
+					return nil
+				},
+			},
+			{
+				Config: cfg(`  model = {
+    source        = "hf://Qwen/Qwen2.5-7B-Instruct@main"
+    staging_image = "` + testenv.FailingJobImage + `"
+  }`),
+				ExpectError: regexp.MustCompile(`(?s)Job\s+fleet-stage/staged-stage-[0-9a-f]{8}\s+did\s+not\s+roll\s+out\s+\(JobFailed\).*last\s+log\s+line:\s+` +
+					regexp.QuoteMeta(testenv.FailingJobLastLine)[:40]),
+			},
+		},
+	})
+}

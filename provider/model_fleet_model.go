@@ -22,6 +22,7 @@ type modelFleetModel struct {
 	Name             types.String   `tfsdk:"name"`
 	Namespace        types.String   `tfsdk:"namespace"`
 	Model            types.Object   `tfsdk:"model"`
+	HFToken          types.String   `tfsdk:"hf_token"`
 	Storage          types.Object   `tfsdk:"storage"`
 	Replicas         types.Int64    `tfsdk:"replicas"`
 	VLLM             types.Object   `tfsdk:"vllm"`
@@ -47,8 +48,10 @@ type fleetSettings struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	Model     struct {
-		ServedName string `json:"served_name"`
-		Path       string `json:"path"`
+		ServedName   string  `json:"served_name"`
+		Path         string  `json:"path"`
+		Source       *string `json:"source,omitempty"`
+		StagingImage *string `json:"staging_image,omitempty"`
 	} `json:"model"`
 	Storage struct {
 		FileSystemID string `json:"file_system_id,omitempty"`
@@ -170,6 +173,16 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 	}
 	if s.Baseline.Name != nil {
 		f.Baseline.Name = *s.Baseline.Name
+	}
+	if s.Model.Source != nil {
+		repo, rev, err := workloads.ParseSource(*s.Model.Source)
+		if err != nil {
+			return workloads.Fleet{}, err
+		}
+		f.Staging = &workloads.Staging{Repo: repo, Revision: rev, Image: s.VLLM.Image}
+		if s.Model.StagingImage != nil {
+			f.Staging.Image = *s.Model.StagingImage
+		}
 	}
 	instance, lookupErr := workloads.LookupInstance(conn.instanceType())
 	f.Resources = workloads.Resources{CPU: instance.CPU, Memory: instance.Memory, MemoryLimit: instance.MemoryLimit, Shm: instance.Shm}

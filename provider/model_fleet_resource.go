@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -165,7 +167,7 @@ func (r *modelFleetResource) Create(ctx context.Context, req resource.CreateRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	state, err := r.apply(ctx, plan, nil)
+	state, err := r.apply(ctx, plan, nil, writeOnlyString(ctx, req.Config, "hf_token", &resp.Diagnostics))
 	if err != nil {
 		// No state: the next apply's create adopts the objects already applied
 		// (server-side apply of the same names), where tainted state would delete them.
@@ -192,7 +194,7 @@ func (r *modelFleetResource) Update(ctx context.Context, req resource.UpdateRequ
 	defer cancel()
 	var previous []kube.Ref
 	resp.Diagnostics.Append(inventoryRefs(ctx, prior.Inventory, &previous)...)
-	state, err := r.apply(ctx, plan, previous)
+	state, err := r.apply(ctx, plan, previous, writeOnlyString(ctx, req.Config, "hf_token", &resp.Diagnostics))
 	if err != nil {
 		resp.Diagnostics.AddError("Updating model fleet "+plan.ID.ValueString(), explain(err))
 		// Keep what is known to exist, and a hash that makes the next plan apply again.
@@ -209,7 +211,7 @@ func (r *modelFleetResource) Update(ctx context.Context, req resource.UpdateRequ
 // apply applies the planned fleet, prunes what the previous inventory holds
 // beyond it and waits for the rollout. On an error after the objects were
 // applied it still returns the state with the new inventory.
-func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, previous []kube.Ref) (*modelFleetModel, error) {
+func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, previous []kube.Ref, token string) (*modelFleetModel, error) {
 	d, err := plan.desired(ctx)
 	if err != nil {
 		return nil, err
@@ -223,17 +225,18 @@ func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, pr
 		return nil, err
 	}
 	tflog.Info(ctx, "applying model fleet", map[string]any{"objects": len(objs), "replicas": d.fleet.Replicas})
-	if err := c.Apply(ctx, objs, d.settings.ForceConflicts); err != nil {
-		return nil, err
-	}
+	keep, applyErr := r.applyObjects(ctx, c, d, objs, previous, token)
 	state := plan
 	state.ID = types.StringValue(d.fleet.Namespace + "/" + d.fleet.Name)
 	state.RenderedHash = types.StringValue(d.hash)
 	state.RouterTarget = routerTargetObject(d.fleet.Target())
 	state.BaselineEndpoint = types.StringValue(baselineEndpoint(d.fleet))
-	state.Inventory = inventoryList(kube.Refs(objs))
+	state.Inventory = inventoryList(kube.Refs(keep))
 	state.ReadyReplicas = types.Int64Value(0)
-	if err := c.Prune(ctx, previous, objs); err != nil {
+	if applyErr != nil {
+		return &state, applyErr
+	}
+	if err := c.Prune(ctx, previous, keep); err != nil {
 		return &state, err
 	}
 	if d.settings.WaitForRollout {
@@ -247,6 +250,50 @@ func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, pr
 	}
 	state.ReadyReplicas = types.Int64Value(ready)
 	return &state, nil
+}
+
+// applyObjects applies the fleet's objects in order. With staging, the
+// Hub token's Secret (when given) and the Job go first and the Job must
+// complete before the Deployment is applied, so pods never start on an
+// empty volume. It returns what the inventory keeps: the objects, and the
+// token's Secret once it exists.
+func (r *modelFleetResource) applyObjects(ctx context.Context, c *kube.Client, d desired, objs []kube.Object, previous []kube.Ref, token string) ([]kube.Object, error) {
+	jobAt := slices.IndexFunc(objs, func(o kube.Object) bool { return o.Kind == "Job" })
+	if jobAt < 0 {
+		return objs, c.Apply(ctx, objs, d.settings.ForceConflicts)
+	}
+	keep := objs
+	secretRef := kube.Ref{Version: "v1", Kind: "Secret", Namespace: d.fleet.Namespace, Name: d.fleet.TokenSecretName()}
+	if token != "" || slices.Contains(previous, secretRef) {
+		keep = append(slices.Clone(objs), kube.Object{Ref: secretRef})
+	}
+	if err := c.Apply(ctx, objs[:jobAt], d.settings.ForceConflicts); err != nil {
+		return keep, err
+	}
+	if token != "" {
+		secret, err := kube.FromApplyConfiguration(d.fleet.TokenSecret(token))
+		if err != nil {
+			return keep, err
+		}
+		if err := c.Apply(ctx, []kube.Object{secret}, true); err != nil {
+			return keep, err
+		}
+	}
+	if err := c.Apply(ctx, objs[jobAt:jobAt+1], d.settings.ForceConflicts); err != nil {
+		return keep, err
+	}
+	if err := c.WaitJob(ctx, d.fleet.Namespace, d.fleet.StagingJobName()); err != nil {
+		return keep, fmt.Errorf("staging the weights from %s@%s: %w", d.fleet.Staging.Repo, d.fleet.Staging.Revision, err)
+	}
+	return keep, c.Apply(ctx, objs[jobAt+1:], d.settings.ForceConflicts)
+}
+
+// writeOnlyString reads a write-only attribute from the configuration (the
+// only place it exists).
+func writeOnlyString(ctx context.Context, config tfsdk.Config, name string, diags *diag.Diagnostics) string {
+	var v types.String
+	diags.Append(config.GetAttribute(ctx, path.Root(name), &v)...)
+	return v.ValueString()
 }
 
 // explain adds the fix to errors whose fix is a setting.

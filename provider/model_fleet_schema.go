@@ -39,7 +39,7 @@ const (
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
-	fleetModelTypes = map[string]attr.Type{"served_name": types.StringType, "path": types.StringType}
+	fleetModelTypes = map[string]attr.Type{"served_name": types.StringType, "path": types.StringType, "source": types.StringType, "staging_image": types.StringType}
 	fleetVLLMTypes  = map[string]attr.Type{"image": types.StringType, "block_size": types.Int64Type, "gpu_memory_utilization": types.Float64Type,
 		"max_model_len": types.Int64Type, "max_num_seqs": types.Int64Type, "tensor_parallel_size": types.Int64Type,
 		"extra_args": types.ListType{ElemType: types.StringType}, "env": types.MapType{ElemType: types.StringType}}
@@ -69,15 +69,22 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()}},
 		"model": schema.SingleNestedAttribute{Optional: true, Computed: true,
 			Default: objectdefault.StaticValue(types.ObjectValueMust(fleetModelTypes, map[string]attr.Value{
-				"served_name": types.StringValue(defaultModelName), "path": types.StringValue(defaultModelPath)})),
-			MarkdownDescription: "The model served.",
+				"served_name": types.StringValue(defaultModelName), "path": types.StringValue(defaultModelPath),
+				"source": types.StringNull(), "staging_image": types.StringNull()})),
+			MarkdownDescription: "The model served, and optionally where to stage its weights from.",
 			Attributes: map[string]schema.Attribute{
 				"served_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultModelName),
 					MarkdownDescription: "Name requests carry (`--served-model-name`); default `" + defaultModelName + "`."},
 				"path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultModelPath),
 					Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[^/.][^\s]*$`), "must be a relative path on the volume, such as Qwen2.5-7B-Instruct")},
 					MarkdownDescription: "Directory of the weights on the volume, relative to its root; `tokenizer.json` and `tokenizer_config.json` sit there too. Default `" + defaultModelPath + "`."},
+				"source": schema.StringAttribute{Optional: true,
+					MarkdownDescription: "`hf://<org>/<model>@<revision>`: before the rollout, a Job downloads that revision into `path` on the volume (once: a marker per revision makes reruns exit at once) and the pods start only after it completed. Unset: the weights are already there (an FSx data repository association, or staged by hand)."},
+				"staging_image": schema.StringAttribute{Optional: true,
+					MarkdownDescription: "Image of the staging Job (needs `huggingface_hub` and a shell); default the vLLM image, which has both."},
 			}},
+		"hf_token": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+			MarkdownDescription: "Hugging Face token for `model.source` (gated models). Write-only: kept in a Kubernetes Secret for the staging Job, never in Terraform state or plan. Needs Terraform 1.11."},
 		"storage": schema.SingleNestedAttribute{Required: true,
 			MarkdownDescription: "Where the weights are: `llmd_inference_cluster.<name>.model_storage` as is (an FSx for Lustre file system, mounted read-only through a static " +
 				"PersistentVolume with reclaim policy Retain: destroying the fleet never touches the file system), or `claim_name` of an existing claim in the namespace.",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,4 +223,65 @@ func (c *Client) ReadyReplicas(ctx context.Context, namespace, name string) (int
 		return 0, fmt.Errorf("reading Deployment %s/%s: %w", namespace, name, err)
 	}
 	return int64(d.Status.ReadyReplicas), nil
+}
+
+// WaitJob waits until a Job completes, logging every c.Progress. A failed
+// Job is a *RolloutError naming it, with its pods' last words: the
+// termination message, which the kubelet fills with the last log lines of a
+// container with terminationMessagePolicy FallbackToLogsOnError.
+func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
+	ref := Ref{Group: "batch", Version: "v1", Kind: "Job", Namespace: namespace, Name: name}
+	began, lastLog := time.Now(), time.Now()
+	for {
+		job, err := c.Typed.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading Job %s/%s: %w", namespace, name, err)
+		}
+		for _, cond := range job.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch cond.Type {
+			case batchv1.JobComplete:
+				c.logf(ctx, ref.Describe()+" completed", map[string]any{"elapsed": time.Since(began).Round(time.Second).String()})
+				return nil
+			case batchv1.JobFailed:
+				return &RolloutError{Object: ref, Reason: "JobFailed", Detail: cond.Reason + ": " + cond.Message + c.jobLastWords(ctx, job)}
+			}
+		}
+		if time.Since(lastLog) >= c.Progress {
+			lastLog = time.Now()
+			c.logf(ctx, "waiting for "+ref.Describe(), map[string]any{"active": job.Status.Active, "failed": job.Status.Failed,
+				"elapsed": time.Since(began).Round(time.Second).String()})
+		}
+		select {
+		case <-ctx.Done():
+			return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("not complete after %s (%d active, %d failed pods)%s",
+				time.Since(began).Round(time.Second), job.Status.Active, job.Status.Failed, c.jobLastWords(context.WithoutCancel(ctx), job))}
+		case <-time.After(c.Poll):
+		}
+	}
+}
+
+// jobLastWords quotes the newest failed pod's container termination message.
+func (c *Client) jobLastWords(ctx context.Context, job *batchv1.Job) string {
+	pods, err := c.Typed.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
+	if err != nil || len(pods.Items) == 0 {
+		return ""
+	}
+	sort.Slice(pods.Items, func(i, j int) bool {
+		return pods.Items[i].CreationTimestamp.After(pods.Items[j].CreationTimestamp.Time)
+	})
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				msg := strings.TrimRight(t.Message, "\n")
+				if i := strings.LastIndex(msg, "\n"); i >= 0 {
+					msg = msg[i+1:]
+				}
+				return fmt.Sprintf("; pod %s container %s exited %d (%s), last log line: %s", p.Name, cs.Name, t.ExitCode, t.Reason, msg)
+			}
+		}
+	}
+	return ""
 }

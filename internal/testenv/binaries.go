@@ -100,6 +100,7 @@ func kwokPaths() (bin string, stages []string, err error) {
 		return "", nil, fmt.Errorf("no heartbeat-with-lease stages under %s", stageDir)
 	}
 	stages = append(stages, heartbeat...)
+	stages = append(stages, filepath.Join(sourceDir(), "kwok", "pod-fail.yaml"))
 	for _, s := range stages {
 		if _, err := os.Stat(s); err != nil {
 			return "", nil, fmt.Errorf("kwok stage manifest: %w", err)
@@ -107,6 +108,14 @@ func kwokPaths() (bin string, stages []string, err error) {
 	}
 	return bin, stages, nil
 }
+
+// FailingJobImage is an image whose Job pods the test ground fails with exit
+// code 1 and FailingJobLastLine as the last line of their logs (a kwok stage
+// of ours, internal/testenv/kwok/pod-fail.yaml, playing the kubelet).
+const (
+	FailingJobImage    = "registry.invalid/llmd-testenv/fail-with-logs:1"
+	FailingJobLastLine = "huggingface_hub.errors.GatedRepoError: 401 Client Error: access to model is restricted"
+)
 
 // filesKey is a short content hash of some files in dir, for cache keys.
 func filesKey(dir string, names ...string) (string, error) {

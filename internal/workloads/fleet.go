@@ -41,6 +41,8 @@ type Fleet struct {
 	OnePerNode bool
 	Rollout    Rollout
 	Baseline   Baseline
+	// Staging, when set, fills the volume before the rollout.
+	Staging *Staging
 	// Annotations go on the Deployment (the provider keeps its settings there).
 	Annotations map[string]string
 }
@@ -143,6 +145,9 @@ func (f Fleet) Validate() error {
 	}
 	if (f.Storage.ExistingClaim == "") == (f.Storage.FileSystemID == "") {
 		return fmt.Errorf("storage: give either file_system_id (with dns_name and mount_name) or claim_name")
+	}
+	if f.Staging != nil && f.Staging.Image == "" {
+		return fmt.Errorf("model.staging_image: empty; it runs the download")
 	}
 	if f.Storage.ExistingClaim == "" && (f.Storage.DNSName == "" || f.Storage.MountName == "") {
 		return fmt.Errorf("storage: file_system_id %s needs dns_name and mount_name too (llmd_inference_cluster.model_storage has all three)", f.Storage.FileSystemID)
@@ -261,6 +266,9 @@ func (f Fleet) Objects(withPodMonitor bool) ([]kube.Object, error) {
 	acs = append(acs, corev1ac.Namespace(f.Namespace).WithLabels(map[string]string{"app.kubernetes.io/managed-by": "llmd"}))
 	if f.Storage.ExistingClaim == "" {
 		acs = append(acs, f.volume(labels), f.claim(labels))
+	}
+	if f.Staging != nil {
+		acs = append(acs, f.stagingJob(labels))
 	}
 	acs = append(acs, f.deployment(labels, args))
 	if f.Baseline.Enabled {
