@@ -324,3 +324,41 @@ func TestAccModelFleetStaging(t *testing.T) {
 		},
 	})
 }
+
+// TestAccModelFleetPodMonitor: the PodMonitor is never required at plan;
+// once the real prometheus-operator CRD is installed, the next plan shows it
+// missing and the apply adds it.
+func TestAccModelFleetPodMonitor(t *testing.T) {
+	c, moto := fleetSetup(t, 1)
+	const ns = "fleet-monitor"
+	cfg := directFleetConfig(c, moto, "watched", ns, "  replicas = 1")
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
+		Steps: []resource.TestStep{
+			{
+				Config:            cfg,
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("inventory"), knownvalue.ListSizeExact(6))},
+			},
+			{
+				PreConfig:        func() { c.InstallPrometheusOperatorCRD(t, "podmonitors") },
+				Config:           cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(fleetRes, plancheck.ResourceActionUpdate)}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("inventory").AtSliceIndex(6), knownvalue.StringExact("monitoring.coreos.com/v1/PodMonitor/fleet-monitor/watched")),
+				},
+				Check: func(*terraform.State) error {
+					out, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis/monitoring.coreos.com/v1/namespaces", ns, "podmonitors", "watched").DoRaw(context.Background())
+					if err != nil {
+						return fmt.Errorf("reading the PodMonitor: %v", err)
+					}
+					if !strings.Contains(string(out), `"llmd.dev/fleet":"watched"`) || !strings.Contains(string(out), `"port":"http"`) {
+						return fmt.Errorf("PodMonitor %s", out)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}

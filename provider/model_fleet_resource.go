@@ -148,6 +148,10 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 			resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 			if state.RenderedHash.ValueString() == d.hash {
 				plan.Inventory = state.Inventory
+			} else {
+				// A repair of drift is an apply like any other: what it leaves is known after.
+				plan.Inventory = types.ListUnknown(types.StringType)
+				plan.ReadyReplicas = types.Int64Unknown()
 			}
 		}
 	}

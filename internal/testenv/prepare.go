@@ -15,6 +15,7 @@ func Prepare(w io.Writer) error {
 		{"control plane " + KubernetesVersion, func() error { _, err := kubebinPath(); return err }},
 		{"kwok " + kwokVersion, func() error { _, _, err := kwokPaths(); return err }},
 		{"npm test packages", func() error { _, err := installNodeModules(); return err }},
+		{"prometheus-operator CRDs " + prometheusOperatorVersion, func() error { _, err := prometheusOperatorCRDDir(); return err }},
 	}
 	for _, s := range steps {
 		began := time.Now()
