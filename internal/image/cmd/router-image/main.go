@@ -1,0 +1,71 @@
+// Command router-image builds the router image without a container daemon
+// (package internal/image) from the checkout it runs in, and writes it to
+// --out as an OCI layout, a `docker load` tarball and the pinned reference
+// (repository:version@sha256:...) that a release stamps into the provider.
+// `make image` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/image"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "router-image:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("router-image", flag.ContinueOnError)
+	out := fs.String("out", "dist/image", "output directory (replaced)")
+	repository := fs.String("repository", buildinfo.ImageRepository, "image repository the tag and the pinned reference name")
+	version := fs.String("version", "", "release version, the image tag (default: git describe --tags --always --dirty)")
+	module := fs.String("module", ".", "the checkout to build from")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	commit, err := image.HeadCommit(ctx, *module)
+	if err != nil {
+		return err
+	}
+	if *version == "" {
+		*version = commit.Version
+	}
+	work, err := os.MkdirTemp("", "router-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	bin := filepath.Join(work, "llmd-router")
+	if err := image.BuildRouter(ctx, *module, bin, *version); err != nil {
+		return err
+	}
+	img, err := image.Build(ctx, image.Spec{Binary: bin, Version: *version, Revision: commit.Revision, Created: commit.Time})
+	if err != nil {
+		return err
+	}
+	o, err := image.Write(*out, img, *repository, *version)
+	if err != nil {
+		return err
+	}
+	summary, err := image.Summary(img)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s\n%s  OCI layout %s, docker tarball %s, reference in %s\n", o.Reference, summary, o.Layout, o.Tarball, o.ReferenceFile)
+	return nil
+}

@@ -1,0 +1,74 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// versionVar is the linker symbol both programs read their version from.
+const versionVar = "github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.Version"
+
+// BuildRouter compiles llmd-router from the module at moduleDir into out, as
+// the image carries it: cgo on (libzmq), -trimpath so the checkout's path is
+// not in the binary (one commit, one digest wherever it is built), symbols
+// stripped, the version stamped. It reuses the Go build cache, so a rebuild
+// after a small change costs a link.
+func BuildRouter(ctx context.Context, moduleDir, out, version string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X "+versionVar+"="+version,
+		"-o", out, "./router/cmd/llmd-router")
+	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building llmd-router in %s (needs libzmq3-dev and a C compiler): %w\n%s", moduleDir, err, b)
+	}
+	return nil
+}
+
+// Commit is what the image records of the checkout it is built from.
+type Commit struct {
+	// Revision is the commit hash.
+	Revision string
+	// Version is `git describe --tags --always --dirty`, as the GNUmakefile's VERSION.
+	Version string
+	// Time is the commit time, or SOURCE_DATE_EPOCH when set (the
+	// reproducible-builds convention for a fixed build time).
+	Time time.Time
+}
+
+// HeadCommit reads the commit the checkout at dir is on.
+func HeadCommit(ctx context.Context, dir string) (Commit, error) {
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		b, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("git %s in %s: %w", strings.Join(args, " "), dir, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	var c Commit
+	var err error
+	if c.Revision, err = git("rev-parse", "HEAD"); err != nil {
+		return c, err
+	}
+	if c.Version, err = git("describe", "--tags", "--always", "--dirty"); err != nil {
+		return c, err
+	}
+	epoch := os.Getenv("SOURCE_DATE_EPOCH")
+	if epoch == "" {
+		if epoch, err = git("log", "-1", "--format=%ct", "HEAD"); err != nil {
+			return c, err
+		}
+	}
+	secs, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return c, fmt.Errorf("commit time %q (SOURCE_DATE_EPOCH or git log): %w", epoch, err)
+	}
+	c.Time = time.Unix(secs, 0).UTC()
+	return c, nil
+}
