@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // versionVar is the linker symbol both programs read their version from.
@@ -33,7 +36,8 @@ func BuildRouter(ctx context.Context, moduleDir, out, version string) error {
 type Commit struct {
 	// Revision is the commit hash.
 	Revision string
-	// Version is `git describe --tags --always --dirty`, as the GNUmakefile's VERSION.
+	// Version is the release: `git describe --tags --always --dirty` (as
+	// the GNUmakefile's VERSION) unless FromCheckout was given one.
 	Version string
 	// Time is the commit time, or SOURCE_DATE_EPOCH when set (the
 	// reproducible-builds convention for a fixed build time).
@@ -71,4 +75,30 @@ func HeadCommit(ctx context.Context, dir string) (Commit, error) {
 	}
 	c.Time = time.Unix(secs, 0).UTC()
 	return c, nil
+}
+
+// FromCheckout builds the image of the checkout at moduleDir, as `make
+// image` does: the router compiled with BuildRouter (in a temporary
+// directory, removed after), labelled with the head commit and stamped with
+// its time. An empty version means the commit's `git describe`.
+func FromCheckout(ctx context.Context, moduleDir, version string) (v1.Image, Commit, error) {
+	commit, err := HeadCommit(ctx, moduleDir)
+	if err != nil {
+		return nil, commit, err
+	}
+	if version == "" {
+		version = commit.Version
+	}
+	commit.Version = version
+	work, err := os.MkdirTemp("", "llmd-router-image-")
+	if err != nil {
+		return nil, commit, err
+	}
+	defer os.RemoveAll(work)
+	bin := filepath.Join(work, "llmd-router")
+	if err := BuildRouter(ctx, moduleDir, bin, version); err != nil {
+		return nil, commit, err
+	}
+	img, err := Build(ctx, Spec{Binary: bin, Version: version, Revision: commit.Revision, Created: commit.Time})
+	return img, commit, err
 }

@@ -69,16 +69,7 @@ func buildRouterImage() (*Image, error) {
 		return nil, err
 	}
 	onStop(func(bool) { os.RemoveAll(work) })
-	module := filepath.Join(sourceDir(), "..", "..")
-	commit, err := image.HeadCommit(ctx, module)
-	if err != nil {
-		return nil, err
-	}
-	bin := filepath.Join(work, "llmd-router")
-	if err := image.BuildRouter(ctx, module, bin, commit.Version); err != nil {
-		return nil, err
-	}
-	built, err := image.Build(ctx, image.Spec{Binary: bin, Version: commit.Version, Revision: commit.Revision, Created: commit.Time})
+	built, commit, err := image.FromCheckout(ctx, filepath.Join(sourceDir(), "..", ".."), "")
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/image"
@@ -38,27 +37,11 @@ func run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	commit, err := image.HeadCommit(ctx, *module)
+	img, commit, err := image.FromCheckout(ctx, *module, *version)
 	if err != nil {
 		return err
 	}
-	if *version == "" {
-		*version = commit.Version
-	}
-	work, err := os.MkdirTemp("", "router-image-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	bin := filepath.Join(work, "llmd-router")
-	if err := image.BuildRouter(ctx, *module, bin, *version); err != nil {
-		return err
-	}
-	img, err := image.Build(ctx, image.Spec{Binary: bin, Version: *version, Revision: commit.Revision, Created: commit.Time})
-	if err != nil {
-		return err
-	}
-	o, err := image.Write(*out, img, *repository, *version)
+	o, err := image.Write(*out, img, *repository, commit.Version)
 	if err != nil {
 		return err
 	}
