@@ -4,8 +4,9 @@
 //
 // A release sets both with the linker (see the GNUmakefile and .goreleaser.yml):
 //
-//	-X github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.Version=v0.1.0
-//	-X github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.RouterImage=ghcr.io/llmd-dev/llmd-router:v0.1.0@sha256:...
+//	-X github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.Version=0.1.0
+//	-X github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.Commit=<commit hash>
+//	-X github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.RouterImage=ghcr.io/llmd-dev/llmd-router:0.1.0@sha256:...
 package buildinfo
 
 import (
@@ -20,6 +21,10 @@ const ImageRepository = "ghcr.io/llmd-dev/llmd-router"
 // Version is the release version, "dev" in a build that was not stamped.
 var Version = "dev"
 
+// Commit is the commit the release was built from, stamped with Version;
+// unstamped, Revision falls back to what Go's build recorded.
+var Commit = ""
+
 // RouterImage is the router image the provider deploys when a
 // llmd_prefix_router sets no image: repository:version@sha256:digest, stamped
 // at release after the image is built. Empty in a development build, which
@@ -29,9 +34,13 @@ var RouterImage = ""
 // Pinned reports whether this build pins a router image.
 func Pinned() bool { return RouterImage != "" }
 
-// Revision is the commit the binary was built from, as Go's build stamps it
-// (with "-dirty" for uncommitted changes), or "unknown" outside a checkout.
+// Revision is the commit the binary was built from: Commit, else what Go's
+// build recorded (with "-dirty" for uncommitted changes; absent with
+// -buildvcs=false), else "unknown".
 func Revision() string {
+	if Commit != "" {
+		return Commit
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"

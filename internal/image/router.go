@@ -13,17 +13,18 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// versionVar is the linker symbol both programs read their version from.
-const versionVar = "github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.Version"
+// buildinfoPkg holds the variables the linker stamps (version, commit).
+const buildinfoPkg = "github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
 
 // BuildRouter compiles llmd-router from the module at moduleDir into out, as
 // the image carries it: cgo on (libzmq), -trimpath so the checkout's path is
 // not in the binary (one commit, one digest wherever it is built), symbols
-// stripped, the version stamped. It reuses the Go build cache, so a rebuild
-// after a small change costs a link.
-func BuildRouter(ctx context.Context, moduleDir, out, version string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X "+versionVar+"="+version,
-		"-o", out, "./router/cmd/llmd-router")
+// stripped, the version and commit stamped (not left to Go's VCS stamping,
+// which -buildvcs=false turns off). It reuses the Go build cache, so a
+// rebuild after a small change costs a link.
+func BuildRouter(ctx context.Context, moduleDir, out, version, commit string) error {
+	ldflags := fmt.Sprintf("-s -w -X %s.Version=%s -X %s.Commit=%s", buildinfoPkg, version, buildinfoPkg, commit)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./router/cmd/llmd-router")
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -96,7 +97,7 @@ func FromCheckout(ctx context.Context, moduleDir, version string) (v1.Image, Com
 	}
 	defer os.RemoveAll(work)
 	bin := filepath.Join(work, "llmd-router")
-	if err := BuildRouter(ctx, moduleDir, bin, version); err != nil {
+	if err := BuildRouter(ctx, moduleDir, bin, version, commit.Revision); err != nil {
 		return nil, commit, err
 	}
 	img, err := Build(ctx, Spec{Binary: bin, Version: version, Revision: commit.Revision, Created: commit.Time})

@@ -34,6 +34,15 @@ func TestRouterImageServesFromItsRootfs(t *testing.T) {
 		t.Fatalf("serve --help printed no usage of serve's flags:\n%s", help.Logs())
 	}
 
+	version := img.Start(t, Container{Command: []string{image.BinaryPath, "version"}})
+	if err := version.Wait(30 * time.Second); err != nil {
+		t.Fatalf("llmd-router version in the image: %v\n%s", err, version.Logs())
+	}
+	labels := img.Config.Labels
+	if want := "llmd-router " + labels["org.opencontainers.image.version"] + " (commit " + labels["org.opencontainers.image.revision"]; !strings.HasPrefix(version.Logs(), want) {
+		t.Fatalf("llmd-router version in the image printed %q, want it to start %q", version.Logs(), want)
+	}
+
 	ips := testPodIPs(t, 3)
 	routerIP, replicaIPs := ips[0], ips[1:]
 	var static strings.Builder

@@ -1,8 +1,8 @@
 // Command router-image builds the router image without a container daemon
 // (package internal/image) from the checkout it runs in, and writes it to
 // --out as an OCI layout, a `docker load` tarball and the pinned reference
-// (repository:version@sha256:...) that a release stamps into the provider.
-// `make image` runs it.
+// (repository:version@sha256:...) that a release stamps into the provider;
+// with --push it also uploads it. `make image` and `make image-push` run it.
 package main
 
 import (
@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string) error {
 	repository := fs.String("repository", buildinfo.ImageRepository, "image repository the tag and the pinned reference name")
 	version := fs.String("version", "", "release version, the image tag (default: git describe --tags --always --dirty)")
 	module := fs.String("module", ".", "the checkout to build from")
+	push := fs.Bool("push", false, "also push the image to repository:version (credentials from docker login or a credential helper) and check the registry serves its digest")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,5 +51,12 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("%s\n%s  OCI layout %s, docker tarball %s, reference in %s\n", o.Reference, summary, o.Layout, o.Tarball, o.ReferenceFile)
+	if !*push {
+		return nil
+	}
+	if _, err := image.Push(ctx, *repository+":"+commit.Version, img); err != nil {
+		return err
+	}
+	fmt.Printf("pushed %s\n", o.Reference)
 	return nil
 }
