@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/image"
@@ -115,6 +117,43 @@ func TestPushPullByDigestIsIdentical(t *testing.T) {
 			t.Fatalf("layer %s not in the pulled image: %v", d, err)
 		}
 		same("layer "+d.String(), compressed(l), compressed(pl))
+	}
+}
+
+// TestDockerTarballHoldsTheImage reads the `docker load` tarball back: the
+// same config and layers as the OCI layout (docker's format keeps no OCI
+// manifest, so only those can match).
+func TestDockerTarballHoldsTheImage(t *testing.T) {
+	ti, img := built(t)
+	tag, err := name.NewTag(ti.Reference[:strings.Index(ti.Reference, "@")])
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := tarball.ImageFromPath(ti.Tarball, &tag)
+	if err != nil {
+		t.Fatalf("reading %s as tagged %s: %v", ti.Tarball, tag, err)
+	}
+	for what, get := range map[string]func(v1.Image) (any, error){
+		"config digest": func(i v1.Image) (any, error) { return i.ConfigName() },
+		"layer diff IDs": func(i v1.Image) (any, error) {
+			cf, err := i.ConfigFile()
+			if err != nil {
+				return nil, err
+			}
+			return cf.RootFS.DiffIDs, nil
+		},
+	} {
+		want, err := get(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := get(loaded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: tarball %v, layout %v", what, got, want)
+		}
 	}
 }
 

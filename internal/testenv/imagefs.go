@@ -31,6 +31,8 @@ type Image struct {
 	Layout string
 	// Digest is the image's manifest digest; Layout holds it under it.
 	Digest v1.Hash
+	// Tarball is the image as `docker load` reads it.
+	Tarball string
 	// Reference is repository:version@sha256:..., as a release pins it.
 	Reference string
 	// Config is the image's runtime config: entrypoint, user, env, labels.
@@ -94,7 +96,7 @@ func buildRouterImage() (*Image, error) {
 	if err := unpack(img, rootfs); err != nil {
 		return nil, fmt.Errorf("unpacking the router image: %w", err)
 	}
-	return &Image{Layout: out.Layout, Digest: digest, Reference: out.Reference, Config: cf.Config, Rootfs: rootfs}, nil
+	return &Image{Layout: out.Layout, Tarball: out.Tarball, Digest: digest, Reference: out.Reference, Config: cf.Config, Rootfs: rootfs}, nil
 }
 
 // unpack writes the image's flattened layers into dir with their owners and
