@@ -172,7 +172,11 @@ type Container struct {
 	PodIP string
 	// Files are placed in the container's root, root-owned and world
 	// readable (what a pod mounts read-only: config maps, secrets, the
-	// service account).
+	// service account). For in-cluster config against the test's API
+	// server, give token, ca.crt and namespace under
+	// /var/run/secrets/kubernetes.io/serviceaccount/ and set
+	// KUBERNETES_SERVICE_HOST=127.0.0.1 and KUBERNETES_SERVICE_PORT in Env:
+	// the container shares this machine's loopback.
 	Files map[string][]byte
 }
 
