@@ -1,8 +1,9 @@
 // Package buildinfo holds what a release build stamps into both programs: the
-// version, and in the provider the router image it deploys by default, pinned
-// by digest. It is cgo-free and imports nothing, so the provider can use it.
+// version and commit, and in the provider the router image it deploys by
+// default, pinned by digest. It is cgo-free and imports only the standard
+// library, so the provider can use it.
 //
-// A release sets both with the linker (see the GNUmakefile and .goreleaser.yml):
+// A release sets them with the linker (see the GNUmakefile and .goreleaser.yml):
 //
 //	-X github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.Version=0.1.0
 //	-X github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo.Commit=<commit hash>
