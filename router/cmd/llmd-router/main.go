@@ -19,11 +19,9 @@ import (
 	"syscall"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/bench"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 )
-
-// version is set at release time by goreleaser; the provider pins the image of the same tag.
-var version = "dev"
 
 // command is one subcommand: its one-line summary and its entry point.
 type command struct {
@@ -35,8 +33,8 @@ var commands = map[string]command{
 	"serve": {"route OpenAI-compatible requests to the fleet by cached prefix and load", serveCommand},
 	"sim":   {"serve simulated vLLM replicas (OpenAI HTTP, /metrics, KV events over ZeroMQ)", sim.Command},
 	"bench": {"run the A/B benchmark of routing policies on the simulated fleet", bench.Command},
-	"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
-		_, err := fmt.Fprintln(stdout, version)
+	"version": {"print the version, commit and Go release of this build", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+		_, err := fmt.Fprintln(stdout, buildinfo.Program("llmd-router"))
 		return err
 	}},
 }

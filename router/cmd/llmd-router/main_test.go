@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
 )
 
 func TestRunDispatch(t *testing.T) {
@@ -17,7 +19,7 @@ func TestRunDispatch(t *testing.T) {
 		{args: nil, wantCode: 2, wantErr: "usage: llmd-router"},
 		{args: []string{"help"}, wantCode: 0, wantErr: "serve"},
 		{args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
-		{args: []string{"version"}, wantCode: 0, wantOut: version + "\n"},
+		{args: []string{"version"}, wantCode: 0, wantOut: buildinfo.Program("llmd-router") + "\n"},
 		{args: []string{"serve", "--help"}, wantCode: 0, wantErr: "-listen"},
 		{args: []string{"sim", "-h"}, wantCode: 0, wantErr: "-replicas"},
 		{args: []string{"bench", "--help"}, wantCode: 0, wantErr: "-policies"},
