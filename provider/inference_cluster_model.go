@@ -70,7 +70,8 @@ type taintModel struct {
 	Effect types.String `tfsdk:"effect"`
 }
 
-// kubernetesModel is what other resources take to reach the cluster.
+// kubernetesModel is the cluster's `kubernetes` object, which llmd_model_fleet and
+// llmd_prefix_router take as `cluster` to reach it.
 type kubernetesModel struct {
 	Name                 types.String `tfsdk:"name"`
 	Endpoint             types.String `tfsdk:"endpoint"`

@@ -16,17 +16,6 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 )
 
-// clusterModel is `cluster`: llmd_inference_cluster.kubernetes, taken as is.
-type clusterModel struct {
-	Name                 types.String `tfsdk:"name"`
-	Endpoint             types.String `tfsdk:"endpoint"`
-	ClusterCACertificate types.String `tfsdk:"cluster_ca_certificate"`
-	Region               types.String `tfsdk:"region"`
-	GPUInstanceType      types.String `tfsdk:"gpu_instance_type"`
-	GPUNodeLabels        types.Map    `tfsdk:"gpu_node_labels"`
-	GPUNodeTaints        types.List   `tfsdk:"gpu_node_taints"`
-}
-
 // directModel is `kubernetes`: a cluster made elsewhere.
 type directModel struct {
 	Host                 types.String `tfsdk:"host"`
@@ -83,7 +72,7 @@ func clusterChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *o
 	if req.StateValue.IsNull() || req.PlanValue.IsNull() {
 		return
 	}
-	var prior, planned clusterModel
+	var prior, planned kubernetesModel
 	resp.Diagnostics.Append(req.StateValue.As(ctx, &prior, asObject)...)
 	resp.Diagnostics.Append(req.PlanValue.As(ctx, &planned, asObject)...)
 	for _, pair := range [][2]types.String{{prior.Name, planned.Name}, {prior.Endpoint, planned.Endpoint}, {prior.Region, planned.Region}} {
@@ -95,14 +84,14 @@ func clusterChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *o
 
 // connection is a resource's way to its cluster, decoded.
 type connection struct {
-	cluster *clusterModel
+	cluster *kubernetesModel
 	direct  *directModel
 }
 
 func decodeConnection(ctx context.Context, cluster, direct types.Object) (connection, error) {
 	var c connection
 	if !cluster.IsNull() && !cluster.IsUnknown() {
-		c.cluster = &clusterModel{}
+		c.cluster = &kubernetesModel{}
 		if d := cluster.As(ctx, c.cluster, asObject); d.HasError() {
 			return c, fmt.Errorf("cluster: %v", d)
 		}
