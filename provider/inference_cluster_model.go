@@ -251,9 +251,14 @@ func kubernetesObject(m inferenceClusterModel, region string, gpu *awsinfra.Node
 			l = map[string]string{}
 		}
 		labels = mapOf(l)
-		var ts []attr.Value
+		var names []string
 		for _, t := range gpu.Taints {
-			ts = append(ts, types.StringValue(t.Key+"="+t.Value+":"+kubernetesTaintEffect(t.Effect)))
+			names = append(names, t.Key+"="+t.Value+":"+kubernetesTaintEffect(t.Effect))
+		}
+		sort.Strings(names)
+		var ts []attr.Value
+		for _, n := range names {
+			ts = append(ts, types.StringValue(n))
 		}
 		taints = types.ListValueMust(types.StringType, append([]attr.Value{}, ts...))
 	}

@@ -92,7 +92,7 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 				MarkdownDescription: "IAM principal given the admin access entry (empty with `bootstrap_creator`)."},
 			"kubernetes": schema.SingleNestedAttribute{
 				Computed:            true,
-				PlanModifiers:       []planmodifier.Object{objectplanmodifier.UseStateForUnknown()},
+				PlanModifiers:       []planmodifier.Object{kubernetesFromState{}},
 				MarkdownDescription: "How to reach the cluster: pass this object as `cluster` to `llmd_model_fleet` and `llmd_prefix_router`; they mint short-lived EKS tokens themselves.",
 				Attributes: map[string]schema.Attribute{
 					"name":                   schema.StringAttribute{Computed: true, MarkdownDescription: "EKS cluster name (for the token)."},
