@@ -82,7 +82,9 @@ func (c *Clients) ensureClusterContents(ctx context.Context, spec ClusterSpec, a
 		jobs = append(jobs, func() error { return c.ensureAdminAccessEntry(ctx, spec, admin) })
 	}
 	for _, ng := range []NodeGroupSpec{spec.GPU, spec.System} {
-		jobs = append(jobs, func() error { return c.ensureNodeGroup(ctx, spec, ng, nodeSubnets(spec, ng, private, storageSubnet), nodeRoleARN) })
+		jobs = append(jobs, func() error {
+			return c.ensureNodeGroup(ctx, spec, ng, nodeSubnets(spec, ng, private, storageSubnet), nodeRoleARN)
+		})
 	}
 	if err := parallel(jobs...); err != nil {
 		return err

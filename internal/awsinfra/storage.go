@@ -289,7 +289,9 @@ func (c *Clients) allowLustreFrom(ctx context.Context, sg, source string) error 
 	return nil
 }
 
-func ruleKey(source string, ports [2]int32) string { return fmt.Sprintf("%s:%d-%d", source, ports[0], ports[1]) }
+func ruleKey(source string, ports [2]int32) string {
+	return fmt.Sprintf("%s:%d-%d", source, ports[0], ports[1])
+}
 
 // lustreRules are the inbound TCP rules of sg keyed by source group and port range.
 func (c *Clients) lustreRules(ctx context.Context, sg string) (map[string]bool, error) {

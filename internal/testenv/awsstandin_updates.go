@@ -285,10 +285,10 @@ func (s *AWSStandIn) createClusterSG(r *http.Request, cluster string, subnets []
 		ID string `xml:"groupId"`
 	}
 	err := s.ec2Call(r, url.Values{"Action": {"CreateSecurityGroup"}, "GroupName": {"eks-cluster-sg-" + cluster}, "VpcId": {sn.VPC},
-		"GroupDescription":                      {"EKS created security group applied to ENI that is attached to EKS Control Plane master nodes"},
-		"TagSpecification.1.ResourceType":       {"security-group"},
-		"TagSpecification.1.Tag.1.Key":          {"kubernetes.io/cluster/" + cluster},
-		"TagSpecification.1.Tag.1.Value":        {"owned"},
+		"GroupDescription":                {"EKS created security group applied to ENI that is attached to EKS Control Plane master nodes"},
+		"TagSpecification.1.ResourceType": {"security-group"},
+		"TagSpecification.1.Tag.1.Key":    {"kubernetes.io/cluster/" + cluster},
+		"TagSpecification.1.Tag.1.Value":  {"owned"},
 	}, &sg)
 	if err != nil || sg.ID == "" {
 		return
