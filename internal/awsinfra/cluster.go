@@ -216,6 +216,7 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	jobs := []func() error{
 		func() error { return c.syncNetworkTags(ctx, spec) },
 		func() error { return c.syncRoleTags(ctx, spec) },
+		func() error { return c.syncStorageTags(ctx, spec) },
 		func() error { return c.ensureAccessEntries(ctx, spec, have.AccessEntries) },
 		func() error { return c.ensureAddons(ctx, spec, addonsBeforeNodes) },
 	}

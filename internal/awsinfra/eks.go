@@ -254,20 +254,3 @@ func (c *Clients) syncEKSTags(ctx context.Context, arn string, have, want map[st
 	}
 	return nil
 }
-
-// FindAdminAccessEntry reports whether the caller's principal has an access
-// entry on the cluster, and which principal that is (for import).
-func (c *Clients) FindAdminAccessEntry(ctx context.Context, cluster string) (string, bool, error) {
-	id, err := FindCallerIdentity(ctx, c)
-	if err != nil {
-		return "", false, err
-	}
-	_, err = c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(id.PrincipalARN)})
-	if isNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("finding EKS access entry for %s on cluster %s: %w", id.PrincipalARN, cluster, err)
-	}
-	return id.PrincipalARN, true, nil
-}

@@ -485,3 +485,25 @@ func (c *Clients) deleteStorage(ctx context.Context, owner string) error {
 	}
 	return nil
 }
+
+// syncStorageTags brings the file system's tags to the default tags plus the
+// resource's tags.
+func (c *Clients) syncStorageTags(ctx context.Context, spec ClusterSpec) error {
+	fs, err := c.findStorage(ctx, spec.Name)
+	if err != nil || fs == nil {
+		return err
+	}
+	arn := fs.ResourceARN
+	set, remove := tagDiff(withoutBookkeeping(fsxTagMap(fs.Tags)), c.AllTags(spec.Tags))
+	if len(set) > 0 {
+		if _, err := c.FSx.TagResource(ctx, &fsx.TagResourceInput{ResourceARN: arn, Tags: fsxTags(set)}); err != nil {
+			return fmt.Errorf("tagging FSx file system %s: %w", aws.ToString(fs.FileSystemId), err)
+		}
+	}
+	if len(remove) > 0 {
+		if _, err := c.FSx.UntagResource(ctx, &fsx.UntagResourceInput{ResourceARN: arn, TagKeys: remove}); err != nil {
+			return fmt.Errorf("untagging FSx file system %s: %w", aws.ToString(fs.FileSystemId), err)
+		}
+	}
+	return nil
+}
