@@ -76,7 +76,7 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 				Optional: true, Computed: true, PlanModifiers: keep(),
 				MarkdownDescription: "Kubernetes minor version, e.g. `1.33`. A new cluster without one gets `" + defaultKubernetesVersion + "`; an existing cluster keeps " +
 					"its version when this is unset, whatever a later provider release defaults to. Upgrades happen in place (control plane, then node groups), one minor at a time as EKS requires.",
-				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^1\.\d{2}$`), "must be a Kubernetes minor version such as \"1.33\"")},
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^1\.\d{2}$`), "must be a Kubernetes minor version such as \"1.33\"")},
 			},
 			"admin_access": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString("access_entry"),

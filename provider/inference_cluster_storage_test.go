@@ -146,7 +146,7 @@ func TestAccInferenceClusterModelStorage(t *testing.T) {
 				}),
 			},
 			{
-				Config:      strings.Replace(bigger, `s3_import`, `deployment_type = "PERSISTENT_2"
+				Config: strings.Replace(bigger, `s3_import`, `deployment_type = "PERSISTENT_2"
     per_unit_storage_throughput = 250
     s3_import`, 1),
 				PlanOnly:    true,
