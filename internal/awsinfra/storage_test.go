@@ -177,3 +177,30 @@ func TestSameNameInTwoRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCreateRetriesIAMPropagation: EKS rejects a role IAM has not finished
+// propagating with InvalidParameterException and messages like these (the
+// ones terraform-provider-aws retries); create retries them and succeeds,
+// while another InvalidParameterException ends it at once.
+func TestCreateRetriesIAMPropagation(t *testing.T) {
+	c, standIn := standInClients(t)
+	ctx := context.Background()
+	standIn.RejectWith("CreateCluster", "InvalidParameterException",
+		"Role with arn: arn:aws:iam::123456789012:role/iam-wait-us-west-2-eks, could not be assumed because it does not exist or the trusted entity is not correct", 2)
+	standIn.RejectWith("CreateNodegroup", "InvalidParameterException",
+		"The provided role doesn't have the Amazon EKS Managed Policies associated with it. Please ensure the following policies are attached", 2)
+	if _, err := c.CreateCluster(ctx, testSpec("iam-wait")); err != nil {
+		t.Fatalf("creating while IAM propagates: %v", err)
+	}
+	calls := standIn.Calls()
+	if n := countCalls(calls, "CreateCluster"); n != 3 {
+		t.Fatalf("CreateCluster called %d times, want 2 rejected + 1", n)
+	}
+	if n := countCalls(calls, "CreateNodegroup"); n < 4 {
+		t.Fatalf("CreateNodegroup called %d times, want the 2 rejected retried for both groups", n)
+	}
+	standIn.RejectWith("CreateCluster", "InvalidParameterException", "Subnets specified must be in at least two different AZs", 1)
+	if _, err := c.CreateCluster(ctx, testSpec("iam-other")); err == nil || !strings.Contains(err.Error(), "at least two different AZs") {
+		t.Fatalf("a non-IAM InvalidParameterException: %v, want it to end the create", err)
+	}
+}

@@ -21,6 +21,7 @@ import (
 type standInExt struct {
 	updates    map[string]*standInUpdate
 	failUpdate map[string]standInUpdate
+	rejects    map[string]*standInReject
 	clusterSG  map[string]string
 	timeline   []StandInEvent
 	addons     map[string]map[string]*standInAddon
@@ -50,6 +51,7 @@ func (s *AWSStandIn) ext() *standInExt {
 	e := &s.more
 	if e.updates == nil {
 		e.updates, e.failUpdate, e.clusterSG = map[string]*standInUpdate{}, map[string]standInUpdate{}, map[string]string{}
+		e.rejects = map[string]*standInReject{}
 		e.addons, e.fs, e.dras = map[string]map[string]*standInAddon{}, map[string]*standInFS{}, map[string]*standInDRA{}
 		e.fsPolls, e.draPolls, e.addonPolls = 2, 2, 1
 	}
@@ -160,8 +162,36 @@ func eksMissingOperation(m string, seg []string, req *awsRequest) bool {
 	return true
 }
 
-// serveMissing answers the operations moto lacks that this file family adds.
+type standInReject struct {
+	code, msg string
+	left      int
+}
+
+// RejectWith makes the next n calls of an operation moto would serve (e.g.
+// "CreateCluster", "CreateNodegroup") fail with an AWS error of the given
+// code and message, such as the InvalidParameterException EKS answers while
+// a new IAM role has not propagated.
+func (s *AWSStandIn) RejectWith(op, code, msg string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ext().rejects[op] = &standInReject{code: code, msg: msg, left: n}
+}
+
+// serveMissing answers the operations moto lacks that this file family adds,
+// and the rejections RejectWith injects.
 func (s *AWSStandIn) serveMissing(w http.ResponseWriter, r *http.Request, req awsRequest) bool {
+	s.mu.Lock()
+	rej := s.ext().rejects[req.op]
+	if rej != nil && rej.left > 0 {
+		rej.left--
+	} else {
+		rej = nil
+	}
+	s.mu.Unlock()
+	if rej != nil {
+		writeAWSError(w, req.service, http.StatusBadRequest, rej.code, rej.msg)
+		return true
+	}
 	switch req.op {
 	case "DescribeUpdate":
 		s.serveDescribeUpdate(w, req.principal)
