@@ -507,7 +507,8 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 }
 
 // TestAccInferenceClusterExistingNetwork: given a VPC and subnets, the cluster
-// uses them, reads the zones and CIDR back, imports cleanly, and destroy
+// uses them, reads the zones and CIDR back, imports cleanly, keeps its
+// Kubernetes version when the attribute leaves the configuration, and destroy
 // leaves the network that was not its own. Admin access is EKS's creator
 // bootstrap here, so no access entry is made.
 func TestAccInferenceClusterExistingNetwork(t *testing.T) {
@@ -528,7 +529,8 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 	const name = "acc-existing"
 	res := "llmd_inference_cluster.test"
 	cfg := strings.Replace(clusterConfig(standIn, name, `  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }
-  admin_access   = "bootstrap_creator"`),
+  admin_access   = "bootstrap_creator"
+  kubernetes_version = "1.32"`),
 		`vpc_cidr           = "10.0.0.0/16"
     availability_zones = ["us-west-2a", "us-west-2b"]`,
 		fmt.Sprintf(`vpc_id     = %q
@@ -572,6 +574,12 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 			},
 			{ResourceName: res, ImportState: true, ImportStateId: name, ImportStateVerify: true,
 				ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts", "model_storage.deletion_protection"}},
+			{
+				// kubernetes_version removed from the configuration: the cluster
+				// keeps 1.32, whatever the provider's default for new clusters.
+				Config:   strings.Replace(cfg, `kubernetes_version = "1.32"`, "", 1),
+				PlanOnly: true,
+			},
 		},
 	})
 }

@@ -11,6 +11,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/fsx"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
 // TestAccInferenceClusterModelStorage, through the terraform CLI:
@@ -220,5 +222,68 @@ func TestAccInferenceClusterModelStorage(t *testing.T) {
 				}),
 			},
 		},
+	})
+}
+
+// TestAccInferenceClusterTwoRegions: clusters of one name in two regions
+// (IAM is global) get roles of their own; destroying the us-east-1 one
+// removes its roles and leaves every part of the us-west-2 one. The
+// us-east-1 cluster is a test case of its own, run while the us-west-2 one
+// exists: provider aliases in one configuration share the in-process
+// provider server, which holds one configuration.
+func TestAccInferenceClusterTwoRegions(t *testing.T) {
+	standIn, west := standInSetup(t)
+	const name = "acc-twin"
+	body := "\n  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }"
+	westCfg := clusterConfig(standIn, name, body)
+	eastCfg := strings.NewReplacer(`region      = "`+testenv.Region+`"`, `region      = "us-east-1"`,
+		`["us-west-2a", "us-west-2b"]`, `["us-east-1a", "us-east-1b"]`).Replace(westCfg)
+	roles := func(region string, want bool) error {
+		for _, r := range awsinfra.RoleNames(name, region) {
+			_, err := west.IAM.GetRole(context.Background(), &iam.GetRoleInput{RoleName: awsString(r)})
+			if exists := err == nil; exists != want {
+				return fmt.Errorf("IAM role %s exists=%v (%v), want %v", r, exists, err, want)
+			}
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNothingOwned(t, west, name),
+		Steps: []resource.TestStep{{
+			Config: westCfg,
+			Check: func(*terraform.State) error {
+				resource.Test(t, resource.TestCase{
+					PreCheck:                 func() { testAccPreCheck(t) },
+					ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+					Steps: []resource.TestStep{{
+						Config: eastCfg,
+						ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("llmd_inference_cluster.test", tfjsonpath.New("arn"),
+							knownvalue.StringExact("arn:aws:eks:us-east-1:123456789012:cluster/"+name))},
+						Check: func(*terraform.State) error {
+							if err := roles("us-west-2", true); err != nil {
+								return err
+							}
+							return roles("us-east-1", true)
+						},
+					}},
+				})
+				if err := roles("us-east-1", false); err != nil {
+					return fmt.Errorf("after the us-east-1 destroy: %w", err)
+				}
+				if err := roles("us-west-2", true); err != nil {
+					return fmt.Errorf("after the us-east-1 destroy: %w", err)
+				}
+				parts, err := west.FindOwnedParts(context.Background(), name)
+				if err != nil {
+					return err
+				}
+				if len(parts) != 17 {
+					return fmt.Errorf("the us-west-2 cluster has %d parts after the us-east-1 destroy, want 17: %s", len(parts), partIDs(parts))
+				}
+				return nil
+			},
+		}},
 	})
 }

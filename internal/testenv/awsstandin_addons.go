@@ -36,21 +36,23 @@ func addonVersionsFor(name, k8s string) []string {
 	return StandInAddonVersions[name]
 }
 
-// AddonStatus makes an installed add-on report status (e.g. DEGRADED, after
-// someone edited its objects) until its next UpdateAddon.
+// AddonStatus makes an installed add-on of a cluster in Region report
+// status (e.g. DEGRADED, after someone edited its objects) until its next
+// UpdateAddon.
 func (s *AWSStandIn) AddonStatus(cluster, name, status string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a := s.ext().addons[cluster][name]; a != nil {
+	if a := s.ext().addons[clusterKey(Region, cluster)][name]; a != nil {
 		a.doc["status"], a.left = status, 0
 	}
 }
 
-// Addon is the stand-in's description of an installed add-on (nil when absent).
+// Addon is the stand-in's description of an installed add-on of a cluster
+// in Region (nil when absent).
 func (s *AWSStandIn) Addon(cluster, name string) map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a := s.ext().addons[cluster][name]; a != nil {
+	if a := s.ext().addons[clusterKey(Region, cluster)][name]; a != nil {
 		return a.doc
 	}
 	return nil
@@ -75,10 +77,11 @@ func (s *AWSStandIn) serveAddons(w http.ResponseWriter, r *http.Request, req aws
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.ext()
-	if e.addons[req.cluster] == nil {
-		e.addons[req.cluster] = map[string]*standInAddon{}
+	key := clusterKey(regionOf(r), req.cluster)
+	if e.addons[key] == nil {
+		e.addons[key] = map[string]*standInAddon{}
 	}
-	addons := e.addons[req.cluster]
+	addons := e.addons[key]
 	name := req.nodegroup
 	if req.op == "CreateAddon" {
 		name = in.AddonName
@@ -110,7 +113,7 @@ func (s *AWSStandIn) serveAddons(w http.ResponseWriter, r *http.Request, req aws
 		}
 		addons[name] = &standInAddon{left: e.addonPolls, next: "ACTIVE", doc: map[string]any{"addonName": name, "clusterName": req.cluster, "status": "CREATING",
 			"addonVersion": in.AddonVersion, "health": map[string]any{"issues": []any{}}, "createdAt": now, "modifiedAt": now, "tags": tags,
-			"addonArn": "arn:aws:eks:" + Region + ":123456789012:addon/" + req.cluster + "/" + name + "/stand-in"}}
+			"addonArn": "arn:aws:eks:" + regionOf(r) + ":123456789012:addon/" + req.cluster + "/" + name + "/stand-in"}}
 		s.mark("CreateAddon " + req.cluster + "/" + name)
 		writeJSON(w, map[string]any{"addon": addons[name].doc})
 	case "DescribeAddon":
@@ -198,7 +201,7 @@ func (s *AWSStandIn) serveAddonTags(w http.ResponseWriter, r *http.Request, req 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.ext().addons[parts[0]][parts[1]]
+	a := s.ext().addons[clusterKey(regionOf(r), parts[0])][parts[1]]
 	if a == nil {
 		writeAWSError(w, "eks", http.StatusNotFound, "ResourceNotFoundException", "stand-in: no add-on "+rest)
 		return true

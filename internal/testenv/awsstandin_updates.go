@@ -222,7 +222,7 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 		s.mu.Lock()
 		s.mark("CreateCluster " + in.Name)
 		s.mu.Unlock()
-		return s.withClusterSG(in.Name, body)
+		return s.withClusterSG(clusterKey(regionOf(r), in.Name), body)
 	case "DescribeCluster":
 		var doc struct {
 			Cluster struct {
@@ -234,11 +234,11 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 			s.mark("cluster " + req.cluster + " ACTIVE")
 			s.mu.Unlock()
 		}
-		return s.withClusterSG(req.cluster, body)
+		return s.withClusterSG(clusterKey(regionOf(r), req.cluster), body)
 	case "DeleteCluster":
 		s.deleteClusterSG(r, req.cluster)
 		s.mu.Lock()
-		delete(s.ext().addons, req.cluster)
+		delete(s.ext().addons, clusterKey(regionOf(r), req.cluster))
 		s.mu.Unlock()
 	case "UpdateClusterConfig", "UpdateNodegroupConfig":
 		return s.withUpdateID(req, body)
@@ -270,10 +270,10 @@ func (s *AWSStandIn) withUpdateID(req awsRequest, body []byte) []byte {
 }
 
 // withClusterSG adds the cluster security group and VPC that AWS reports and
-// moto omits.
-func (s *AWSStandIn) withClusterSG(cluster string, body []byte) []byte {
+// moto omits; key is the cluster's clusterKey.
+func (s *AWSStandIn) withClusterSG(key string, body []byte) []byte {
 	s.mu.Lock()
-	sg := s.ext().clusterSG[cluster]
+	sg := s.ext().clusterSG[key]
 	s.mu.Unlock()
 	if sg == "" {
 		return body
@@ -324,15 +324,16 @@ func (s *AWSStandIn) createClusterSG(r *http.Request, cluster string, subnets []
 		return
 	}
 	s.mu.Lock()
-	s.ext().clusterSG[cluster] = sg.ID + "@" + sn.VPC
+	s.ext().clusterSG[clusterKey(regionOf(r), cluster)] = sg.ID + "@" + sn.VPC
 	s.mu.Unlock()
 }
 
 // deleteClusterSG removes the cluster security group, as EKS does with the cluster.
 func (s *AWSStandIn) deleteClusterSG(r *http.Request, cluster string) {
+	key := clusterKey(regionOf(r), cluster)
 	s.mu.Lock()
-	sg := s.ext().clusterSG[cluster]
-	delete(s.ext().clusterSG, cluster)
+	sg := s.ext().clusterSG[key]
+	delete(s.ext().clusterSG, key)
 	s.mu.Unlock()
 	if id, _, _ := strings.Cut(sg, "@"); id != "" {
 		_ = s.ec2Call(r, url.Values{"Action": {"DeleteSecurityGroup"}, "GroupId": {id}}, nil)
@@ -341,13 +342,22 @@ func (s *AWSStandIn) deleteClusterSG(r *http.Request, cluster string) {
 
 var credentialRegion = regexp.MustCompile(`Credential=[^/]+/[^/]+/([^/]+)/`)
 
+// regionOf is the region a request is signed for.
+func regionOf(r *http.Request) string {
+	if m := credentialRegion.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
+		return m[1]
+	}
+	return Region
+}
+
+// clusterKey names a cluster in the stand-in's own tables: EKS names are
+// unique per region only.
+func clusterKey(region, cluster string) string { return region + "/" + cluster }
+
 // ec2Call sends an EC2 query to moto in the region and account of the
 // caller's request and decodes the XML answer into out.
 func (s *AWSStandIn) ec2Call(r *http.Request, form url.Values, out any) error {
-	region := Region
-	if m := credentialRegion.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
-		region = m[1]
-	}
+	region := regionOf(r)
 	form.Set("Version", "2016-11-15")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
