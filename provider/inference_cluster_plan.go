@@ -88,6 +88,9 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		return
 	}
 	plan.ModelStorage = storage
+	// A new file system (or one in another zone) moves colocated GPU nodes into its zone.
+	storageMoves := exists && !storage.IsNull() && storage.Attributes()["file_system_id"].IsUnknown() &&
+		!storage.Attributes()["enabled"].Equal(types.BoolValue(false))
 	versionChanged := exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion)
 	plan.Addons = planAddons(plan.Addons, prior.Addons, versionChanged || replacing)
 	for _, g := range []struct {
@@ -96,6 +99,12 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		prior types.Object
 	}{{"gpu_node_group", &plan.GPUNodeGroup, prior.GPUNodeGroup}, {"system_node_group", &plan.SystemNodeGroup, prior.SystemNodeGroup}} {
 		obj, replaced := planNodeGroup(*g.plan, g.prior, plan.KubernetesVersion, replacing)
+		if storageMoves && replaced == "" && !obj.IsNull() && obj.Attributes()["colocate_with_storage"].Equal(types.BoolValue(true)) {
+			replaced = "the subnets, should the new file system be in another zone (colocate_with_storage),"
+			v := obj.Attributes()
+			v["release_version"] = types.StringUnknown()
+			obj = types.ObjectValueMust(nodeGroupTypes, v)
+		}
 		*g.plan = obj
 		if replaced != "" && !replacing {
 			resp.Diagnostics.AddAttributeWarning(path.Root(g.name), "Node group will be replaced",

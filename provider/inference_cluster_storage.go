@@ -201,6 +201,11 @@ func planStorage(ctx context.Context, plan, prior types.Object, configZone types
 	var have modelStorageModel
 	exists := !prior.IsNull() && !prior.IsUnknown() && !prior.As(ctx, &have, asObject).HasError() && have.FileSystemID.ValueString() != ""
 	if !exists {
+		if want != nil {
+			// To be created (or created again after a delete behind
+			// Terraform's back, which a plan equal to state would not show).
+			plan = unknownStorageComputed(plan, configZone)
+		}
 		return plan, diags
 	}
 	haveSpec := storageSpec(ctx, prior, &diags)
@@ -229,6 +234,17 @@ func planStorage(ctx context.Context, plan, prior types.Object, configZone types
 			fmt.Sprintf("FSx file system %s is deleted and a new one created: %s. The cluster and its node groups stay.", have.FileSystemID.ValueString(), reason))
 	}
 	return plan, diags
+}
+
+func unknownStorageComputed(plan types.Object, configZone types.String) types.Object {
+	v := plan.Attributes()
+	for _, k := range storageComputed {
+		v[k] = types.StringUnknown()
+	}
+	if configZone.IsNull() || configZone.IsUnknown() {
+		v["availability_zone"] = types.StringUnknown()
+	}
+	return types.ObjectValueMust(modelStorageTypes, v)
 }
 
 // withZone is want with the zone it will get: the configured one, else the current one.

@@ -38,7 +38,7 @@ import (
 //   - an access entry for a CI role and a pinned add-on version apply in place;
 //   - drift: an add-on deleted and one degraded behind Terraform's back, and
 //     a GPU node group left behind the control plane, show in the plan and
-//     the apply repairs them.
+//     the apply repairs them; so does a deleted file system.
 func TestAccInferenceClusterModelStorage(t *testing.T) {
 	standIn, c := standInSetup(t)
 	const name = "acc-fsx"
@@ -220,6 +220,33 @@ func TestAccInferenceClusterModelStorage(t *testing.T) {
 					}
 					return nil
 				}),
+			},
+			{
+				// The file system deleted behind Terraform's back (protection is
+				// Terraform's, not AWS's) is planned and created again.
+				PreConfig: func() {
+					if _, err := c.FSx.DeleteFileSystem(ctx, &fsx.DeleteFileSystemInput{FileSystemId: awsString(fsID)}); err != nil {
+						t.Fatalf("deleting the file system: %v", err)
+					}
+				},
+				Config: withAccess,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("model_storage").AtMapKey("file_system_id")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("model_storage").AtMapKey("file_system_id"), knownvalue.StringRegexp(regexp.MustCompile(`^fs-`))),
+				},
+				Check: func(*terraform.State) error {
+					if dras := standIn.Associations(fsID); len(dras) != 0 {
+						return fmt.Errorf("the deleted file system still has associations %v", dras)
+					}
+					out, err := c.FSx.DescribeFileSystems(ctx, &fsx.DescribeFileSystemsInput{})
+					if err != nil || len(out.FileSystems) != 1 || awssdk.ToString(out.FileSystems[0].FileSystemId) == fsID {
+						return fmt.Errorf("file systems after the repair: %v (%v), want one new one", out, err)
+					}
+					return nil
+				},
 			},
 		},
 	})
