@@ -89,6 +89,7 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	}
 	plan.ModelStorage = storage
 	// A new file system (or one in another zone) moves colocated GPU nodes into its zone.
+	storageOn := !storage.IsNull() && !storage.IsUnknown() && storage.Attributes()["enabled"].Equal(types.BoolValue(true))
 	storageMoves := exists && !storage.IsNull() && storage.Attributes()["file_system_id"].IsUnknown() &&
 		!storage.Attributes()["enabled"].Equal(types.BoolValue(false))
 	versionChanged := exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion)
@@ -98,7 +99,7 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		plan  *types.Object
 		prior types.Object
 	}{{"gpu_node_group", &plan.GPUNodeGroup, prior.GPUNodeGroup}, {"system_node_group", &plan.SystemNodeGroup, prior.SystemNodeGroup}} {
-		obj, replaced := planNodeGroup(*g.plan, g.prior, plan.KubernetesVersion, replacing)
+		obj, replaced := planNodeGroup(*g.plan, g.prior, plan.KubernetesVersion, replacing, storageOn)
 		if storageMoves && replaced == "" && !obj.IsNull() && obj.Attributes()["colocate_with_storage"].Equal(types.BoolValue(true)) {
 			replaced = "the subnets, should the new file system be in another zone (colocate_with_storage),"
 			v := obj.Attributes()
@@ -149,8 +150,9 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 // planNodeGroup sets the node group's planned version to the cluster's (so
 // a node group behind the control plane shows a diff that the apply
 // repairs) and keeps its release version unless the node group is replaced
-// or upgraded. replaced names what forces a replacement, "" for none.
-func planNodeGroup(plan, prior types.Object, k8s types.String, replacingCluster bool) (types.Object, string) {
+// or upgraded. replaced names what forces a replacement, "" for none;
+// colocate_with_storage counts only while the cluster has a file system.
+func planNodeGroup(plan, prior types.Object, k8s types.String, replacingCluster, storageOn bool) (types.Object, string) {
 	if plan.IsNull() || plan.IsUnknown() {
 		return plan, ""
 	}
@@ -161,6 +163,10 @@ func planNodeGroup(plan, prior types.Object, k8s types.String, replacingCluster 
 	if !prior.IsNull() && !prior.IsUnknown() && !replacingCluster {
 		old = prior.Attributes()
 		for _, k := range []string{"instance_type", "ami_type", "capacity_type", "disk_size", "colocate_with_storage"} {
+			// Without a file system, colocation places nothing.
+			if k == "colocate_with_storage" && !storageOn {
+				continue
+			}
 			if !v[k].IsUnknown() && !v[k].Equal(old[k]) {
 				replaced = append(replaced, k)
 			}

@@ -226,9 +226,13 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	}{{spec.GPU, have.GPU}, {spec.System, have.System}} {
 		jobs = append(jobs, func() error {
 			subnets := nodeSubnets(spec, pair.want, have.Network.PrivateSubnetIDs, storageSubnet)
+			placed := subnets
+			if spec.Storage == nil {
+				placed = nil
+			}
 			switch {
 			case pair.have == nil:
-			case pair.have.replacedBy(pair.want, subnets):
+			case pair.have.replacedBy(pair.want, placed):
 				c.logf(ctx, "replacing EKS node group: EKS cannot change its instance type, AMI type, capacity type, disk size or subnets in place",
 					map[string]any{"node_group": pair.want.Name})
 				if err := c.deleteNodeGroup(ctx, spec.Name, pair.want.Name); err != nil {

@@ -68,10 +68,11 @@ type NodeGroupSpec struct {
 
 // replacedBy reports whether going to want needs a new node group: EKS
 // cannot change a node group's instance type, AMI type, capacity type, disk
-// size or subnets in place.
+// size or subnets in place. subnets is nil where they do not matter (no file
+// system to be near): a node group is never moved for nothing.
 func (have NodeGroup) replacedBy(want NodeGroupSpec, subnets []string) bool {
 	return have.InstanceType != want.InstanceType || have.AMIType != want.AMIType || have.CapacityType != want.CapacityType ||
-		have.DiskSize != want.DiskSize || (len(have.Subnets) > 0 && !sameStrings(have.Subnets, subnets))
+		have.DiskSize != want.DiskSize || (subnets != nil && len(have.Subnets) > 0 && !sameStrings(have.Subnets, subnets))
 }
 
 func sameStrings(a, b []string) bool {

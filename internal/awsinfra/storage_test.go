@@ -204,3 +204,55 @@ func TestCreateRetriesIAMPropagation(t *testing.T) {
 		t.Fatalf("a non-IAM InvalidParameterException: %v, want it to end the create", err)
 	}
 }
+
+// TestUpdateStorageAndAddonsInPlace: a capacity increase and a new S3 URI
+// change the file system in place (same id, a new association), a disabled
+// add-on is removed, and turning the file system off deletes it and its
+// security group while the cluster and its node groups stay.
+func TestUpdateStorageAndAddonsInPlace(t *testing.T) {
+	c, standIn := standInClients(t)
+	ctx := context.Background()
+	spec := storageSpec("fsx-update")
+	cl, err := c.CreateCluster(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := *cl.Storage
+	spec.Storage.StorageCapacityGiB = 2400
+	spec.Storage.S3ImportURI, spec.Storage.AutoImport = "s3://weights/llama/", false
+	spec.Addons = slices.DeleteFunc(spec.Addons, func(a AddonSpec) bool { return a.Name == "aws-fsx-csi-driver" })
+	cl, err = c.UpdateCluster(ctx, spec)
+	if err != nil {
+		t.Fatalf("updating: %v", err)
+	}
+	after := cl.Storage
+	if after.FileSystemID != before.FileSystemID || after.StorageCapacityGiB != 2400 || after.S3ImportURI != "s3://weights/llama/" || after.AutoImport ||
+		after.AssociationID == before.AssociationID {
+		t.Fatalf("file system went from %+v to %+v", before, *after)
+	}
+	if dras := standIn.Associations(after.FileSystemID); len(dras) != 1 {
+		t.Fatalf("associations after the change: %v", dras)
+	}
+	if countCalls(standIn.Calls(), "UpdateFileSystem") != 1 {
+		t.Fatal("the capacity increase made no UpdateFileSystem call")
+	}
+	if standIn.Addon("fsx-update", "aws-fsx-csi-driver") != nil || len(cl.Addons) != len(KnownAddons)-1 {
+		t.Fatalf("the disabled add-on is still installed: %v", cl.Addons)
+	}
+	spec.Storage = nil
+	if cl, err = c.UpdateCluster(ctx, spec); err != nil {
+		t.Fatalf("turning the file system off: %v", err)
+	}
+	if cl.Storage != nil || cl.ARN == "" {
+		t.Fatalf("after turning it off: storage %+v, cluster %q", cl.Storage, cl.ARN)
+	}
+	// Without a file system to be near, the GPU nodes are not moved.
+	if n := countCalls(standIn.Calls(), "DeleteNodegroup"); n != 0 {
+		t.Fatalf("turning the file system off deleted %d node groups", n)
+	}
+	for _, p := range func() []OwnedPart { parts, _ := c.FindOwnedParts(ctx, "fsx-update"); return parts }() {
+		if p.Kind == "fsx file-system" || p.Kind == "ec2 security-group" {
+			t.Fatalf("%s %s left after turning the file system off", p.Kind, p.ID)
+		}
+	}
+}
