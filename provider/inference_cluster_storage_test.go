@@ -314,3 +314,40 @@ func TestAccInferenceClusterTwoRegions(t *testing.T) {
 		}},
 	})
 }
+
+// TestAccInferenceClusterDefaultsPlan: with model_storage and addons unset,
+// the plan holds the product's defaults: a protected SCRATCH_2 file system
+// of 1200 GiB whose AWS values are known after apply, every add-on enabled
+// with EKS's conflict policy OVERWRITE, the GPU nodes colocated and labelled
+// for the device plugin, Kubernetes 1.33.
+func TestAccInferenceClusterDefaultsPlan(t *testing.T) {
+	standIn, _ := standInSetup(t)
+	res := "llmd_inference_cluster.test"
+	ms := tfjsonpath.New("model_storage")
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			// The comment keeps clusterConfig from adding an unprotected model_storage.
+			Config:             clusterConfig(standIn, "acc-defaults", "  # model_storage: the defaults\n  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }"),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPreRefresh: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(res, plancheck.ResourceActionCreate),
+				plancheck.ExpectKnownValue(res, ms.AtMapKey("enabled"), knownvalue.Bool(true)),
+				plancheck.ExpectKnownValue(res, ms.AtMapKey("deletion_protection"), knownvalue.Bool(true)),
+				plancheck.ExpectKnownValue(res, ms.AtMapKey("deployment_type"), knownvalue.StringExact("SCRATCH_2")),
+				plancheck.ExpectKnownValue(res, ms.AtMapKey("storage_capacity_gib"), knownvalue.Int64Exact(1200)),
+				plancheck.ExpectKnownValue(res, ms.AtMapKey("file_system_type_version"), knownvalue.StringExact("2.15")),
+				plancheck.ExpectUnknownValue(res, ms.AtMapKey("file_system_id")),
+				plancheck.ExpectUnknownValue(res, ms.AtMapKey("mount_name")),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("fsx_csi_driver").AtMapKey("enabled"), knownvalue.Bool(true)),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("vpc_cni").AtMapKey("resolve_conflicts"), knownvalue.StringExact("OVERWRITE")),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("colocate_with_storage"), knownvalue.Bool(true)),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("labels").AtMapKey("nvidia.com/gpu.present"), knownvalue.StringExact("true")),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("version"), knownvalue.StringExact("1.33")),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("kubernetes_version"), knownvalue.StringExact("1.33")),
+			}},
+		}},
+	})
+}
