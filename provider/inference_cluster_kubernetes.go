@@ -35,7 +35,7 @@ func (kubernetesFromState) PlanModifyObject(ctx context.Context, req planmodifie
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if planned.Equal(prior) {
+	if sameGPUNodes(planned, prior) {
 		resp.PlanValue = req.StateValue
 		return
 	}
@@ -50,4 +50,20 @@ func (kubernetesFromState) PlanModifyObject(ctx context.Context, req planmodifie
 	obj, diags := types.ObjectValue(kubernetesTypes, next)
 	resp.Diagnostics.Append(diags...)
 	resp.PlanValue = obj
+}
+
+// sameGPUNodes compares what the kubernetes object reports of the GPU node
+// group; other attributes (sizes, versions known only after apply) do not
+// change where GPU pods go.
+func sameGPUNodes(planned, prior types.Object) bool {
+	if planned.IsNull() || prior.IsNull() || planned.IsUnknown() {
+		return planned.IsNull() && prior.IsNull()
+	}
+	p, s := planned.Attributes(), prior.Attributes()
+	for _, k := range []string{"instance_type", "labels", "taints"} {
+		if p[k] == nil || p[k].IsUnknown() || !p[k].Equal(s[k]) {
+			return false
+		}
+	}
+	return true
 }

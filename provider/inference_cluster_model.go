@@ -26,6 +26,9 @@ type inferenceClusterModel struct {
 	EndpointAccess         types.Object   `tfsdk:"endpoint_access"`
 	GPUNodeGroup           types.Object   `tfsdk:"gpu_node_group"`
 	SystemNodeGroup        types.Object   `tfsdk:"system_node_group"`
+	ModelStorage           types.Object   `tfsdk:"model_storage"`
+	Addons                 types.Object   `tfsdk:"addons"`
+	AccessEntries          types.Map      `tfsdk:"access_entries"`
 	ARN                    types.String   `tfsdk:"arn"`
 	Endpoint               types.String   `tfsdk:"endpoint"`
 	ClusterCACertificate   types.String   `tfsdk:"cluster_ca_certificate"`
@@ -62,6 +65,9 @@ type nodeGroupModel struct {
 	MaxSize      types.Int64  `tfsdk:"max_size"`
 	Labels       types.Map    `tfsdk:"labels"`
 	Taints       types.Set    `tfsdk:"taints"`
+	Colocate     types.Bool   `tfsdk:"colocate_with_storage"`
+	Version      types.String `tfsdk:"version"`
+	Release      types.String `tfsdk:"release_version"`
 }
 
 type taintModel struct {
@@ -90,7 +96,8 @@ var (
 	taintTypes          = map[string]attr.Type{"key": types.StringType, "value": types.StringType, "effect": types.StringType}
 	nodeGroupTypes      = map[string]attr.Type{"name": types.StringType, "instance_type": types.StringType, "ami_type": types.StringType,
 		"capacity_type": types.StringType, "disk_size": types.Int64Type, "desired_size": types.Int64Type, "min_size": types.Int64Type,
-		"max_size": types.Int64Type, "labels": types.MapType{ElemType: types.StringType}, "taints": types.SetType{ElemType: types.ObjectType{AttrTypes: taintTypes}}}
+		"max_size": types.Int64Type, "labels": types.MapType{ElemType: types.StringType}, "taints": types.SetType{ElemType: types.ObjectType{AttrTypes: taintTypes}},
+		"colocate_with_storage": types.BoolType, "version": types.StringType, "release_version": types.StringType}
 	kubernetesTypes = map[string]attr.Type{"name": types.StringType, "endpoint": types.StringType, "cluster_ca_certificate": types.StringType,
 		"region": types.StringType, "gpu_instance_type": types.StringType, "gpu_node_labels": types.MapType{ElemType: types.StringType},
 		"gpu_node_taints": types.ListType{ElemType: types.StringType}}
@@ -120,6 +127,9 @@ func (m inferenceClusterModel) spec(ctx context.Context) (awsinfra.ClusterSpec, 
 	s.Endpoint = awsinfra.EndpointAccess{Public: ea.Public.ValueBool(), Private: ea.Private.ValueBool(), PublicCIDRs: stringsOf(ctx, ea.PublicCIDRs, &diags)}
 	s.GPU = nodeGroupSpec(ctx, m.GPUNodeGroup, &diags)
 	s.System = nodeGroupSpec(ctx, m.SystemNodeGroup, &diags)
+	s.Storage = storageSpec(ctx, m.ModelStorage, &diags)
+	s.Addons = addonSpecs(ctx, m.Addons, &diags)
+	s.AccessEntries = accessEntrySpecs(ctx, m.AccessEntries, &diags)
 	return s, diags
 }
 
@@ -128,7 +138,7 @@ func nodeGroupSpec(ctx context.Context, obj types.Object, diags *diag.Diagnostic
 	diags.Append(obj.As(ctx, &ng, asObject)...)
 	out := awsinfra.NodeGroupSpec{Name: ng.Name.ValueString(), InstanceType: ng.InstanceType.ValueString(), AMIType: ng.AMIType.ValueString(),
 		CapacityType: ng.CapacityType.ValueString(), DiskSize: int32(ng.DiskSize.ValueInt64()), DesiredSize: int32(ng.DesiredSize.ValueInt64()),
-		MinSize: int32(ng.MinSize.ValueInt64()), MaxSize: int32(ng.MaxSize.ValueInt64()), Labels: map[string]string{}}
+		MinSize: int32(ng.MinSize.ValueInt64()), MaxSize: int32(ng.MaxSize.ValueInt64()), Labels: map[string]string{}, ColocateWithStorage: ng.Colocate.ValueBool()}
 	diags.Append(ng.Labels.ElementsAs(ctx, &out.Labels, false)...)
 	var taints []taintModel
 	diags.Append(ng.Taints.ElementsAs(ctx, &taints, false)...)
@@ -167,7 +177,7 @@ func mapOf(m map[string]string) types.Map {
 // refresh sets every attribute AWS reports from the cluster as read back.
 // Inputs AWS does not report (admin_access where the API omits the access
 // configuration) keep their value.
-func (m *inferenceClusterModel) refresh(c *awsinfra.Clients, cl *awsinfra.Cluster) {
+func (m *inferenceClusterModel) refresh(ctx context.Context, c *awsinfra.Clients, cl *awsinfra.Cluster) {
 	m.ID, m.Name = types.StringValue(cl.Name), types.StringValue(cl.Name)
 	m.KubernetesVersion = types.StringValue(cl.KubernetesVersion)
 	if cl.BootstrapCreatorAdmin != nil && m.AdminAccess.IsNull() {
@@ -199,8 +209,11 @@ func (m *inferenceClusterModel) refresh(c *awsinfra.Clients, cl *awsinfra.Cluste
 	}
 	m.EndpointAccess = types.ObjectValueMust(endpointAccessTypes, map[string]attr.Value{"public": types.BoolValue(cl.Access.Public),
 		"private": types.BoolValue(cl.Access.Private), "public_cidrs": setOf(cidrs)})
-	m.GPUNodeGroup = nodeGroupObject(cl.GPU)
-	m.SystemNodeGroup = nodeGroupObject(cl.System)
+	m.GPUNodeGroup = nodeGroupObject(cl.GPU, m.GPUNodeGroup, gpuDefaults.colocate)
+	m.SystemNodeGroup = nodeGroupObject(cl.System, m.SystemNodeGroup, systemDefaults.colocate)
+	m.ModelStorage = storageObject(ctx, cl.Storage, m.ModelStorage)
+	m.Addons = addonsObject(cl.Addons, m.Addons)
+	m.AccessEntries = accessEntriesMap(cl.AccessEntries, m.AccessEntries)
 	m.ARN = types.StringValue(cl.ARN)
 	m.Endpoint = types.StringValue(cl.Endpoint)
 	m.ClusterCACertificate = types.StringValue(cl.CertificateAuthority)
@@ -215,8 +228,9 @@ func (m *inferenceClusterModel) refresh(c *awsinfra.Clients, cl *awsinfra.Cluste
 }
 
 // nodeGroupObject is the state of a node group; null when it no longer
-// exists, so the plan proposes to create it again.
-func nodeGroupObject(ng *awsinfra.NodeGroup) types.Object {
+// exists, so the plan proposes to create it again. colocate_with_storage is
+// the prior's (AWS knows the subnets, not the intent), else the default.
+func nodeGroupObject(ng *awsinfra.NodeGroup, prior types.Object, colocate bool) types.Object {
 	if ng == nil {
 		return types.ObjectNull(nodeGroupTypes)
 	}
@@ -228,6 +242,12 @@ func nodeGroupObject(ng *awsinfra.NodeGroup) types.Object {
 		}
 		taints = append(taints, types.ObjectValueMust(taintTypes, map[string]attr.Value{"key": types.StringValue(t.Key), "value": value, "effect": types.StringValue(t.Effect)}))
 	}
+	colocated := types.BoolValue(colocate)
+	if !prior.IsNull() && !prior.IsUnknown() {
+		if b, ok := prior.Attributes()["colocate_with_storage"].(types.Bool); ok && !b.IsNull() && !b.IsUnknown() {
+			colocated = b
+		}
+	}
 	labels := ng.Labels
 	if labels == nil {
 		labels = map[string]string{}
@@ -236,7 +256,8 @@ func nodeGroupObject(ng *awsinfra.NodeGroup) types.Object {
 		"name": types.StringValue(ng.Name), "instance_type": types.StringValue(ng.InstanceType), "ami_type": types.StringValue(ng.AMIType),
 		"capacity_type": types.StringValue(ng.CapacityType), "disk_size": types.Int64Value(int64(ng.DiskSize)),
 		"desired_size": types.Int64Value(int64(ng.DesiredSize)), "min_size": types.Int64Value(int64(ng.MinSize)), "max_size": types.Int64Value(int64(ng.MaxSize)),
-		"labels": mapOf(labels), "taints": types.SetValueMust(types.ObjectType{AttrTypes: taintTypes}, taints)})
+		"labels": mapOf(labels), "taints": types.SetValueMust(types.ObjectType{AttrTypes: taintTypes}, taints),
+		"colocate_with_storage": colocated, "version": types.StringValue(ng.Version), "release_version": types.StringValue(ng.ReleaseVersion)})
 }
 
 // kubernetesObject is what llmd_model_fleet and llmd_prefix_router take as

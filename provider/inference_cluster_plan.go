@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -46,12 +47,24 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 	}
 }
 
-// ModifyPlan checks node group sizes (with defaults applied) and the version
-// step, computes tags_all (so default_tags changes show in the plan), and runs
-// the preflight checks when a cluster is to be created or its GPU node group
-// or version changes.
+// ModifyPlan enforces the file system's deletion protection (on destroy
+// too), checks node group sizes (with defaults applied), the version step and
+// model_storage per deployment type, fills in what a plan can know (the
+// default Kubernetes version of a new cluster, node group versions, AWS's
+// values of parts that stay), computes tags_all (so default_tags changes show
+// in the plan), and runs the preflight checks when a cluster is to be
+// created or its GPU node group or version changes.
 func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	var prior inferenceClusterModel
+	exists := !req.State.Raw.IsNull()
+	if exists {
+		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	}
 	if req.Plan.Raw.IsNull() {
+		if exists {
+			_, diags := planStorage(ctx, types.ObjectNull(modelStorageTypes), prior.ModelStorage, types.StringNull(), true, false)
+			resp.Diagnostics.Append(diags...)
+		}
 		return
 	}
 	var plan inferenceClusterModel
@@ -59,12 +72,48 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if plan.KubernetesVersion.IsUnknown() && !exists {
+		plan.KubernetesVersion = types.StringValue(defaultKubernetesVersion)
+	}
 	resp.Diagnostics.Append(checkSizes(ctx, plan)...)
-	if !req.State.Raw.IsNull() {
-		var prior inferenceClusterModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if exists {
 		resp.Diagnostics.Append(checkVersionStep(prior.KubernetesVersion, plan.KubernetesVersion)...)
 	}
+	var configZone types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("model_storage").AtName("availability_zone"), &configZone)...)
+	replacing := exists && len(resp.RequiresReplace) > 0
+	storage, diags := planStorage(ctx, plan.ModelStorage, prior.ModelStorage, configZone, false, replacing)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.ModelStorage = storage
+	// A new file system (or one in another zone) moves colocated GPU nodes into its zone.
+	storageOn := !storage.IsNull() && !storage.IsUnknown() && storage.Attributes()["enabled"].Equal(types.BoolValue(true))
+	storageMoves := exists && !storage.IsNull() && storage.Attributes()["file_system_id"].IsUnknown() &&
+		!storage.Attributes()["enabled"].Equal(types.BoolValue(false))
+	versionChanged := exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion)
+	plan.Addons = planAddons(plan.Addons, prior.Addons, versionChanged || replacing)
+	for _, g := range []struct {
+		name  string
+		plan  *types.Object
+		prior types.Object
+	}{{"gpu_node_group", &plan.GPUNodeGroup, prior.GPUNodeGroup}, {"system_node_group", &plan.SystemNodeGroup, prior.SystemNodeGroup}} {
+		obj, replaced := planNodeGroup(*g.plan, g.prior, plan.KubernetesVersion, replacing, storageOn)
+		if storageMoves && replaced == "" && !obj.IsNull() && obj.Attributes()["colocate_with_storage"].Equal(types.BoolValue(true)) {
+			replaced = "the subnets, should the new file system be in another zone (colocate_with_storage),"
+			v := obj.Attributes()
+			v["release_version"] = types.StringUnknown()
+			obj = types.ObjectValueMust(nodeGroupTypes, v)
+		}
+		*g.plan = obj
+		if replaced != "" && !replacing {
+			resp.Diagnostics.AddAttributeWarning(path.Root(g.name), "Node group will be replaced",
+				fmt.Sprintf("EKS cannot change %s of a node group in place: the apply deletes the node group's nodes and creates the node group again under its name. "+
+					"The cluster, the network and the file system stay.", replaced))
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() || r.data == nil {
 		return
 	}
@@ -96,6 +145,38 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	for _, s := range res.Skipped {
 		resp.Diagnostics.AddWarning("Preflight check skipped", s)
 	}
+}
+
+// planNodeGroup sets the node group's planned version to the cluster's (so
+// a node group behind the control plane shows a diff that the apply
+// repairs) and keeps its release version unless the node group is replaced
+// or upgraded. replaced names what forces a replacement, "" for none;
+// colocate_with_storage counts only while the cluster has a file system.
+func planNodeGroup(plan, prior types.Object, k8s types.String, replacingCluster, storageOn bool) (types.Object, string) {
+	if plan.IsNull() || plan.IsUnknown() {
+		return plan, ""
+	}
+	v := plan.Attributes()
+	v["version"] = k8s
+	var replaced []string
+	var old map[string]attr.Value
+	if !prior.IsNull() && !prior.IsUnknown() && !replacingCluster {
+		old = prior.Attributes()
+		for _, k := range []string{"instance_type", "ami_type", "capacity_type", "disk_size", "colocate_with_storage"} {
+			// Without a file system, colocation places nothing.
+			if k == "colocate_with_storage" && !storageOn {
+				continue
+			}
+			if !v[k].IsUnknown() && !v[k].Equal(old[k]) {
+				replaced = append(replaced, k)
+			}
+		}
+	}
+	v["release_version"] = types.StringUnknown()
+	if old != nil && len(replaced) == 0 && v["version"].Equal(old["version"]) {
+		v["release_version"] = old["release_version"]
+	}
+	return types.ObjectValueMust(nodeGroupTypes, v), strings.Join(replaced, ", ")
 }
 
 // needsPreflight: only when every input is known, and only for a create or a

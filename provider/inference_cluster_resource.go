@@ -99,7 +99,7 @@ func (r *inferenceClusterResource) setState(ctx context.Context, c *awsinfra.Cli
 		return
 	}
 	state := plan
-	state.refresh(c, cl)
+	state.refresh(ctx, c, cl)
 	if spec.BootstrapCreatorAdmin {
 		state.AdminPrincipalARN = types.StringValue("")
 	} else if state.AdminPrincipalARN.IsUnknown() || state.AdminPrincipalARN.IsNull() {
@@ -133,22 +133,19 @@ func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRe
 		return
 	}
 	importing := state.AdminAccess.IsNull()
-	state.refresh(c, cl)
+	state.refresh(ctx, c, cl)
 	if importing {
-		// AWS reports the creator bootstrap (refresh took it); where the API
-		// does not, an access entry for the caller means access_entry.
-		principal, found, err := c.FindAdminAccessEntry(ctx, name)
+		// The admin entry is found by its tag, not by who imports: importing
+		// as another identity (a CI role) must not plan a replacement.
+		principal, err := c.FindAdminPrincipal(ctx, name)
 		if err != nil {
 			resp.Diagnostics.AddError("Reading inference cluster "+name, err.Error())
 			return
 		}
 		if state.AdminAccess.IsNull() {
-			state.AdminAccess = types.StringValue(map[bool]string{true: "access_entry", false: "bootstrap_creator"}[found])
+			state.AdminAccess = types.StringValue(map[bool]string{true: "access_entry", false: "bootstrap_creator"}[principal != ""])
 		}
-		state.AdminPrincipalARN = types.StringValue("")
-		if state.AdminAccess.ValueString() == "access_entry" {
-			state.AdminPrincipalARN = types.StringValue(principal)
-		}
+		state.AdminPrincipalARN = types.StringValue(principal)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }

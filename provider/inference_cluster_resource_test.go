@@ -52,7 +52,12 @@ func standInOn(t *testing.T, moto *testenv.Moto) (*testenv.AWSStandIn, *awsinfra
 	return standIn, motoClients(t, &testenv.Moto{URL: standIn.URL})
 }
 
+// clusterConfig is a cluster of two zones; its file system is unprotected
+// (so the test's destroy may delete it) unless body sets model_storage.
 func clusterConfig(standIn *testenv.AWSStandIn, name, body string) string {
+	if !strings.Contains(body, "model_storage") {
+		body += "\n  model_storage = { deletion_protection = false }\n"
+	}
 	return providerConfig(&testenv.Moto{URL: standIn.URL}, "") + fmt.Sprintf(`
 resource "llmd_inference_cluster" "test" {
   name = %q
@@ -134,7 +139,7 @@ func TestAccInferenceClusterLifecycle(t *testing.T) {
 						}
 					}
 					want := map[string]int{"ec2 vpc": 1, "ec2 subnet": 4, "ec2 internet-gateway": 1, "ec2 route-table": 2, "ec2 elastic-ip": 1,
-						"ec2 nat-gateway": 1, "iam role": 2, "eks cluster": 1, "eks nodegroup": 2}
+						"ec2 nat-gateway": 1, "ec2 security-group": 1, "fsx file-system": 1, "iam role": 2, "eks cluster": 1, "eks nodegroup": 2}
 					if fmt.Sprint(kinds) != fmt.Sprint(want) {
 						return fmt.Errorf("owned parts %v, want %v", kinds, want)
 					}
@@ -147,7 +152,8 @@ func TestAccInferenceClusterLifecycle(t *testing.T) {
 			{
 				ResourceName: res, ImportState: true, ImportStateId: name, ImportStateVerify: true,
 				ImportStateVerifyIdentifierAttribute: "name",
-				ImportStateVerifyIgnore:              []string{"timeouts"},
+				// deletion_protection lives in Terraform only; an import protects the file system.
+				ImportStateVerifyIgnore: []string{"timeouts", "model_storage.deletion_protection"},
 			},
 			{
 				Config:           scaled,
@@ -200,6 +206,15 @@ func expectNodeGroupSize(c *awsinfra.Clients, cluster, ng string, want int32) re
 	}
 }
 
+// faultBody is the configuration of the fault-injection tests: the
+// defaults plus an S3 import, so every create step is among them.
+const faultBody = `
+  model_storage = {
+    deletion_protection = false
+    s3_import           = { uri = "s3://llmd-weights/qwen/" }
+  }
+`
+
 // createSteps are the mutating operations of a clean create, in the order the
 // stand-in first saw them: the steps a create can fail at.
 func createSteps(t *testing.T, moto *testenv.Moto) []string {
@@ -211,11 +226,11 @@ func createSteps(t *testing.T, moto *testenv.Moto) []string {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy:             checkNothingOwned(t, c, name),
 		Steps: []resource.TestStep{{
-			Config: clusterConfig(standIn, name, ""),
+			Config: clusterConfig(standIn, name, faultBody),
 			Check: func(*terraform.State) error {
 				seen := map[string]bool{}
 				for _, op := range standIn.Calls() {
-					if seen[op] || !regexp.MustCompile(`^(Create|Attach|Associate|Allocate|Modify)`).MatchString(op) {
+					if seen[op] || !regexp.MustCompile(`^(Create|Attach|Associate|Allocate|Modify|Authorize)`).MatchString(op) {
 						continue
 					}
 					seen[op] = true
@@ -255,7 +270,7 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 				Steps: []resource.TestStep{
 					{
 						PreConfig:   func() { standIn.Fail(op) },
-						Config:      clusterConfig(standIn, name, ""),
+						Config:      clusterConfig(standIn, name, faultBody),
 						ExpectError: regexp.MustCompile(`InjectedFault`),
 					},
 					{
@@ -266,7 +281,7 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 								firstCreated = cl.Cluster.CreatedAt.String()
 							}
 						},
-						Config: clusterConfig(standIn, name, ""),
+						Config: clusterConfig(standIn, name, faultBody),
 						Check: func(*terraform.State) error {
 							for _, call := range standIn.Calls() {
 								if regexp.MustCompile(`^(Delete|Release|Detach|Disassociate)`).MatchString(call) {
@@ -284,9 +299,10 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 							if err != nil {
 								return err
 							}
-							// vpc, 4 subnets, igw, 2 route tables, eip, nat, 2 roles, cluster, 2 node groups
-							if len(parts) != 15 {
-								return fmt.Errorf("%d owned parts after resuming, want 15 (no duplicates): %s", len(parts), partIDs(parts))
+							// vpc, 4 subnets, igw, 2 route tables, eip, nat, the file system's security group,
+							// the file system, 2 roles, cluster, 2 node groups
+							if len(parts) != 17 {
+								return fmt.Errorf("%d owned parts after resuming, want 17 (no duplicates): %s", len(parts), partIDs(parts))
 							}
 							return nil
 						},
@@ -434,6 +450,14 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 				},
 			},
 			{
+				// Imported as another identity (the account's default one, not the
+				// deployer role): the admin entry is found by its tag, so the state
+				// matches and nothing is replaced.
+				Config:       clusterConfig(standIn, name, "\n  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }"),
+				ResourceName: res, ImportState: true, ImportStateId: name, ImportStateVerify: true,
+				ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts", "model_storage.deletion_protection"},
+			},
+			{
 				Config:           after,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)}},
 				ConfigStateChecks: []statecheck.StateCheck{
@@ -470,19 +494,21 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 				ExpectError: regexp.MustCompile(`(?s)EKS upgrades in place one minor version at a time and never downgrades:\s+from\s+1.34 the next version is 1.35`),
 			},
 			{
-				// What AWS cannot change in place is a replacement, and the plan says so.
+				// What EKS cannot change on a node group replaces that node group
+				// alone: the cluster resource updates in place.
 				Config:             strings.Replace(after, `max_size     = 2`, "max_size     = 2\n    disk_size    = 300", 1),
 				PlanOnly:           true,
 				ExpectNonEmptyPlan: true,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPreRefresh: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(res, plancheck.ResourceActionReplace)}},
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)}},
 			},
 		},
 	})
 }
 
 // TestAccInferenceClusterExistingNetwork: given a VPC and subnets, the cluster
-// uses them, reads the zones and CIDR back, imports cleanly, and destroy
+// uses them, reads the zones and CIDR back, imports cleanly, keeps its
+// Kubernetes version when the attribute leaves the configuration, and destroy
 // leaves the network that was not its own. Admin access is EKS's creator
 // bootstrap here, so no access entry is made.
 func TestAccInferenceClusterExistingNetwork(t *testing.T) {
@@ -503,7 +529,8 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 	const name = "acc-existing"
 	res := "llmd_inference_cluster.test"
 	cfg := strings.Replace(clusterConfig(standIn, name, `  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }
-  admin_access   = "bootstrap_creator"`),
+  admin_access   = "bootstrap_creator"
+  kubernetes_version = "1.32"`),
 		`vpc_cidr           = "10.0.0.0/16"
     availability_zones = ["us-west-2a", "us-west-2b"]`,
 		fmt.Sprintf(`vpc_id     = %q
@@ -537,7 +564,8 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 						return err
 					}
 					for _, p := range parts {
-						if strings.HasPrefix(p.Kind, "ec2 ") {
+						// The file system's security group is the cluster's own, in the given VPC.
+						if strings.HasPrefix(p.Kind, "ec2 ") && p.Tags["llmd.dev/part"] != "model-storage" {
 							return fmt.Errorf("created %s %s in a network it was given", p.Kind, p.ID)
 						}
 					}
@@ -545,7 +573,13 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 				},
 			},
 			{ResourceName: res, ImportState: true, ImportStateId: name, ImportStateVerify: true,
-				ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts"}},
+				ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts", "model_storage.deletion_protection"}},
+			{
+				// kubernetes_version removed from the configuration: the cluster
+				// keeps 1.32, whatever the provider's default for new clusters.
+				Config:   strings.Replace(cfg, `kubernetes_version = "1.32"`, "", 1),
+				PlanOnly: true,
+			},
 		},
 	})
 }
@@ -563,6 +597,16 @@ func TestAccInferenceClusterConfigErrors(t *testing.T) {
 		"reserved tag": {old: `env = "acc"`, new: `"llmd.dev/owner" = "x"`, want: regexp.MustCompile(`(?s)tag keys under llmd.dev/ are the provider's bookkeeping`)},
 		"taint effect": {body: `  gpu_node_group = { taints = [{ key = "k", effect = "NoSchedule" }] }`, want: regexp.MustCompile(`(?s)effect.*NO_SCHEDULE`)},
 		"version":      {body: `  kubernetes_version = "v1.33"`, want: regexp.MustCompile(`(?s)kubernetes_version.*"1.33"`)},
+		"scratch throughput": {body: `  model_storage = { per_unit_storage_throughput = 250 }`,
+			want: regexp.MustCompile(`(?s)model_storage.per_unit_storage_throughput: SCRATCH_2 has a fixed throughput`)},
+		"persistent without throughput": {body: `  model_storage = { deployment_type = "PERSISTENT_2" }`,
+			want: regexp.MustCompile(`(?s)PERSISTENT_2 needs one of 125,\s+250,\s+500,\s+1000`)},
+		"capacity": {body: `  model_storage = { storage_capacity_gib = 3600 }`,
+			want: regexp.MustCompile(`(?s)model_storage.storage_capacity_gib: SCRATCH_2 takes 1200, 2400 or a multiple\s+of\s+2400\s+GiB, got 3600`)},
+		"lustre version": {body: `  model_storage = { file_system_type_version = "2.10" }`,
+			want: regexp.MustCompile(`(?s)file_system_type_version: "2.10" is not supported`)},
+		"s3 uri": {body: `  model_storage = { s3_import = { uri = "my-bucket/models" } }`,
+			want: regexp.MustCompile(`(?s)s3_import.uri: "my-bucket/models" is not an S3 URI`)},
 		"subnets without vpc": {old: `vpc_cidr           = "10.0.0.0/16"`, new: `subnet_ids = ["subnet-1", "subnet-2"]`,
 			want: regexp.MustCompile(`(?s)networking\.vpc_id is required with networking\.subnet_ids`)},
 		"vpc without subnets": {old: `vpc_cidr           = "10.0.0.0/16"`, new: `vpc_id = "vpc-1"`,

@@ -2,7 +2,10 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"regexp"
+	"sort"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -13,7 +16,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
@@ -29,15 +31,23 @@ import (
 // nodeGroupDefaults are the product's node groups: eight single-A10G nodes for
 // vLLM replicas and one general-purpose node for the router and add-ons.
 var (
-	gpuDefaults = nodeGroupDefaults{name: "gpu", instanceType: "g5.xlarge", amiType: "AL2023_x86_64_NVIDIA", disk: 200, size: 8,
-		labels: map[string]string{"llmd.dev/pool": "gpu"}, taints: []taintModel{{Key: types.StringValue("nvidia.com/gpu"), Value: types.StringValue("true"), Effect: types.StringValue("NO_SCHEDULE")}}}
+	// nvidia.com/gpu.present is the label the NVIDIA device plugin's chart
+	// schedules on (its affinity otherwise needs Node Feature Discovery).
+	gpuDefaults = nodeGroupDefaults{name: "gpu", instanceType: "g5.xlarge", amiType: "AL2023_x86_64_NVIDIA", disk: 200, size: 8, colocate: true,
+		labels: map[string]string{"llmd.dev/pool": "gpu", "nvidia.com/gpu.present": "true"}, taints: []taintModel{{Key: types.StringValue("nvidia.com/gpu"), Value: types.StringValue("true"), Effect: types.StringValue("NO_SCHEDULE")}}}
 	systemDefaults = nodeGroupDefaults{name: "system", instanceType: "m6i.4xlarge", amiType: "AL2023_x86_64_STANDARD", disk: 100, size: 1,
 		labels: map[string]string{"llmd.dev/pool": "system"}}
 )
 
+// defaultKubernetesVersion is the version a new cluster gets when none is
+// configured. An existing cluster keeps its version from state, so a
+// provider release that moves this default never plans an upgrade.
+const defaultKubernetesVersion = "1.33"
+
 type nodeGroupDefaults struct {
 	name, instanceType, amiType string
 	disk, size                  int64
+	colocate                    bool
 	labels                      map[string]string
 	taints                      []taintModel
 }
@@ -48,9 +58,10 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 	keep := func() []planmodifier.String { return []planmodifier.String{stringplanmodifier.UseStateForUnknown()} }
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An EKS cluster ready for LLM inference: its own VPC (or an existing one), IAM roles, the control plane " +
-			"with API authentication and an admin access entry, a GPU node group and a system node group. Every part carries the tag " +
-			"`llmd.dev/owner = <name>`; a create that failed half way is resumed by the next apply, which adopts what exists. " +
-			"Scaling, Kubernetes version, labels, taints, endpoint access and tags change in place; other changes replace the cluster. " +
+			"with API authentication and an admin access entry, a GPU node group and a system node group, an FSx for Lustre file system for the " +
+			"model weights and the EKS managed add-ons. Every part carries the tags `llmd.dev/owner = <name>` and `llmd.dev/region`; a create that failed " +
+			"half way is resumed by the next apply, which adopts what exists. Most changes apply in place; a node group change EKS cannot make in place " +
+			"replaces that node group only; only `name`, `admin_access` and `networking` replace the whole cluster (see the table below). " +
 			"Waits poll AWS every 10s; the environment variable `LLMD_AWS_POLL_INTERVAL` (a Go duration) changes that and exists for tests against emulators.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "The cluster name."},
@@ -62,9 +73,10 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"kubernetes_version": schema.StringAttribute{
-				Optional: true, Computed: true, Default: stringdefault.StaticString("1.33"),
-				MarkdownDescription: "Kubernetes minor version, e.g. `1.33`. Upgrades happen in place (control plane, then node groups), one minor at a time as EKS requires.",
-				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^1\.\d{2}$`), "must be a Kubernetes minor version such as \"1.33\"")},
+				Optional: true, Computed: true, PlanModifiers: keep(),
+				MarkdownDescription: "Kubernetes minor version, e.g. `1.33`. A new cluster without one gets `" + defaultKubernetesVersion + "`; an existing cluster keeps " +
+					"its version when this is unset, whatever a later provider release defaults to. Upgrades happen in place (control plane, then node groups), one minor at a time as EKS requires.",
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^1\.\d{2}$`), "must be a Kubernetes minor version such as \"1.33\"")},
 			},
 			"admin_access": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString("access_entry"),
@@ -79,6 +91,9 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 			"networking":                networkingAttribute(),
 			"endpoint_access":           endpointAccessAttribute(),
 			"gpu_node_group":            nodeGroupAttribute("The GPU node group vLLM replicas run on.", gpuDefaults),
+			"model_storage":             modelStorageAttribute(),
+			"addons":                    addonsAttribute(),
+			"access_entries":            accessEntriesAttribute(),
 			"system_node_group":         nodeGroupAttribute("The node group for the router and cluster add-ons.", systemDefaults),
 			"arn":                       schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "ARN of the EKS cluster."},
 			"endpoint":                  schema.StringAttribute{Computed: true, PlanModifiers: keep(), MarkdownDescription: "URL of the Kubernetes API server."},
@@ -156,7 +171,6 @@ func endpointAccessAttribute() schema.SingleNestedAttribute {
 }
 
 func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAttribute {
-	replaceStr := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	labels := map[string]attr.Value{}
 	for k, v := range d.labels {
 		labels[k] = types.StringValue(v)
@@ -173,19 +187,21 @@ func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAtt
 		Default: objectdefault.StaticValue(types.ObjectValueMust(nodeGroupTypes, map[string]attr.Value{
 			"name": types.StringValue(d.name), "instance_type": types.StringValue(d.instanceType), "ami_type": types.StringValue(d.amiType),
 			"capacity_type": types.StringValue("ON_DEMAND"), "disk_size": types.Int64Value(d.disk),
-			"desired_size": size, "min_size": size, "max_size": size, "labels": labelsValue, "taints": taintsValue})),
-		MarkdownDescription: desc + " Scaling, labels and taints change in place; instance type, AMI type, capacity type and disk size replace the cluster.",
+			"desired_size": size, "min_size": size, "max_size": size, "labels": labelsValue, "taints": taintsValue,
+			"colocate_with_storage": types.BoolValue(d.colocate), "version": types.StringNull(), "release_version": types.StringNull()})),
+		MarkdownDescription: desc + " Scaling, labels, taints and the Kubernetes version change in place; instance type, AMI type, capacity type, disk size " +
+			"and `colocate_with_storage` replace this node group alone (its nodes are deleted, then created again under the same name), never the cluster, " +
+			"the network or the file system.",
 		Attributes: map[string]schema.Attribute{
 			"name": schema.StringAttribute{Computed: true, Default: stringdefault.StaticString(d.name), MarkdownDescription: "Node group name (`" + d.name + "`)."},
-			"instance_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.instanceType), PlanModifiers: replaceStr,
+			"instance_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.instanceType),
 				MarkdownDescription: "EC2 instance type; default `" + d.instanceType + "`. Checked at plan time to be offered in the zones."},
-			"ami_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.amiType), PlanModifiers: replaceStr,
+			"ami_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.amiType),
 				MarkdownDescription: "EKS AMI type; default `" + d.amiType + "`."},
-			"capacity_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ON_DEMAND"), PlanModifiers: replaceStr,
+			"capacity_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ON_DEMAND"),
 				Validators:          []validator.String{stringvalidator.OneOf("ON_DEMAND", "SPOT")},
 				MarkdownDescription: "`ON_DEMAND` (default) or `SPOT`."},
 			"disk_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.disk),
-				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 				Validators:          []validator.Int64{int64validator.Between(20, 16384)},
 				MarkdownDescription: "Root volume size in GiB."},
 			"desired_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.size),
@@ -195,7 +211,12 @@ func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAtt
 			"max_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.size),
 				Validators: []validator.Int64{int64validator.AtLeast(1)}, MarkdownDescription: "Maximum node count; the GPU vCPU quota is checked against it."},
 			"labels": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: mapdefault.StaticValue(labelsValue),
-				MarkdownDescription: "Kubernetes labels on the nodes."},
+				MarkdownDescription: "Kubernetes labels on the nodes; default " + labelsText(d.labels) + ". Labels set here replace the defaults."},
+			"colocate_with_storage": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(d.colocate),
+				MarkdownDescription: fmt.Sprintf("Place the nodes in the zone of `model_storage` only (no cross-zone Lustre traffic); default `%t`.", d.colocate)},
+			"version": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "Kubernetes version of the nodes as EKS reports it. A node group left behind the control plane (an upgrade that stopped half way) shows here and in the plan, and the apply upgrades it."},
+			"release_version": schema.StringAttribute{Computed: true, MarkdownDescription: "AMI release version of the nodes."},
 			"taints": schema.SetNestedAttribute{
 				Optional: true, Computed: true, Default: setdefault.StaticValue(taintsValue),
 				MarkdownDescription: "Kubernetes taints on the nodes.",
@@ -208,4 +229,13 @@ func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAtt
 			},
 		},
 	}
+}
+
+func labelsText(labels map[string]string) string {
+	var parts []string
+	for k, v := range labels {
+		parts = append(parts, "`"+k+"="+v+"`")
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }

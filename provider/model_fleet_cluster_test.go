@@ -64,6 +64,7 @@ resource "llmd_inference_cluster" "test" {
     min_size     = 3
     max_size     = 3
   }
+  model_storage = { deletion_protection = false }
 }
 
 resource "llmd_model_fleet" "test" {
@@ -71,11 +72,7 @@ resource "llmd_model_fleet" "test" {
   name      = "qwen"
   namespace = %q
   replicas  = 3
-  storage = {
-    file_system_id = "fs-0123456789abcdef0"
-    dns_name       = "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"
-    mount_name     = "abcdefgh"
-  }
+  storage   = llmd_inference_cluster.test.model_storage
 }
 `, cluster, ns)
 	resource.Test(t, resource.TestCase{
@@ -98,6 +95,18 @@ resource "llmd_model_fleet" "test" {
 					}
 					if sel := dep.Spec.Template.Spec.NodeSelector; sel["llmd.dev/pool"] != "gpu" {
 						return fmt.Errorf("the pods' node selector %v is not the GPU node group's label", sel)
+					}
+					// The weights volume is the cluster's own file system, passed as is.
+					storage := s.RootModule().Resources["llmd_inference_cluster.test"].Primary.Attributes
+					pv, err := c.Client.CoreV1().PersistentVolumes().Get(context.Background(), ns+"-qwen-weights", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if csi := pv.Spec.CSI; csi == nil || csi.VolumeHandle != storage["model_storage.file_system_id"] || !strings.HasPrefix(csi.VolumeHandle, "fs-") ||
+						csi.VolumeAttributes["dnsname"] != storage["model_storage.dns_name"] || csi.VolumeAttributes["mountname"] != storage["model_storage.mount_name"] ||
+						csi.VolumeAttributes["mountname"] == "" {
+						return fmt.Errorf("weights volume %+v, the cluster's file system %s %s %s", pv.Spec.CSI,
+							storage["model_storage.file_system_id"], storage["model_storage.dns_name"], storage["model_storage.mount_name"])
 					}
 					playPods(t, c, ns, "qwen", 3)
 					return checkNoToken(s, logs)

@@ -10,8 +10,10 @@ import (
 )
 
 // CreateCluster brings up the whole cluster: network and IAM roles in
-// parallel, then the control plane, then the admin access entry and both node
-// groups in parallel. Every step finds and adopts what an earlier failed
+// parallel; then, side by side, the model file system (security group, FSx
+// for Lustre, S3 association) and the control plane followed by the access
+// entries, node groups and add-ons; last, the file system admits the cluster
+// security group EKS made. Every step finds and adopts what an earlier failed
 // create left, so calling it again after a failure converges without
 // deleting or duplicating anything.
 func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
@@ -33,20 +35,71 @@ func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ensureEKSCluster(ctx, spec, net, roles); err != nil {
+	var storageSubnet string
+	if spec.Storage != nil {
+		if _, storageSubnet, err = c.storageZone(ctx, spec.Storage.AvailabilityZone, net.PrivateSubnetIDs); err != nil {
+			return nil, err
+		}
+	}
+	err = parallel(
+		func() error {
+			if spec.Storage == nil {
+				return nil
+			}
+			return c.ensureStorage(ctx, spec, net.VPCID, storageSubnet)
+		},
+		func() error {
+			if err := c.ensureEKSCluster(ctx, spec, net, roles); err != nil {
+				return err
+			}
+			return c.ensureClusterContents(ctx, spec, admin, net.PrivateSubnetIDs, storageSubnet, roles.NodeRoleARN)
+		},
+	)
+	if err != nil {
 		return nil, err
 	}
-	jobs := []func() error{}
+	if spec.Storage != nil {
+		cl, err := c.findEKSClusterByName(ctx, spec.Name)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.admitCluster(ctx, spec.Name, clusterFrom(cl).ClusterSecurityGroupID); err != nil {
+			return nil, err
+		}
+	}
+	return c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
+}
+
+// ensureClusterContents creates what lives in an ACTIVE control plane: the
+// access entries, the node groups and the add-ons that run before nodes
+// (networking, pod identity), then the add-ons that need nodes to schedule on.
+func (c *Clients) ensureClusterContents(ctx context.Context, spec ClusterSpec, admin string, private []string, storageSubnet, nodeRoleARN string) error {
+	jobs := []func() error{
+		func() error { return c.ensureAccessEntries(ctx, spec, nil) },
+		func() error { return c.ensureAddons(ctx, spec, addonsBeforeNodes) },
+	}
 	if !spec.BootstrapCreatorAdmin {
 		jobs = append(jobs, func() error { return c.ensureAdminAccessEntry(ctx, spec, admin) })
 	}
 	for _, ng := range []NodeGroupSpec{spec.GPU, spec.System} {
-		jobs = append(jobs, func() error { return c.ensureNodeGroup(ctx, spec, ng, net.PrivateSubnetIDs, roles.NodeRoleARN) })
+		jobs = append(jobs, func() error {
+			return c.ensureNodeGroup(ctx, spec, ng, nodeSubnets(spec, ng, private, storageSubnet), nodeRoleARN)
+		})
 	}
 	if err := parallel(jobs...); err != nil {
-		return nil, err
+		return err
 	}
-	return c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
+	return c.ensureAddons(ctx, spec, addonsAfterNodes)
+}
+
+// nodeSubnets are the subnets of a node group: the file system's alone when
+// the group is colocated with it (no cross-zone Lustre traffic), else every
+// private subnet.
+func nodeSubnets(spec ClusterSpec, ng NodeGroupSpec, private []string, storageSubnet string) []string {
+	if spec.Storage != nil && ng.ColocateWithStorage && storageSubnet != "" {
+		return []string{storageSubnet}
+	}
+	return private
 }
 
 // networkFor creates the cluster's own network, or describes the given one.
@@ -87,6 +140,9 @@ func (c *Clients) FindClusterByName(ctx context.Context, name, gpuName, systemNa
 		func() (err error) { out.Network, err = c.findNetwork(ctx, name, vpcID, subnets); return err },
 		func() (err error) { out.GPU, err = c.findNodeGroupByName(ctx, name, gpuName); return err },
 		func() (err error) { out.System, err = c.findNodeGroupByName(ctx, name, systemName); return err },
+		func() (err error) { out.Storage, err = c.findStorageState(ctx, name); return err },
+		func() (err error) { out.AccessEntries, err = c.findAccessEntries(ctx, name); return err },
+		func() (err error) { out.Addons, err = c.findAddons(ctx, name); return err },
 	)
 	return out, err
 }
@@ -123,8 +179,12 @@ func deref(s *string) string {
 }
 
 // UpdateCluster applies in place what AWS allows: Kubernetes version,
-// endpoint access, node group scaling, labels and taints, and tags on every
-// part. A missing node group (deleted behind Terraform's back) is recreated.
+// endpoint access, node group scaling, labels and taints, the file system's
+// capacity, throughput and S3 link, access entries, add-ons, and tags on
+// every part. A node group whose instance type, AMI type, capacity type,
+// disk size or subnets change is replaced alone (deleted, then created under
+// its name), never the cluster, the network or the file system. A part
+// deleted behind Terraform's back is created again.
 func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
 	have, err := c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
 	if err != nil {
@@ -136,33 +196,80 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	if err := c.updateEKSCluster(ctx, spec, have); err != nil {
 		return nil, err
 	}
-	roleARN, err := c.roleARN(ctx, spec.Name+nodeRole.suffix)
+	if err := c.updateStorage(ctx, spec, have.Storage, have.Network.VPCID, have.Network.PrivateSubnetIDs, have.ClusterSecurityGroupID); err != nil {
+		return nil, err
+	}
+	var storageSubnet string
+	if spec.Storage != nil {
+		st, err := c.findStorageState(ctx, spec.Name)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			storageSubnet = st.SubnetID
+		}
+	}
+	roleARN, err := c.nodeRoleOf(ctx, spec.Name, have)
 	if err != nil {
 		return nil, err
 	}
 	jobs := []func() error{
 		func() error { return c.syncNetworkTags(ctx, spec) },
 		func() error { return c.syncRoleTags(ctx, spec) },
+		func() error { return c.syncStorageTags(ctx, spec) },
+		func() error { return c.ensureAccessEntries(ctx, spec, have.AccessEntries) },
+		func() error { return c.ensureAddons(ctx, spec, addonsBeforeNodes) },
 	}
 	for _, pair := range []struct {
 		want NodeGroupSpec
 		have *NodeGroup
 	}{{spec.GPU, have.GPU}, {spec.System, have.System}} {
 		jobs = append(jobs, func() error {
-			if pair.have == nil {
-				return c.ensureNodeGroup(ctx, spec, pair.want, have.Network.PrivateSubnetIDs, roleARN)
+			subnets := nodeSubnets(spec, pair.want, have.Network.PrivateSubnetIDs, storageSubnet)
+			placed := subnets
+			if spec.Storage == nil {
+				placed = nil
 			}
-			return c.updateNodeGroup(ctx, spec, pair.want, pair.have)
+			switch {
+			case pair.have == nil:
+			case pair.have.replacedBy(pair.want, placed):
+				c.logf(ctx, "replacing EKS node group: EKS cannot change its instance type, AMI type, capacity type, disk size or subnets in place",
+					map[string]any{"node_group": pair.want.Name})
+				if err := c.deleteNodeGroup(ctx, spec.Name, pair.want.Name); err != nil {
+					return err
+				}
+			default:
+				return c.updateNodeGroup(ctx, spec, pair.want, pair.have)
+			}
+			return c.ensureNodeGroup(ctx, spec, pair.want, subnets, roleARN)
 		})
 	}
 	if err := parallel(jobs...); err != nil {
 		return nil, err
 	}
+	if err := c.ensureAddons(ctx, spec, addonsAfterNodes); err != nil {
+		return nil, err
+	}
+	if err := c.removeAddons(ctx, spec, have.Addons); err != nil {
+		return nil, err
+	}
 	return c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
 }
 
+// nodeRoleOf is the role the cluster's nodes run as: the one an existing
+// node group names, else the cluster's node role by name.
+func (c *Clients) nodeRoleOf(ctx context.Context, name string, have *Cluster) (string, error) {
+	for _, ng := range []*NodeGroup{have.GPU, have.System} {
+		if ng != nil && ng.NodeRoleARN != "" {
+			return ng.NodeRoleARN, nil
+		}
+	}
+	return c.roleARN(ctx, roleName(name, c.Config.Region, nodeRole))
+}
+
 // DeleteCluster removes everything owned by the cluster in dependency order:
-// its node groups, the control plane, then IAM roles and the network. Parts
+// its node groups and file system, the control plane (its access entries and
+// add-ons go with it), then IAM roles and the network. Parts
 // are found by name and owner tag, not from state, so parts already gone are
 // skipped and parts a failed create left behind are removed too. Node groups
 // someone else added block the delete with their names.
@@ -182,7 +289,10 @@ func (c *Clients) DeleteCluster(ctx context.Context, name string) error {
 		if len(foreign) > 0 {
 			return fmt.Errorf("EKS cluster %s has node groups llmd did not create (%v): delete them first, then destroy again", name, foreign)
 		}
-		jobs := []func() error{}
+		// The file system goes first and beside the node groups: its
+		// security group names the cluster security group, which EKS deletes
+		// with the control plane.
+		jobs := []func() error{func() error { return c.deleteStorage(ctx, name) }}
 		for _, ng := range owned {
 			jobs = append(jobs, func() error { return c.deleteNodeGroup(ctx, name, ng) })
 		}
@@ -192,6 +302,8 @@ func (c *Clients) DeleteCluster(ctx context.Context, name string) error {
 		if err := c.deleteEKSCluster(ctx, name, cl.Status); err != nil {
 			return err
 		}
+	} else if err := c.deleteStorage(ctx, name); err != nil {
+		return err
 	}
 	return parallel(
 		func() error { return c.deleteRoles(ctx, name) },

@@ -69,7 +69,7 @@ func TestDeleteStopsAtForeignNodeGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roleARN, err := c.roleARN(ctx, "theta"+nodeRole.suffix)
+	roleARN, err := c.roleARN(ctx, roleName("theta", c.Config.Region, nodeRole))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func (c *Clients) ensureEKSCluster(ctx context.Context, spec ClusterSpec, net Ne
 			case err == nil || isCode(err, "ResourceInUseException"):
 				// In use: our own earlier request got through; the describe below adopts it.
 				return nil
-			case isCode(err, "InvalidParameterException") && strings.Contains(errorMessage(err), "assume"):
+			case isIAMPropagation(err):
 				// A new role takes seconds to propagate through IAM.
 				return pending("%s", errorMessage(err))
 			default:
@@ -182,7 +182,7 @@ func (c *Clients) ensureAdminAccessEntry(ctx context.Context, spec ClusterSpec, 
 		c.adopted(ctx, "EKS access entry", principal)
 	case isNotFound(err):
 		_, err := c.EKS.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal),
-			Type: aws.String("STANDARD"), Tags: c.tagSet(spec.Name, spec.Tags, "admin-access-entry")})
+			Type: aws.String("STANDARD"), Tags: c.tagSet(spec.Name, spec.Tags, adminEntryPart)})
 		if err != nil && !isCode(err, "ResourceInUseException") {
 			return fmt.Errorf("creating EKS access entry for %s on cluster %s: %w", principal, spec.Name, err)
 		}
@@ -201,18 +201,26 @@ func (c *Clients) ensureAdminAccessEntry(ctx context.Context, spec ClusterSpec, 
 // version (one minor at a time, as EKS requires) and endpoint access.
 func (c *Clients) updateEKSCluster(ctx context.Context, spec ClusterSpec, have *Cluster) error {
 	if spec.KubernetesVersion != have.KubernetesVersion {
-		if _, err := c.EKS.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(spec.Name), Version: aws.String(spec.KubernetesVersion)}); err != nil {
+		out, err := c.EKS.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(spec.Name), Version: aws.String(spec.KubernetesVersion)})
+		if err != nil {
 			return fmt.Errorf("upgrading EKS cluster %s from %s to %s: %w", spec.Name, have.KubernetesVersion, spec.KubernetesVersion, err)
+		}
+		if err := c.waitUpdate(ctx, updateTarget{cluster: spec.Name}, out.Update); err != nil {
+			return err
 		}
 		if err := c.waitEKSClusterActive(ctx, spec.Name); err != nil {
 			return err
 		}
 	}
 	if !sameAccess(spec.Endpoint, have.Access) {
-		if _, err := c.EKS.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(spec.Name), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
+		out, err := c.EKS.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(spec.Name), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
 			EndpointPublicAccess: aws.Bool(spec.Endpoint.Public), EndpointPrivateAccess: aws.Bool(spec.Endpoint.Private), PublicAccessCidrs: publicCIDRs(spec.Endpoint),
-		}}); err != nil {
+		}})
+		if err != nil {
 			return fmt.Errorf("updating endpoint access of EKS cluster %s: %w", spec.Name, err)
+		}
+		if err := c.waitUpdate(ctx, updateTarget{cluster: spec.Name}, out.Update); err != nil {
+			return err
 		}
 		if err := c.waitEKSClusterActive(ctx, spec.Name); err != nil {
 			return err
@@ -245,21 +253,4 @@ func (c *Clients) syncEKSTags(ctx context.Context, arn string, have, want map[st
 		}
 	}
 	return nil
-}
-
-// FindAdminAccessEntry reports whether the caller's principal has an access
-// entry on the cluster, and which principal that is (for import).
-func (c *Clients) FindAdminAccessEntry(ctx context.Context, cluster string) (string, bool, error) {
-	id, err := FindCallerIdentity(ctx, c)
-	if err != nil {
-		return "", false, err
-	}
-	_, err = c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(id.PrincipalARN)})
-	if isNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("finding EKS access entry for %s on cluster %s: %w", id.PrincipalARN, cluster, err)
-	}
-	return id.PrincipalARN, true, nil
 }

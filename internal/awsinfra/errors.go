@@ -64,3 +64,29 @@ func errorMessage(err error) string {
 	}
 	return err.Error()
 }
+
+// iamPropagationMessages are the InvalidParameterException messages EKS gives
+// while a new IAM role or its policies have not reached every IAM endpoint
+// yet; they pass within seconds to a minute, so creates retry them.
+var iamPropagationMessages = []string{
+	"does not exist",                      // roleArn, arn:aws:iam::…:role/…, does not exist
+	"could not be assumed",                // Role could not be assumed because the trusted entity is not correct
+	"Error in role params",                // a role not yet readable by EKS
+	"doesn't have the Amazon EKS Managed", // the managed policies are attached but not yet visible
+	"IAM role's policy must include",      // ec2:DescribeSubnets and friends not yet visible
+}
+
+// isIAMPropagation reports whether err is EKS rejecting a role that IAM has
+// not finished propagating.
+func isIAMPropagation(err error) bool {
+	if !isCode(err, "InvalidParameterException") {
+		return false
+	}
+	msg := errorMessage(err)
+	for _, m := range iamPropagationMessages {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}

@@ -24,15 +24,24 @@ type roleSpec struct {
 
 // The managed policies EKS documents for the cluster role and for managed node groups.
 var (
-	clusterRole = roleSpec{suffix: "-eks-cluster", service: "eks.amazonaws.com", policies: []string{"AmazonEKSClusterPolicy"}}
-	nodeRole    = roleSpec{suffix: "-eks-node", service: "ec2.amazonaws.com",
+	clusterRole = roleSpec{suffix: "-eks", service: "eks.amazonaws.com", policies: []string{"AmazonEKSClusterPolicy"}}
+	nodeRole    = roleSpec{suffix: "-node", service: "ec2.amazonaws.com",
 		policies: []string{"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"}}
 )
 
-// RoleNames are the IAM role names a cluster called name uses; IAM role names
-// are account-wide, so they carry the cluster name.
-func RoleNames(name string) []string {
-	return []string{name + clusterRole.suffix, name + nodeRole.suffix}
+// RoleNames are the IAM role names a cluster called name in region uses. IAM
+// role names are account-wide, so they carry the cluster name and the region:
+// a same-named cluster in another region has roles of its own. The longest
+// name (38 + 1 + 14 + 4 characters) stays within IAM's 64.
+func RoleNames(name, region string) []string {
+	return []string{roleName(name, region, clusterRole), roleName(name, region, nodeRole)}
+}
+
+func roleName(cluster, region string, rs roleSpec) string { return cluster + "-" + region + rs.suffix }
+
+// ownsRole reports whether a role's tags make it this cluster's in this region.
+func (c *Clients) ownsRole(tags map[string]string, owner string) bool {
+	return tags[OwnerTag] == owner && tags[regionTag] == c.Config.Region
 }
 
 func (c *Clients) ensureRoles(ctx context.Context, spec ClusterSpec) (Roles, error) {
@@ -48,13 +57,14 @@ func (c *Clients) ensureRoles(ctx context.Context, spec ClusterSpec) (Roles, err
 // carries this cluster's owner tag: a same-named role of someone else is an
 // error, never silently taken over.
 func (c *Clients) ensureRole(ctx context.Context, spec ClusterSpec, rs roleSpec) (string, error) {
-	name := spec.Name + rs.suffix
+	name := roleName(spec.Name, c.Config.Region, rs)
 	var arn string
 	got, err := c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
 	switch {
 	case err == nil:
-		if owner := fromIAMTags(got.Role.Tags)[OwnerTag]; owner != spec.Name {
-			return "", fmt.Errorf("IAM role %s exists but is not owned by cluster %s (tag %s=%q): rename the cluster or delete the role", name, spec.Name, OwnerTag, owner)
+		if tags := fromIAMTags(got.Role.Tags); !c.ownsRole(tags, spec.Name) {
+			return "", fmt.Errorf("IAM role %s exists but is not owned by cluster %s in %s (tags %s=%q, %s=%q): rename the cluster or delete the role",
+				name, spec.Name, c.Config.Region, OwnerTag, tags[OwnerTag], regionTag, tags[regionTag])
 		}
 		arn = aws.ToString(got.Role.Arn)
 		c.adopted(ctx, "IAM role", name)
@@ -97,7 +107,7 @@ func (c *Clients) partition() string {
 // cluster is left alone.
 func (c *Clients) deleteRoles(ctx context.Context, owner string) error {
 	jobs := []func() error{}
-	for _, name := range RoleNames(owner) {
+	for _, name := range RoleNames(owner, c.Config.Region) {
 		jobs = append(jobs, func() error { return c.deleteRole(ctx, owner, name) })
 	}
 	return parallel(jobs...)
@@ -111,7 +121,7 @@ func (c *Clients) deleteRole(ctx context.Context, owner, name string) error {
 	if err != nil {
 		return fmt.Errorf("finding IAM role %s: %w", name, err)
 	}
-	if fromIAMTags(got.Role.Tags)[OwnerTag] != owner {
+	if !c.ownsRole(fromIAMTags(got.Role.Tags), owner) {
 		return nil
 	}
 	attached, err := c.IAM.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(name)})

@@ -27,6 +27,12 @@ func motoOnlyClients(t *testing.T) *Clients {
 
 func clientsAt(t *testing.T, url string) *Clients {
 	t.Helper()
+	return clientsIn(t, url, testenv.Region)
+}
+
+// clientsIn are clients at url acting in region.
+func clientsIn(t *testing.T, url, region string) *Clients {
+	t.Helper()
 	endpoints := map[string]string{}
 	for _, svc := range Services {
 		endpoints[svc] = url
@@ -36,7 +42,7 @@ func clientsAt(t *testing.T, url string) *Clients {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-	s := Settings{Region: testenv.Region, Endpoints: endpoints, MaxRetries: 1, DefaultTags: map[string]string{"team": "inference"}}
+	s := Settings{Region: region, Endpoints: endpoints, MaxRetries: 1, DefaultTags: map[string]string{"team": "inference"}}
 	cfg, err := LoadConfig(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)

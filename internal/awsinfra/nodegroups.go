@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,6 +31,9 @@ func nodeGroupFrom(ng *ekstypes.Nodegroup) *NodeGroup {
 		out.InstanceType = ng.InstanceTypes[0]
 	}
 	out.Version = aws.ToString(ng.Version)
+	out.ReleaseVersion = aws.ToString(ng.ReleaseVersion)
+	out.NodeRoleARN = aws.ToString(ng.NodeRole)
+	out.Subnets = slices.Clone(ng.Subnets)
 	out.AMIType = string(ng.AmiType)
 	out.CapacityType = string(ng.CapacityType)
 	out.DiskSize = aws.ToInt32(ng.DiskSize)
@@ -71,7 +75,7 @@ func (c *Clients) ensureNodeGroup(ctx context.Context, spec ClusterSpec, ngs Nod
 				ngs.Name, spec.Name, nodeGroupIssuesOf(ctx, c, spec.Name, ngs.Name), spec.Name, ngs.Name)
 		}
 	} else {
-		_, err := c.EKS.CreateNodegroup(ctx, &eks.CreateNodegroupInput{
+		in := &eks.CreateNodegroupInput{
 			ClusterName:   aws.String(spec.Name),
 			NodegroupName: aws.String(ngs.Name),
 			NodeRole:      aws.String(nodeRoleARN),
@@ -85,8 +89,19 @@ func (c *Clients) ensureNodeGroup(ctx context.Context, spec ClusterSpec, ngs Nod
 			Labels:        ngs.Labels,
 			Taints:        ekstaints(ngs.Taints),
 			Tags:          c.tagSet(spec.Name, spec.Tags, "nodegroup-"+ngs.Name),
+		}
+		err := c.waitFor(ctx, "IAM role "+nodeRoleARN+" to be usable by EKS node group "+ngs.Name, func(ctx context.Context) error {
+			_, err := c.EKS.CreateNodegroup(ctx, in)
+			switch {
+			case err == nil || isCode(err, "ResourceInUseException"):
+				return nil
+			case isIAMPropagation(err):
+				return pending("%s", errorMessage(err))
+			default:
+				return err
+			}
 		})
-		if err != nil && !isCode(err, "ResourceInUseException") {
+		if err != nil {
 			return fmt.Errorf("creating EKS node group %s: %w", ngs.Name, err)
 		}
 	}
@@ -158,17 +173,25 @@ func (c *Clients) updateNodeGroup(ctx context.Context, spec ClusterSpec, want No
 		changed = true
 	}
 	if changed {
-		if _, err := c.EKS.UpdateNodegroupConfig(ctx, in); err != nil {
+		out, err := c.EKS.UpdateNodegroupConfig(ctx, in)
+		if err != nil {
 			return fmt.Errorf("updating EKS node group %s: %w", want.Name, err)
+		}
+		if err := c.waitUpdate(ctx, updateTarget{cluster: spec.Name, nodegroup: want.Name}, out.Update); err != nil {
+			return err
 		}
 		if err := c.waitNodeGroupActive(ctx, spec.Name, want.Name); err != nil {
 			return err
 		}
 	}
 	if have.Version != "" && have.Version != spec.KubernetesVersion {
-		if _, err := c.EKS.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: aws.String(spec.Name), NodegroupName: aws.String(want.Name),
-			Version: aws.String(spec.KubernetesVersion)}); err != nil {
+		out, err := c.EKS.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: aws.String(spec.Name), NodegroupName: aws.String(want.Name),
+			Version: aws.String(spec.KubernetesVersion)})
+		if err != nil {
 			return fmt.Errorf("upgrading EKS node group %s from %s to %s: %w", want.Name, have.Version, spec.KubernetesVersion, err)
+		}
+		if err := c.waitUpdate(ctx, updateTarget{cluster: spec.Name, nodegroup: want.Name}, out.Update); err != nil {
+			return err
 		}
 		if err := c.waitNodeGroupActive(ctx, spec.Name, want.Name); err != nil {
 			return err

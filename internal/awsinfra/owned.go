@@ -19,7 +19,7 @@ type OwnedPart struct {
 	Tags map[string]string
 }
 
-// FindOwnedParts lists every live object in EC2, IAM and EKS that carries the
+// FindOwnedParts lists every live object in EC2, IAM, FSx and EKS that carries the
 // owner tag of the cluster: what a destroy must leave empty. EC2 is listed per
 // type rather than through DescribeTags, which also lists deleted objects.
 func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart, error) {
@@ -32,6 +32,11 @@ func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart
 		return nil, err
 	}
 	parts = append(parts, roles...)
+	if fs, err := c.findStorage(ctx, owner); err != nil {
+		return nil, err
+	} else if fs != nil {
+		parts = append(parts, OwnedPart{"fsx file-system", aws.ToString(fs.FileSystemId), fsxTagMap(fs.Tags)})
+	}
 	clusters, err := c.EKS.ListClusters(ctx, &eks.ListClustersInput{})
 	if err != nil {
 		return nil, fmt.Errorf("listing EKS clusters: %w", err)
@@ -111,10 +116,17 @@ func (c *Clients) ownedEC2(ctx context.Context, owner string) ([]OwnedPart, erro
 	for _, n := range nats {
 		add("nat-gateway", aws.ToString(n.NatGatewayId), n.Tags)
 	}
+	sgs, err := c.EC2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("listing security groups of %s: %w", owner, err)
+	}
+	for _, g := range sgs.SecurityGroups {
+		add("security-group", aws.ToString(g.GroupId), g.Tags)
+	}
 	return parts, nil
 }
 
-// ownedRoles lists the IAM roles carrying the owner tag. A role deleted
+// ownedRoles lists the IAM roles carrying the owner tag and this region. A role deleted
 // between the listing and its tag lookup (another cluster's destroy running
 // beside this one) is gone, not owned.
 func (c *Clients) ownedRoles(ctx context.Context, owner string) ([]OwnedPart, error) {
@@ -133,7 +145,7 @@ func (c *Clients) ownedRoles(ctx context.Context, owner string) ([]OwnedPart, er
 			if err != nil {
 				return nil, fmt.Errorf("listing tags of IAM role %s: %w", aws.ToString(r.RoleName), err)
 			}
-			if tags := fromIAMTags(got.Tags); tags[OwnerTag] == owner {
+			if tags := fromIAMTags(got.Tags); c.ownsRole(tags, owner) {
 				parts = append(parts, OwnedPart{"iam role", aws.ToString(r.RoleName), tags})
 			}
 		}

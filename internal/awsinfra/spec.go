@@ -1,6 +1,9 @@
 package awsinfra
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // ClusterSpec is the desired state of one inference cluster: network, IAM,
 // the EKS control plane and its node groups.
@@ -15,6 +18,12 @@ type ClusterSpec struct {
 	BootstrapCreatorAdmin bool
 	GPU                   NodeGroupSpec
 	System                NodeGroupSpec
+	// Storage is the FSx for Lustre file system for the weights; nil for none.
+	Storage *StorageSpec
+	// AccessEntries grant other principals (CI roles, people) access policies.
+	AccessEntries []AccessEntrySpec
+	// Addons are the EKS managed add-ons to install; disabled ones are absent.
+	Addons []AddonSpec
 	// Tags are the resource's own tags, applied beneath the owner tag and over the default tags.
 	Tags map[string]string
 }
@@ -53,6 +62,24 @@ type NodeGroupSpec struct {
 	MaxSize      int32
 	Labels       map[string]string
 	Taints       []Taint
+	// ColocateWithStorage places the nodes in the file system's zone only.
+	ColocateWithStorage bool
+}
+
+// replacedBy reports whether going to want needs a new node group: EKS
+// cannot change a node group's instance type, AMI type, capacity type, disk
+// size or subnets in place. subnets is nil where they do not matter (no file
+// system to be near): a node group is never moved for nothing.
+func (have NodeGroup) replacedBy(want NodeGroupSpec, subnets []string) bool {
+	return have.InstanceType != want.InstanceType || have.AMIType != want.AMIType || have.CapacityType != want.CapacityType ||
+		have.DiskSize != want.DiskSize || (subnets != nil && len(have.Subnets) > 0 && !sameStrings(have.Subnets, subnets))
+}
+
+func sameStrings(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // Taint is a Kubernetes taint in EKS's spelling (effect NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE).
@@ -80,6 +107,10 @@ type Cluster struct {
 	// GPU and System are nil when the node group does not exist.
 	GPU    *NodeGroup
 	System *NodeGroup
+	// Storage is nil when the cluster has no file system.
+	Storage       *Storage
+	AccessEntries []AccessEntry
+	Addons        []Addon
 	// Tags are every tag on the cluster, bookkeeping included.
 	Tags      map[string]string
 	CreatedAt time.Time
@@ -100,8 +131,11 @@ type Network struct {
 // NodeGroup is what AWS reports about a managed node group.
 type NodeGroup struct {
 	NodeGroupSpec
-	ARN     string
-	Status  string
-	Version string
-	Tags    map[string]string
+	ARN            string
+	Status         string
+	Version        string
+	ReleaseVersion string
+	NodeRoleARN    string
+	Subnets        []string
+	Tags           map[string]string
 }

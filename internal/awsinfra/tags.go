@@ -18,6 +18,11 @@ const OwnerTag = "llmd.dev/owner"
 // so each has a deterministic identity even where AWS names are not unique.
 const partTag = "llmd.dev/part"
 
+// regionTag records the region a part belongs to. IAM roles are global, so
+// ownership of a role is its owner and its region: two clusters of one name
+// in two regions never adopt or delete each other's roles.
+const regionTag = "llmd.dev/region"
+
 // tagSet is the tags one part gets: the provider's default tags, beneath the
 // resource's own tags, beneath the owner and part tags that must never be
 // overridden.
@@ -26,6 +31,9 @@ func (c *Clients) tagSet(owner string, userTags map[string]string, part string) 
 	maps.Copy(out, c.DefaultTags)
 	maps.Copy(out, userTags)
 	out[OwnerTag] = owner
+	if c.Config.Region != "" {
+		out[regionTag] = c.Config.Region
+	}
 	if part != "" {
 		out[partTag] = part
 	}

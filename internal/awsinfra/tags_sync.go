@@ -58,7 +58,7 @@ func (c *Clients) syncNetworkTags(ctx context.Context, spec ClusterSpec) error {
 // syncRoleTags does the same for the cluster's IAM roles.
 func (c *Clients) syncRoleTags(ctx context.Context, spec ClusterSpec) error {
 	want := c.AllTags(spec.Tags)
-	for _, name := range RoleNames(spec.Name) {
+	for _, name := range RoleNames(spec.Name, c.Config.Region) {
 		got, err := c.IAM.ListRoleTags(ctx, &iam.ListRoleTagsInput{RoleName: aws.String(name)})
 		if err != nil {
 			return fmt.Errorf("reading tags of IAM role %s: %w", name, err)

@@ -41,6 +41,7 @@ type AWSStandIn struct {
 	quotas    map[string]float64
 	versions  []string
 	kube      clusterPointers
+	more      standInExt
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -241,6 +242,9 @@ func eksOperation(r *http.Request, req *awsRequest) {
 	if len(seg) >= 2 && seg[0] == "clusters" {
 		req.cluster = seg[1]
 	}
+	if eksMissingOperation(m, seg, req) {
+		return
+	}
 	switch {
 	case seg[0] == "cluster-versions":
 		req.op = "DescribeClusterVersions"
@@ -331,7 +335,7 @@ func (s *AWSStandIn) forward(w http.ResponseWriter, r *http.Request, req awsRequ
 		return
 	}
 	if resp.StatusCode == http.StatusOK {
-		body = s.remember(req, body)
+		body = s.patchForwarded(r, req, s.remember(req, body))
 	}
 	for k, v := range resp.Header {
 		if k == "Content-Length" {
@@ -434,15 +438,15 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		_ = json.NewEncoder(w).Encode(map[string]any{"Quota": map[string]any{"ServiceCode": "ec2", "QuotaCode": in.QuotaCode, "Value": v, "Unit": "None", "Adjustable": true}})
 		return true
-	case "CreateAccessEntry", "DescribeAccessEntry", "ListAccessEntries", "DeleteAccessEntry", "AssociateAccessPolicy", "ListAssociatedAccessPolicies":
+	case "CreateAccessEntry", "DescribeAccessEntry", "ListAccessEntries", "DeleteAccessEntry", "AssociateAccessPolicy", "ListAssociatedAccessPolicies", "DisassociateAccessPolicy":
 		s.serveAccessEntries(w, r, req)
 		return true
 	case "UpdateClusterVersion", "UpdateNodegroupVersion":
 		return s.serveVersionUpdate(w, r, req)
 	case "TagResource", "UntagResource", "ListTagsForResource":
-		return s.serveNodegroupTags(w, r, req)
+		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req)
 	}
-	return false
+	return s.serveMissing(w, r, req)
 }
 
 // serveVersionUpdate records the new version in the overlay, so the next
@@ -461,8 +465,10 @@ func (s *AWSStandIn) serveVersionUpdate(w http.ResponseWriter, r *http.Request, 
 		key = "nodegroup/" + req.cluster + "/" + req.nodegroup
 	}
 	s.patch(key, "version", in.Version)
-	writeJSON(w, map[string]any{"update": map[string]any{"id": fmt.Sprintf("stand-in-%d", time.Now().UnixNano()), "status": "InProgress",
-		"type": "VersionUpdate", "params": []map[string]string{{"type": "Version", "value": in.Version}}, "createdAt": float64(time.Now().Unix()), "errors": []any{}}})
+	s.mu.Lock()
+	u := s.newUpdate(req.op, "VersionUpdate", []map[string]string{{"type": "Version", "value": in.Version}})
+	s.mu.Unlock()
+	writeJSON(w, map[string]any{"update": u})
 	return true
 }
 
@@ -635,6 +641,16 @@ func (s *AWSStandIn) serveAccessEntries(w http.ResponseWriter, r *http.Request, 
 		}
 		e.Policies = kept
 		writeJSON(w, map[string]any{"clusterName": req.cluster, "principalArn": principal, "associatedAccessPolicy": p})
+	case "DisassociateAccessPolicy":
+		policy, _ := url.PathUnescape(r.URL.EscapedPath()[strings.LastIndex(r.URL.EscapedPath(), "/")+1:])
+		kept := []map[string]any{}
+		for _, old := range e.Policies {
+			if old["policyArn"] != policy {
+				kept = append(kept, old)
+			}
+		}
+		e.Policies = kept
+		writeJSON(w, map[string]any{})
 	case "ListAssociatedAccessPolicies":
 		writeJSON(w, map[string]any{"clusterName": req.cluster, "principalArn": principal, "associatedAccessPolicies": e.Policies})
 	}

@@ -1,5 +1,18 @@
 # An EKS cluster for LLM inference in its own VPC: eight g5.xlarge GPU nodes
-# (one A10G each, tainted nvidia.com/gpu=true:NoSchedule) and one system node.
+# (one A10G each, tainted nvidia.com/gpu=true:NoSchedule, labelled
+# nvidia.com/gpu.present=true) in the zone of an FSx for Lustre file system
+# that imports the weights from S3, one system node, and the EKS add-ons.
+
+variable "admin_cidrs" {
+  description = "CIDRs allowed to the public Kubernetes API endpoint: your office or VPN egress ranges."
+  type        = list(string)
+}
+
+variable "ci_role_arn" {
+  description = "IAM role your CI plans with; it gets read access to the cluster."
+  type        = string
+}
+
 resource "llmd_inference_cluster" "main" {
   name               = "llmd-demo"
   kubernetes_version = "1.33"
@@ -12,7 +25,7 @@ resource "llmd_inference_cluster" "main" {
   endpoint_access = {
     public       = true
     private      = true
-    public_cidrs = ["203.0.113.0/24"]
+    public_cidrs = var.admin_cidrs
   }
 
   gpu_node_group = {
@@ -20,6 +33,26 @@ resource "llmd_inference_cluster" "main" {
     desired_size  = 8
     min_size      = 8
     max_size      = 8
+  }
+
+  model_storage = {
+    deployment_type      = "SCRATCH_2"
+    storage_capacity_gib = 1200
+    s3_import = {
+      uri = "s3://my-models/Qwen2.5-7B-Instruct/"
+    }
+    # deletion_protection = true is the default: no plan may delete the weights.
+  }
+
+  addons = {
+    # Unset versions take EKS's default for the Kubernetes version; pin one like this.
+    coredns = { version = "v1.11.4-eksbuild.2" }
+  }
+
+  access_entries = {
+    (var.ci_role_arn) = {
+      policy_arn = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+    }
   }
 
   tags = {
@@ -36,4 +69,9 @@ resource "llmd_inference_cluster" "main" {
 # own short-lived EKS tokens, so one apply creates the cluster and deploys to it.
 output "kubernetes" {
   value = llmd_inference_cluster.main.kubernetes
+}
+
+# llmd_model_fleet takes this as storage.
+output "model_storage" {
+  value = llmd_inference_cluster.main.model_storage
 }

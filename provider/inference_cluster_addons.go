@@ -1,0 +1,173 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
+)
+
+// eksAddons are the attribute names of the EKS managed add-ons, in
+// awsinfra.KnownAddons order, with their EKS names.
+var eksAddons = []struct{ attr, name string }{
+	{"vpc_cni", "vpc-cni"},
+	{"kube_proxy", "kube-proxy"},
+	{"pod_identity_agent", "eks-pod-identity-agent"},
+	{"coredns", "coredns"},
+	{"fsx_csi_driver", "aws-fsx-csi-driver"},
+}
+
+type addonModel struct {
+	Enabled          types.Bool   `tfsdk:"enabled"`
+	Version          types.String `tfsdk:"version"`
+	ResolveConflicts types.String `tfsdk:"resolve_conflicts"`
+	Status           types.String `tfsdk:"status"`
+}
+
+var (
+	addonTypes  = map[string]attr.Type{"enabled": types.BoolType, "version": types.StringType, "resolve_conflicts": types.StringType, "status": types.StringType}
+	addonType   = types.ObjectType{AttrTypes: addonTypes}
+	addonsTypes = func() map[string]attr.Type {
+		out := map[string]attr.Type{}
+		for _, a := range eksAddons {
+			out[a.attr] = addonType
+		}
+		return out
+	}()
+	addonDefault = types.ObjectValueMust(addonTypes, map[string]attr.Value{"enabled": types.BoolValue(true), "version": types.StringNull(),
+		"resolve_conflicts": types.StringValue("OVERWRITE"), "status": types.StringNull()})
+)
+
+func addonsAttribute() schema.SingleNestedAttribute {
+	defaults := map[string]attr.Value{}
+	attrs := map[string]schema.Attribute{}
+	for _, a := range eksAddons {
+		defaults[a.attr] = addonDefault
+		attrs[a.attr] = schema.SingleNestedAttribute{
+			Optional: true, Computed: true, Default: objectdefault.StaticValue(addonDefault),
+			MarkdownDescription: "The EKS managed add-on `" + a.name + "`.",
+			Attributes: map[string]schema.Attribute{
+				"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+					MarkdownDescription: "Install the add-on; default `true`. `false` removes an installed one."},
+				"version": schema.StringAttribute{Optional: true, Computed: true,
+					MarkdownDescription: "Pinned version, e.g. `v1.19.5-eksbuild.1`. Unset: EKS's default for the cluster's Kubernetes version (DescribeAddonVersions), kept while EKS offers it for that version."},
+				"resolve_conflicts": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("OVERWRITE"),
+					Validators:          []validator.String{stringvalidator.OneOf("OVERWRITE", "PRESERVE", "NONE")},
+					MarkdownDescription: "What EKS does with fields others set on the add-on's objects: `OVERWRITE` (default; also adopts a self-managed install), `PRESERVE` or `NONE`."},
+				"status": schema.StringAttribute{Computed: true,
+					MarkdownDescription: "Status EKS reports (`ACTIVE`, `DEGRADED`, ...); null when not installed. Anything but `ACTIVE` plans a repair."},
+			},
+		}
+	}
+	return schema.SingleNestedAttribute{
+		Optional: true, Computed: true, Default: objectdefault.StaticValue(types.ObjectValueMust(addonsTypes, defaults)),
+		MarkdownDescription: "EKS managed add-ons, installed through the EKS API: the networking ones and the pod identity agent before the nodes join, " +
+			"CoreDNS and the FSx CSI driver after. A version drifted from a pinned one, an add-on deleted or degraded behind Terraform's back, shows in the plan and the apply repairs it.",
+		Attributes: attrs,
+	}
+}
+
+// addonSpecs are the enabled add-ons of a plan.
+func addonSpecs(ctx context.Context, obj types.Object, diags *diag.Diagnostics) []awsinfra.AddonSpec {
+	if obj.IsNull() || obj.IsUnknown() {
+		return nil
+	}
+	var out []awsinfra.AddonSpec
+	for _, a := range eksAddons {
+		v, ok := obj.Attributes()[a.attr].(types.Object)
+		if !ok || v.IsNull() || v.IsUnknown() {
+			continue
+		}
+		var m addonModel
+		diags.Append(v.As(ctx, &m, asObject)...)
+		if !m.Enabled.ValueBool() {
+			continue
+		}
+		version := ""
+		if !m.Version.IsUnknown() {
+			version = m.Version.ValueString()
+		}
+		out = append(out, awsinfra.AddonSpec{Name: a.name, Version: version, ResolveConflicts: m.ResolveConflicts.ValueString()})
+	}
+	return out
+}
+
+// addonsObject is addons as read back: enabled and resolve_conflicts are the
+// prior's (EKS does not report a conflict policy), version and status AWS's.
+func addonsObject(installed []awsinfra.Addon, prior types.Object) types.Object {
+	byName := map[string]awsinfra.Addon{}
+	for _, a := range installed {
+		byName[a.Name] = a
+	}
+	v := map[string]attr.Value{}
+	for _, a := range eksAddons {
+		p := addonDefault.Attributes()
+		if !prior.IsNull() && !prior.IsUnknown() {
+			if o, ok := prior.Attributes()[a.attr].(types.Object); ok && !o.IsNull() && !o.IsUnknown() {
+				p = o.Attributes()
+			}
+		}
+		got, ok := byName[a.name]
+		p["version"], p["status"] = types.StringNull(), types.StringNull()
+		if ok {
+			p["version"], p["status"] = types.StringValue(got.Version), types.StringValue(got.Status)
+		}
+		if p["enabled"].IsUnknown() {
+			p["enabled"] = types.BoolValue(ok)
+		}
+		v[a.attr] = types.ObjectValueMust(addonTypes, p)
+	}
+	return types.ObjectValueMust(addonsTypes, v)
+}
+
+// planAddons keeps each add-on's version and status from state when
+// nothing asks for a change, and leaves them unknown where the apply will
+// act: an unpinned add-on after a Kubernetes version change, and one that
+// is not ACTIVE (absent, degraded), which the apply repairs.
+func planAddons(plan, prior types.Object, versionChanged bool) types.Object {
+	if plan.IsNull() || plan.IsUnknown() {
+		return plan
+	}
+	v := plan.Attributes()
+	for _, a := range eksAddons {
+		po, ok := v[a.attr].(types.Object)
+		if !ok || po.IsNull() || po.IsUnknown() {
+			continue
+		}
+		p := po.Attributes()
+		var s map[string]attr.Value
+		if !prior.IsNull() && !prior.IsUnknown() {
+			if so, ok := prior.Attributes()[a.attr].(types.Object); ok && !so.IsNull() && !so.IsUnknown() {
+				s = so.Attributes()
+			}
+		}
+		enabled := p["enabled"].(types.Bool).ValueBool()
+		active := s != nil && s["status"].Equal(types.StringValue("ACTIVE"))
+		switch {
+		case !enabled:
+			p["status"] = types.StringNull()
+			if p["version"].IsUnknown() {
+				p["version"] = types.StringNull()
+			}
+		default:
+			p["status"] = types.StringUnknown()
+			if active {
+				p["status"] = s["status"]
+			}
+			if p["version"].IsUnknown() && !versionChanged && s != nil && !s["version"].IsNull() {
+				p["version"] = s["version"]
+			}
+		}
+		v[a.attr] = types.ObjectValueMust(addonTypes, p)
+	}
+	return types.ObjectValueMust(addonsTypes, v)
+}
