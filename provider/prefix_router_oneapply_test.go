@@ -295,7 +295,8 @@ resource "llmd_prefix_router" "test" {
 // pod with its spec's args, its ConfigMap and its own ServiceAccount's
 // token. Requests sharing a prefix land on one pod through the router and
 // spread through the baseline Service's endpoints; a second plan is empty; a
-// scoring change rolls the router pods only; destroy leaves nothing tagged
+// scoring change rolls the router pods only; the router imports by
+// <cluster>/<namespace>/<name> with every attribute verified; destroy leaves nothing tagged
 // in AWS and nothing in the namespace.
 func TestAccPrefixRouterOneApply(t *testing.T) {
 	began := time.Now()
@@ -428,6 +429,13 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 			{
 				Config:   oneApplyConfig(moto, roleARN, cluster, ns, ""),
 				PlanOnly: true,
+			},
+			{
+				ResourceName:            routerRes,
+				ImportState:             true,
+				ImportStateId:           cluster + "/" + ns + "/router",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
 			},
 			{
 				Config: oneApplyConfig(moto, roleARN, cluster, ns, `
