@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
@@ -63,17 +62,19 @@ resource "llmd_prefix_router" "test" {
 		name, config, want string
 	}{
 		{"block size", directRouterConfig(c, moto, "plan-errors", "", image+"  block_size = 16"),
-			`block_size = 16, but fleet.block_size = 64`},
+			`block_size\s+=\s+16,\s+but\s+fleet.block_size\s+=\s+64`},
 		{"model", directRouterConfig(c, moto, "plan-errors", "", image+`  served_model = "meta-llama/Llama-3.1-8B"`),
-			`served_model = "meta-llama/Llama-3.1-8B", but\s+fleet.served_model = "Qwen/Qwen2.5-7B-Instruct"`},
-		{"no image", directRouterConfig(c, moto, "plan-errors", "", ""), `(?s)image.*development build.*pins no router image`},
+			`served_model\s+=\s+"meta-llama/Llama-3.1-8B",\s+but\s+fleet.served_model\s+=\s+"Qwen/Qwen2.5-7B-Instruct"`},
+		{"no image", directRouterConfig(c, moto, "plan-errors", "", ""), `(?s)No router image.*development\s+build.*pins\s+no\s+router\s+image:\s+set\s+image`},
 		{"unknown scorer", directRouterConfig(c, moto, "plan-errors", "", image+`  scoring = { scorers = [{ type = "prefx", weight = 1 }] }`),
-			`scoring.scorers\[0\].type: unknown scorer "prefx"`},
+			`scoring.scorers\[0\].type:\s+unknown\s+scorer\s+"prefx"`},
 		{"preset and scorers", directRouterConfig(c, moto, "plan-errors", "", image+`  scoring = { preset = "llmd", scorers = [{ type = "queue", weight = 1 }] }`),
-			`either scoring.preset or scoring.scorers`},
+			`either\s+scoring.preset\s+or\s+scoring.scorers`},
 		{"ranges without LB", directRouterConfig(c, moto, "plan-errors", "", image+`  service = { load_balancer_source_ranges = ["10.0.0.0/8"] }`),
-			`service.source_ranges: only a LoadBalancer`},
-		{"hand-made fleet", handFleet(8000), `fleet.kv_events_port = 8000 is fleet.http_port too`},
+			`service.source_ranges:\s+only\s+a\s+LoadBalancer`},
+		{"claim in another namespace", directRouterConfig(c, moto, "plan-errors", "", image+`  namespace = "edge"`),
+			`namespace:\s+"edge"\s+is\s+not\s+fleet.namespace\s+"plan-errors"`},
+		{"hand-made fleet", handFleet(8000), `fleet.kv_events_port\s+=\s+8000\s+is\s+fleet.http_port\s+too`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{
@@ -85,18 +86,16 @@ resource "llmd_prefix_router" "test" {
 	}
 }
 
-// TestAccPrefixRouterDriftAndService: a router in its own namespace behind
-// an internet-facing load balancer with source ranges; its Role lives in
-// the fleet's namespace only. A ServiceMonitor demanded without the CRD is
+// TestAccPrefixRouterDriftAndService: a router behind an internet-facing
+// load balancer with source ranges, its two pods on two system nodes. A ServiceMonitor demanded without the CRD is
 // an apply error; a ConfigMap deleted and a Deployment scaled behind
-// Terraform's back show in the plan and are repaired; destroy empties both
-// namespaces.
+// Terraform's back show in the plan and are repaired; destroy empties the
+// namespace.
 func TestAccPrefixRouterDriftAndService(t *testing.T) {
 	c, moto := fleetSetup(t, 2)
 	c.AddSystemNodes(t, "router-drift-system", 2)
-	const ns, edge = "router-drift", "router-drift-edge"
+	const ns = "router-drift"
 	body := `  image     = "` + devRouterImage + `"
-  namespace = "` + edge + `"
   replicas  = 2
   scheduling = { node_selector = { "llmd.dev/pool" = "system" } }
   service = {
@@ -111,7 +110,7 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		CheckDestroy:             resource.ComposeTestCheckFunc(checkNamespaceEmpty(c, ns), checkNamespaceEmpty(c, edge)),
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
 		Steps: []resource.TestStep{
 			{
 				Config:      cfg("\n  metrics = { service_monitor = true }"),
@@ -120,18 +119,18 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 			{
 				Config: cfg(""),
 				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+edge+".svc.cluster.local:80")),
+					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+ns+".svc.cluster.local:80")),
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("load_balancer_hostname"), knownvalue.StringExact("")),
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("inventory"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.StringExact("core/v1/Namespace/-/" + edge), knownvalue.StringExact("core/v1/Namespace/-/" + ns),
-						knownvalue.StringExact("core/v1/ServiceAccount/" + edge + "/router"),
+						knownvalue.StringExact("core/v1/Namespace/-/" + ns),
+						knownvalue.StringExact("core/v1/ServiceAccount/" + ns + "/router"),
 						knownvalue.StringExact("rbac.authorization.k8s.io/v1/Role/" + ns + "/router"),
 						knownvalue.StringExact("rbac.authorization.k8s.io/v1/RoleBinding/" + ns + "/router"),
-						knownvalue.StringExact("core/v1/ConfigMap/" + edge + "/router"), knownvalue.StringExact("apps/v1/Deployment/" + edge + "/router"),
-						knownvalue.StringExact("core/v1/Service/" + edge + "/router"), knownvalue.StringExact("policy/v1/PodDisruptionBudget/" + edge + "/router")})),
+						knownvalue.StringExact("core/v1/ConfigMap/" + ns + "/router"), knownvalue.StringExact("apps/v1/Deployment/" + ns + "/router"),
+						knownvalue.StringExact("core/v1/Service/" + ns + "/router"), knownvalue.StringExact("policy/v1/PodDisruptionBudget/" + ns + "/router")})),
 				},
 				Check: func(*terraform.State) error {
-					svc, err := c.Client.CoreV1().Services(edge).Get(ctx, "router", metav1.GetOptions{})
+					svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "router", metav1.GetOptions{})
 					if err != nil {
 						return err
 					}
@@ -140,10 +139,7 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 						svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-type"] != "external" || svc.Spec.Ports[0].Port != 80 {
 						return fmt.Errorf("service %+v %v", svc.Spec, svc.Annotations)
 					}
-					if _, err := c.Client.RbacV1().Roles(edge).Get(ctx, "router", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-						return fmt.Errorf("a Role in the router's own namespace: %v", err)
-					}
-					pods, err := c.Client.CoreV1().Pods(edge).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/router=router"})
+					pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/router=router"})
 					if err != nil {
 						return err
 					}
@@ -159,25 +155,25 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					if err := c.Client.CoreV1().ConfigMaps(edge).Delete(ctx, "router", metav1.DeleteOptions{}); err != nil {
+					if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, "router", metav1.DeleteOptions{}); err != nil {
 						t.Fatal(err)
 					}
 				},
 				Config:           cfg(""),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(routerRes, plancheck.ResourceActionUpdate)}},
 				Check: func(*terraform.State) error {
-					_, err := c.Client.CoreV1().ConfigMaps(edge).Get(ctx, "router", metav1.GetOptions{})
+					_, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "router", metav1.GetOptions{})
 					return err
 				},
 			},
 			{
 				PreConfig: func() {
-					scale, err := c.Client.AppsV1().Deployments(edge).GetScale(ctx, "router", metav1.GetOptions{})
+					scale, err := c.Client.AppsV1().Deployments(ns).GetScale(ctx, "router", metav1.GetOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
 					scale.Spec.Replicas = 1
-					if _, err := c.Client.AppsV1().Deployments(edge).UpdateScale(ctx, "router", scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
+					if _, err := c.Client.AppsV1().Deployments(ns).UpdateScale(ctx, "router", scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
 						t.Fatal(err)
 					}
 				},
@@ -188,7 +184,7 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 			{
 				Config: cfg("\n  force_conflicts = true"),
 				Check: func(*terraform.State) error {
-					dep, err := c.Client.AppsV1().Deployments(edge).Get(ctx, "router", metav1.GetOptions{})
+					dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "router", metav1.GetOptions{})
 					if err != nil {
 						return err
 					}

@@ -152,6 +152,10 @@ func (r Router) Validate() error {
 	if r.Target.TokenizerPath != "" && r.Target.ClaimName == "" {
 		return fmt.Errorf("fleet.claim_name: must be set with fleet.tokenizer_path: the tokenizer files are read from that claim")
 	}
+	if r.Target.TokenizerPath != "" && r.Namespace != r.Target.Namespace {
+		return fmt.Errorf("namespace: %q is not fleet.namespace %q: the router reads the tokenizer files from the fleet's claim %s, "+
+			"and a claim can only be mounted in its own namespace; leave namespace unset (the fleet's)", r.Namespace, r.Target.Namespace, r.Target.ClaimName)
+	}
 	switch r.Service.Type {
 	case "ClusterIP", "LoadBalancer":
 	default:

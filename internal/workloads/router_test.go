@@ -17,7 +17,7 @@ import (
 func testRouter() Router {
 	f := Fleet{Name: "qwen", Namespace: "llmd", ServedName: "Qwen/Qwen2.5-7B-Instruct", ModelPath: "Qwen2.5-7B-Instruct",
 		VLLM: VLLM{BlockSize: 64}, KVEvents: KVEvents{Port: 5557, ReplayPort: 5558, Topic: "kv@{ip}:{port}@{model}"}}
-	return Router{Name: "router", Namespace: "edge", Image: "ghcr.io/llmd-dev/llmd-router:v0.1.0", Replicas: 2, Target: f.Target(),
+	return Router{Name: "router", Namespace: "llmd", Image: "ghcr.io/llmd-dev/llmd-router:v0.1.0", Replicas: 2, Target: f.Target(),
 		Scorers:  config.DefaultScorers(),
 		Limits:   RouterLimits{MaxInFlightPerPod: 64, MaxQueue: 1024, QueueTimeout: 30 * time.Second, Drain: 2 * time.Minute},
 		LogLevel: "info", Service: RouterService{Type: "ClusterIP", Port: 8000},
@@ -51,8 +51,8 @@ func TestRouterObjects(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.Kind+" "+o.Namespace+"/"+o.Name)
 	}
-	want := []string{"Namespace /edge", "Namespace /llmd", "ServiceAccount edge/router", "Role llmd/router", "RoleBinding llmd/router",
-		"ConfigMap edge/router", "Deployment edge/router", "Service edge/router", "PodDisruptionBudget edge/router"}
+	want := []string{"Namespace /llmd", "ServiceAccount llmd/router", "Role llmd/router", "RoleBinding llmd/router",
+		"ConfigMap llmd/router", "Deployment llmd/router", "Service llmd/router", "PodDisruptionBudget llmd/router"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("objects %q, want %q", kinds, want)
 	}
@@ -65,12 +65,12 @@ func TestRouterObjects(t *testing.T) {
 	}
 	var rb rbacv1.RoleBinding
 	find(t, objs, "RoleBinding", "llmd", "router", &rb)
-	if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != "router" || rb.Subjects[0].Namespace != "edge" {
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != "router" || rb.Subjects[0].Namespace != "llmd" {
 		t.Errorf("role binding subjects %+v", rb.Subjects)
 	}
 
 	var cm corev1.ConfigMap
-	find(t, objs, "ConfigMap", "edge", "router", &cm)
+	find(t, objs, "ConfigMap", "llmd", "router", &cm)
 	cfg, err := config.Parse([]byte(cm.Data[RouterConfigFile]))
 	if err != nil {
 		t.Fatalf("the ConfigMap's file does not load as the router loads it: %v\n%s", err, cm.Data[RouterConfigFile])
@@ -87,7 +87,7 @@ func TestRouterObjects(t *testing.T) {
 	}
 
 	var dep appsv1.Deployment
-	find(t, objs, "Deployment", "edge", "router", &dep)
+	find(t, objs, "Deployment", "llmd", "router", &dep)
 	_, sum, err := r.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestRouterServiceLoadBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var svc corev1.Service
-	find(t, objs, "Service", "edge", "router", &svc)
+	find(t, objs, "Service", "llmd", "router", &svc)
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.Ports[0].Port != 80 ||
 		!slices.Equal(svc.Spec.LoadBalancerSourceRanges, []string{"10.0.0.0/8", "192.168.0.0/16"}) ||
 		svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] != "internal" {
@@ -195,6 +195,7 @@ func TestRouterValidateNamesTheAttribute(t *testing.T) {
 		{"source ranges without LB", func(r *Router) { r.Service.SourceRanges = []string{"10.0.0.0/8"} }, "service.source_ranges"},
 		{"bad quantity", func(r *Router) { r.Resources.Memory = "lots" }, "resources.memory"},
 		{"no image", func(r *Router) { r.Image = "" }, "image"},
+		{"claim in another namespace", func(r *Router) { r.Namespace = "edge" }, `namespace: "edge" is not fleet.namespace "llmd"`},
 		{"tokenizer without claim", func(r *Router) { r.Target.ClaimName = "" }, "fleet.claim_name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
