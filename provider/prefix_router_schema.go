@@ -54,8 +54,9 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and hyphens, starting with a letter")},
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
 		"namespace": schema.StringAttribute{Optional: true, Computed: true,
-			MarkdownDescription: "Namespace of the router; default the fleet's (at creation). The Role and RoleBinding that let it watch the fleet's pods are always in the fleet's namespace. Changing it replaces the router.",
-			Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
+			MarkdownDescription: "Namespace of the router; default the fleet's (at creation). Another namespace only works for a fleet without tokenizer files: " +
+				"the router mounts the fleet's claim, which only pods in its namespace can. The Role and RoleBinding that let it watch the fleet's pods are always in the fleet's namespace. Changing it replaces the router.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
 			// Kept from state: an update elsewhere never re-derives it and so never replaces the router.
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()}},
 		"image": schema.StringAttribute{Optional: true, Computed: true,
