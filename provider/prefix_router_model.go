@@ -301,8 +301,9 @@ func (m *prefixRouterModel) restore(ctx context.Context, raw string) diag.Diagno
 // router built from the same commit, tagged with the provider's version. A
 // development build ("dev", "test", a commit) pins none.
 func pinnedRouterImage(version string) string {
-	if version == "" || version[0] < '0' || version[0] > '9' {
+	v := strings.TrimPrefix(version, "v")
+	if v == "" || v[0] < '0' || v[0] > '9' {
 		return ""
 	}
-	return routerImageRepository + ":" + strings.TrimPrefix(version, "v")
+	return routerImageRepository + ":" + v
 }
