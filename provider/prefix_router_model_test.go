@@ -66,3 +66,17 @@ func TestRouterSettingsPlacementAndService(t *testing.T) {
 		t.Error("an unreadable drain_timeout is accepted")
 	}
 }
+
+// TestRouterFleetIsRouterTarget: `fleet` takes llmd_model_fleet's
+// router_target as is, so both have exactly the same attribute names.
+func TestRouterFleetIsRouterTarget(t *testing.T) {
+	fleet := routerFleetAttribute().Attributes
+	for name := range routerTargetTypes {
+		if _, ok := fleet[name]; !ok {
+			t.Errorf("router_target.%s has no fleet.%s", name, name)
+		}
+	}
+	if len(fleet) != len(routerTargetTypes) {
+		t.Errorf("fleet has %d attributes, router_target %d", len(fleet), len(routerTargetTypes))
+	}
+}
