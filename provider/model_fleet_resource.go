@@ -421,25 +421,32 @@ func (r *modelFleetResource) Delete(ctx context.Context, req resource.DeleteRequ
 // read a connection from, so a fleet on a cluster made elsewhere cannot be
 // imported.
 func (r *modelFleetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importInCluster(ctx, r.data, "model fleet", req, resp)
+}
+
+// importInCluster sets `cluster` and `id` from an import id
+// `<cluster>/<namespace>/<name>`, finding the EKS cluster by name in the
+// provider's region; the refresh that follows reads the rest.
+func importInCluster(ctx context.Context, data *providerData, what string, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	parts := strings.Split(req.ID, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		resp.Diagnostics.AddError("Importing model fleet", fmt.Sprintf("import id %q: want <cluster>/<namespace>/<name>, e.g. prod/llmd/qwen", req.ID))
+		resp.Diagnostics.AddError("Importing "+what, fmt.Sprintf("import id %q: want <cluster>/<namespace>/<name>, e.g. prod/llmd/qwen", req.ID))
 		return
 	}
-	if r.data == nil {
-		resp.Diagnostics.AddError("Importing model fleet", "the provider is not configured")
+	if data == nil {
+		resp.Diagnostics.AddError("Importing "+what, "the provider is not configured")
 		return
 	}
-	cluster, err := r.data.AWS.FindClusterByName(ctx, parts[0], gpuDefaults.name, systemDefaults.name)
+	cluster, err := data.AWS.FindClusterByName(ctx, parts[0], gpuDefaults.name, systemDefaults.name)
 	if err == nil && cluster == nil {
-		err = fmt.Errorf("no EKS cluster %q in %s", parts[0], r.data.AWS.Config.Region)
+		err = fmt.Errorf("no EKS cluster %q in %s", parts[0], data.AWS.Config.Region)
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("Importing model fleet "+req.ID, err.Error())
+		resp.Diagnostics.AddError("Importing "+what+" "+req.ID, err.Error())
 		return
 	}
 	k := kubernetesObject(inferenceClusterModel{Name: types.StringValue(cluster.Name), Endpoint: types.StringValue(cluster.Endpoint),
-		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, r.data.AWS.Config.Region, cluster.GPU)
+		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, data.AWS.Config.Region, cluster.GPU)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), k)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), parts[1]+"/"+parts[2])...)
 }

@@ -115,12 +115,24 @@ func readDeclaredPod(t *testing.T, c *testenv.Cluster, ns, name string) declared
 // later rollout's pods can take the addresses.
 func playPods(t *testing.T, c *testenv.Cluster, ns, name string, want int) []string {
 	t.Helper()
+	ips, sims := startDeclaredReplicas(t, c, ns, name, want)
+	for _, sim := range sims {
+		sim.Stop()
+	}
+	return ips
+}
+
+// startDeclaredReplicas is playPods without the stop: the replicas run until
+// the test ends (or the caller stops them), keyed by pod name.
+func startDeclaredReplicas(t *testing.T, c *testenv.Cluster, ns, name string, want int) ([]string, map[string]*testenv.RouterProcess) {
+	t.Helper()
 	d := readDeclaredPod(t, c, ns, name)
 	pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "llmd.dev/fleet=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ips []string
+	sims := map[string]*testenv.RouterProcess{}
 	for _, p := range pods.Items {
 		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 			continue
@@ -129,6 +141,7 @@ func playPods(t *testing.T, c *testenv.Cluster, ns, name string, want int) []str
 		ips = append(ips, ip)
 		sim := testenv.StartRouter(t, 1, "sim", "--host", ip, "--port", d.port, "--kv-port", fmt.Sprint(d.kvPort),
 			"--block-size", d.blockSize, "--model", d.model, "--time-scale", "20")
+		sims[p.Name] = sim
 		if d.replayPort != d.kvPort+1 {
 			t.Fatalf("declared replay port %d: the simulator replays at kv port + 1 (%d)", d.replayPort, d.kvPort+1)
 		}
@@ -144,12 +157,11 @@ func playPods(t *testing.T, c *testenv.Cluster, ns, name string, want int) []str
 		if !strings.Contains(string(body), d.model) {
 			t.Fatalf("pod %s serves %s, want model %s", p.Name, body, d.model)
 		}
-		defer sim.Stop()
 	}
 	if len(ips) != want {
 		t.Fatalf("%d running pods with an IP, want %d", len(ips), want)
 	}
-	return ips
+	return ips, sims
 }
 
 // baselineEndpointIPs are the ready addresses of the baseline Service's EndpointSlices.

@@ -218,7 +218,7 @@ func (m providerModel) settings(ctx context.Context, version string) (awsinfra.S
 }
 
 func (p *llmdProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newInferenceClusterResource, newModelFleetResource}
+	return []func() resource.Resource{newInferenceClusterResource, newModelFleetResource, newPrefixRouterResource}
 }
 
 func (p *llmdProvider) DataSources(context.Context) []func() datasource.DataSource {

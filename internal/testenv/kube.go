@@ -267,8 +267,7 @@ type GPUNodeSpec struct {
 // The nodes are deleted when the test ends.
 func (c *Cluster) AddGPUNodes(t testing.TB, spec GPUNodeSpec) []string {
 	t.Helper()
-	ctx := context.Background()
-	var names []string
+	var nodes []*corev1.Node
 	for i := 0; i < spec.Count; i++ {
 		name := fmt.Sprintf("%s-%d", spec.Prefix, i)
 		node := &corev1.Node{
@@ -292,10 +291,22 @@ func (c *Cluster) AddGPUNodes(t testing.TB, spec GPUNodeSpec) []string {
 		for k, v := range spec.Labels {
 			node.Labels[k] = v
 		}
+		nodes = append(nodes, node)
+	}
+	return c.addNodes(t, nodes)
+}
+
+// addNodes creates fake nodes, deletes them when the test ends and waits
+// until kwok reports them Ready.
+func (c *Cluster) addNodes(t testing.TB, nodes []*corev1.Node) []string {
+	t.Helper()
+	ctx := context.Background()
+	var names []string
+	for _, node := range nodes {
 		if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("testenv: creating node %s: %v", name, err)
+			t.Fatalf("testenv: creating node %s: %v", node.Name, err)
 		}
-		names = append(names, name)
+		names = append(names, node.Name)
 	}
 	t.Cleanup(func() {
 		for _, n := range names {

@@ -1,0 +1,339 @@
+package workloads
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// Router is everything that defines one llmd-router deployment in front of a fleet.
+type Router struct {
+	Name, Namespace string
+	Image           string
+	Replicas        int32
+	// Target is the fleet as llmd_model_fleet reports it.
+	Target RouterTarget
+	// Scorers are the picker's weighted sum (config.DefaultScorers: llm-d's mix).
+	Scorers   []config.Scorer
+	Limits    RouterLimits
+	LogLevel  string
+	Service   RouterService
+	Resources RouterResources
+	// NodeSelector and Tolerations place the pods (the system node group by default).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+	// Annotations go on the Deployment (the provider keeps its settings there).
+	Annotations map[string]string
+}
+
+// RouterLimits are serve's admission and shutdown flags.
+type RouterLimits struct {
+	// MaxInFlightPerPod caps the requests one router keeps open on one pod (0: no cap).
+	MaxInFlightPerPod int
+	MaxQueue          int
+	QueueTimeout      time.Duration
+	// Drain is how long open requests (streams) may take after SIGTERM.
+	Drain time.Duration
+}
+
+// RouterService is how clients reach the routers.
+type RouterService struct {
+	// Type is ClusterIP or LoadBalancer.
+	Type        string
+	Port        int
+	Annotations map[string]string
+	// SourceRanges restrict a load balancer's clients (CIDRs).
+	SourceRanges []string
+}
+
+// RouterResources are one router pod's requests and limits.
+type RouterResources struct {
+	CPU, Memory, MemoryLimit string
+}
+
+// Router pod layout. RouterPort is where serve listens in the pod; the
+// claim is mounted at MountPath, as in the fleet's pods, so the fleet's
+// tokenizer paths resolve the same way.
+const (
+	RouterPort        = 8000
+	RouterConfigDir   = "/etc/llmd-router"
+	RouterConfigFile  = "router.yaml"
+	ConfigChecksumKey = "llmd.dev/config-checksum"
+	// routerPreStop is how long a terminating pod keeps serving before
+	// SIGTERM, so endpoints and load balancers stop sending to it first.
+	routerPreStop = 5
+)
+
+// Labels are on every object of the router; the selector is a stable subset.
+func (r Router) Labels() map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "llmd-router",
+		"app.kubernetes.io/instance":   r.Name,
+		"app.kubernetes.io/component":  "router",
+		"app.kubernetes.io/part-of":    "llmd",
+		"app.kubernetes.io/managed-by": "llmd",
+		"llmd.dev/router":              r.Name,
+	}
+}
+
+// Selector picks the router's pods.
+func (r Router) Selector() map[string]string {
+	return map[string]string{"llmd.dev/router": r.Name, "app.kubernetes.io/component": "router"}
+}
+
+// Config is the router's configuration file, built with the router's own
+// types, defaulted and validated by the router's own code.
+func (r Router) Config() (*config.Config, error) {
+	t := r.Target
+	c := &config.Config{
+		Model:     t.ServedModel,
+		Listen:    fmt.Sprintf(":%d", RouterPort),
+		BlockSize: t.BlockSize,
+		Discovery: config.Discovery{
+			Kubernetes: &config.Kubernetes{Namespace: t.Namespace, Selector: t.Selector},
+			Ports:      config.Ports{HTTP: t.HTTPPort, KVEvents: t.KVEventsPort, Replay: t.ReplayPort},
+			Topic:      t.Topic,
+		},
+		Scoring: config.Scoring{Scorers: r.Scorers},
+	}
+	if t.TokenizerPath != "" {
+		c.Tokenizer = config.Tokenizer{JSON: path.Join(MountPath, t.TokenizerPath), Config: path.Join(MountPath, t.TokenizerConfigPath)}
+	}
+	c.Default()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := scoring.FromConfig(c.Scoring); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ConfigFile is the rendered configuration file and its checksum.
+func (r Router) ConfigFile() ([]byte, string, error) {
+	cfg, err := r.Config()
+	if err != nil {
+		return nil, "", err
+	}
+	yaml, err := cfg.Marshal()
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(yaml)
+	return yaml, "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Validate checks the spec, naming the Terraform attribute at fault.
+func (r Router) Validate() error {
+	if r.Image == "" {
+		return fmt.Errorf("image: must be set")
+	}
+	if r.Target.Namespace == "" || r.Target.Selector == "" {
+		return fmt.Errorf("fleet: namespace and selector must be set (pass llmd_model_fleet.<name>.router_target)")
+	}
+	if r.Target.TokenizerPath != "" && r.Target.ClaimName == "" {
+		return fmt.Errorf("fleet.claim_name: must be set with fleet.tokenizer_path: the tokenizer files are read from that claim")
+	}
+	if r.Target.TokenizerPath != "" && r.Namespace != r.Target.Namespace {
+		return fmt.Errorf("namespace: %q is not fleet.namespace %q: the router reads the tokenizer files from the fleet's claim %s, "+
+			"and a claim can only be mounted in its own namespace; leave namespace unset (the fleet's)", r.Namespace, r.Target.Namespace, r.Target.ClaimName)
+	}
+	switch r.Service.Type {
+	case "ClusterIP", "LoadBalancer":
+	default:
+		return fmt.Errorf("service.type: %q is not ClusterIP or LoadBalancer", r.Service.Type)
+	}
+	if len(r.Service.SourceRanges) > 0 && r.Service.Type != "LoadBalancer" {
+		return fmt.Errorf("service.source_ranges: only a LoadBalancer service has source ranges; set service.type = \"LoadBalancer\" or remove them")
+	}
+	for _, q := range []struct{ name, v string }{{"resources.cpu", r.Resources.CPU}, {"resources.memory", r.Resources.Memory},
+		{"resources.memory_limit", r.Resources.MemoryLimit}} {
+		if _, err := resource.ParseQuantity(q.v); err != nil {
+			return fmt.Errorf("%s: %q is not a Kubernetes quantity (e.g. \"1\", \"500m\", \"1Gi\")", q.name, q.v)
+		}
+	}
+	_, err := r.Config()
+	return err
+}
+
+// Args are the serve arguments besides the config file's content.
+func (r Router) Args() []string {
+	return []string{"serve", "--config", path.Join(RouterConfigDir, RouterConfigFile),
+		"--log-level", r.LogLevel,
+		"--max-in-flight-per-pod", fmt.Sprint(r.Limits.MaxInFlightPerPod),
+		"--max-queue", fmt.Sprint(r.Limits.MaxQueue),
+		"--queue-timeout", r.Limits.QueueTimeout.String(),
+		"--shutdown-timeout", r.Limits.Drain.String(),
+	}
+}
+
+// ServiceMonitorKind is the prometheus-operator type of the router's scrape config.
+var ServiceMonitorKind = kube.Ref{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+
+// Objects are the router's objects in apply order. withServiceMonitor adds
+// the ServiceMonitor (only when the cluster serves its CRD).
+func (r Router) Objects(withServiceMonitor bool) ([]kube.Object, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	yaml, checksum, err := r.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	labels := r.Labels()
+	acs := []any{corev1ac.Namespace(r.Namespace).WithLabels(map[string]string{"app.kubernetes.io/managed-by": "llmd"})}
+	if r.Target.Namespace != r.Namespace {
+		acs = append(acs, corev1ac.Namespace(r.Target.Namespace).WithLabels(map[string]string{"app.kubernetes.io/managed-by": "llmd"}))
+	}
+	acs = append(acs,
+		corev1ac.ServiceAccount(r.Name, r.Namespace).WithLabels(labels),
+		// Discovery watches the fleet's pods, in the fleet's namespace, and nothing else.
+		rbacv1ac.Role(r.Name, r.Target.Namespace).WithLabels(labels).WithRules(
+			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods").WithVerbs("get", "list", "watch")),
+		rbacv1ac.RoleBinding(r.Name, r.Target.Namespace).WithLabels(labels).
+			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(r.Name)).
+			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(r.Name).WithNamespace(r.Namespace)),
+		corev1ac.ConfigMap(r.Name, r.Namespace).WithLabels(labels).WithData(map[string]string{RouterConfigFile: string(yaml)}),
+		r.deployment(labels, checksum),
+		r.service(labels),
+		policyv1ac.PodDisruptionBudget(r.Name, r.Namespace).WithLabels(labels).
+			WithSpec(policyv1ac.PodDisruptionBudgetSpec().WithMaxUnavailable(intstr.FromInt32(1)).
+				WithSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector()))),
+	)
+	if withServiceMonitor {
+		acs = append(acs, r.serviceMonitor(labels))
+	}
+	objs := make([]kube.Object, 0, len(acs))
+	for _, ac := range acs {
+		o, err := kube.FromApplyConfiguration(ac)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+	return objs, nil
+}
+
+func (r Router) deployment(labels map[string]string, checksum string) any {
+	probe := func(p string, period, failures int32) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(p).WithPort(intstr.FromString("http"))).
+			WithPeriodSeconds(period).WithFailureThreshold(failures).WithTimeoutSeconds(2)
+	}
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName("config").WithMountPath(RouterConfigDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+	}
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(r.Name)),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("64Mi"))),
+	}
+	if r.Target.TokenizerPath != "" {
+		// The fleet's own claim, read-only: the router tokenizes with exactly the engines' tokenizer files.
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath).WithReadOnly(true))
+		volumes = append(volumes, corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(r.Target.ClaimName).WithReadOnly(true)))
+	}
+	container := corev1ac.Container().WithName("router").WithImage(r.Image).
+		WithArgs(r.Args()...).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(RouterPort)).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(r.Resources.CPU), corev1.ResourceMemory: resource.MustParse(r.Resources.Memory)}).
+			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(r.Resources.MemoryLimit)})).
+		WithVolumeMounts(mounts...).
+		WithReadinessProbe(probe("/readyz", 2, 2)).
+		WithLivenessProbe(probe("/healthz", 10, 3)).
+		// Keep serving while endpoints and load balancers drop the pod; SIGTERM then drains open streams.
+		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(routerPreStop)))).
+		// Pod Security "restricted".
+		WithSecurityContext(corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false).WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).WithRunAsUser(65532).WithRunAsGroup(65532).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+	pod := corev1ac.PodSpec().
+		WithServiceAccountName(r.Name).
+		// Discovery authenticates with the pod's ServiceAccount token (in-cluster config).
+		WithAutomountServiceAccountToken(true).
+		WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(int64(routerPreStop)+int64(r.Limits.Drain.Seconds())+10).
+		WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithFSGroup(65532).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithContainers(container).
+		WithVolumes(volumes...).
+		WithTopologySpreadConstraints(
+			corev1ac.TopologySpreadConstraint().WithMaxSkew(1).WithTopologyKey(corev1.LabelHostname).
+				WithWhenUnsatisfiable(corev1.DoNotSchedule).WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector())),
+			corev1ac.TopologySpreadConstraint().WithMaxSkew(1).WithTopologyKey(corev1.LabelTopologyZone).
+				WithWhenUnsatisfiable(corev1.ScheduleAnyway).WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector())))
+	if len(r.NodeSelector) > 0 {
+		pod = pod.WithNodeSelector(r.NodeSelector)
+	}
+	for _, t := range r.Tolerations {
+		tol := corev1ac.Toleration().WithKey(t.Key).WithOperator(t.Operator).WithEffect(t.Effect)
+		if t.Value != "" {
+			tol = tol.WithValue(t.Value)
+		}
+		pod = pod.WithTolerations(tol)
+	}
+	d := appsv1ac.Deployment(r.Name, r.Namespace).WithLabels(labels)
+	if len(r.Annotations) > 0 {
+		d = d.WithAnnotations(r.Annotations)
+	}
+	return d.WithSpec(appsv1ac.DeploymentSpec().
+		WithReplicas(r.Replicas).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector())).
+		WithStrategy(appsv1ac.DeploymentStrategy().WithType("RollingUpdate").WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+			WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromInt32(1)))).
+		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).
+			// A new configuration rolls the pods: serve reads its file once at start.
+			WithAnnotations(map[string]string{ConfigChecksumKey: checksum}).
+			WithSpec(pod)))
+}
+
+func (r Router) service(labels map[string]string) any {
+	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(r.Service.Type)).WithSelector(r.Selector()).
+		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(int32(r.Service.Port)).WithTargetPort(intstr.FromString("http")))
+	if len(r.Service.SourceRanges) > 0 {
+		ranges := append([]string(nil), r.Service.SourceRanges...)
+		sort.Strings(ranges)
+		spec = spec.WithLoadBalancerSourceRanges(ranges...)
+	}
+	svc := corev1ac.Service(r.Name, r.Namespace).WithLabels(labels).WithSpec(spec)
+	if len(r.Service.Annotations) > 0 {
+		svc = svc.WithAnnotations(r.Service.Annotations)
+	}
+	return svc
+}
+
+func (r Router) serviceMonitor(labels map[string]string) any {
+	return map[string]any{
+		"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+		"metadata": map[string]any{"name": r.Name, "namespace": r.Namespace, "labels": labels},
+		"spec": map[string]any{
+			"selector":  metav1.LabelSelector{MatchLabels: r.Selector()},
+			"endpoints": []any{map[string]any{"port": "http", "path": "/metrics", "interval": "15s"}},
+		},
+	}
+}
+
+// URL is the in-cluster address of the router Service.
+func (r Router) URL() string {
+	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", r.Name, r.Namespace, r.Service.Port)
+}

@@ -1,0 +1,314 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+)
+
+// prefixRouterModel is llmd_prefix_router's state.
+type prefixRouterModel struct {
+	ID                   types.String   `tfsdk:"id"`
+	Cluster              types.Object   `tfsdk:"cluster"`
+	Kubernetes           types.Object   `tfsdk:"kubernetes"`
+	Fleet                types.Object   `tfsdk:"fleet"`
+	Name                 types.String   `tfsdk:"name"`
+	Namespace            types.String   `tfsdk:"namespace"`
+	Image                types.String   `tfsdk:"image"`
+	Replicas             types.Int64    `tfsdk:"replicas"`
+	BlockSize            types.Int64    `tfsdk:"block_size"`
+	ServedModel          types.String   `tfsdk:"served_model"`
+	Scoring              types.Object   `tfsdk:"scoring"`
+	Limits               types.Object   `tfsdk:"limits"`
+	Service              types.Object   `tfsdk:"service"`
+	Resources            types.Object   `tfsdk:"resources"`
+	Scheduling           types.Object   `tfsdk:"scheduling"`
+	LogLevel             types.String   `tfsdk:"log_level"`
+	Metrics              types.Object   `tfsdk:"metrics"`
+	ForceConflicts       types.Bool     `tfsdk:"force_conflicts"`
+	WaitForRollout       types.Bool     `tfsdk:"wait_for_rollout"`
+	URL                  types.String   `tfsdk:"url"`
+	LoadBalancerHostname types.String   `tfsdk:"load_balancer_hostname"`
+	ConfigHash           types.String   `tfsdk:"config_hash"`
+	RenderedHash         types.String   `tfsdk:"rendered_hash"`
+	Inventory            types.List     `tfsdk:"inventory"`
+	Timeouts             timeouts.Value `tfsdk:"timeouts"`
+}
+
+// routerFleet is `fleet` (llmd_model_fleet.router_target) in plain Go.
+type routerFleet struct {
+	Namespace           string `json:"namespace"`
+	Selector            string `json:"selector"`
+	HTTPPort            int64  `json:"http_port"`
+	KVEventsPort        int64  `json:"kv_events_port"`
+	ReplayPort          int64  `json:"replay_port"`
+	Topic               string `json:"topic"`
+	BlockSize           int64  `json:"block_size"`
+	ServedModel         string `json:"served_model"`
+	ClaimName           string `json:"claim_name,omitempty"`
+	ModelPath           string `json:"model_path,omitempty"`
+	TokenizerPath       string `json:"tokenizer_path,omitempty"`
+	TokenizerConfigPath string `json:"tokenizer_config_path,omitempty"`
+}
+
+type routerScorer struct {
+	Type   string             `json:"type"`
+	Weight float64            `json:"weight"`
+	Params map[string]float64 `json:"params,omitempty"`
+}
+
+// routerSettings are the router's inputs in plain Go; the Deployment
+// carries them in its settings annotation so an import recovers them.
+type routerSettings struct {
+	Name        string      `json:"name"`
+	Namespace   string      `json:"namespace"`
+	Fleet       routerFleet `json:"fleet"`
+	Image       string      `json:"image"`
+	Replicas    int64       `json:"replicas"`
+	BlockSize   *int64      `json:"block_size,omitempty"`
+	ServedModel *string     `json:"served_model,omitempty"`
+	Scoring     struct {
+		Preset  *string        `json:"preset,omitempty"`
+		Scorers []routerScorer `json:"scorers,omitempty"`
+	} `json:"scoring"`
+	Limits struct {
+		MaxInFlightPerPod int64  `json:"max_in_flight_per_pod"`
+		MaxQueue          int64  `json:"max_queue"`
+		QueueTimeout      string `json:"queue_timeout"`
+		DrainTimeout      string `json:"drain_timeout"`
+	} `json:"limits"`
+	Service struct {
+		Type         string            `json:"type"`
+		Internal     bool              `json:"internal"`
+		Port         int64             `json:"port"`
+		Annotations  map[string]string `json:"annotations"`
+		SourceRanges []string          `json:"load_balancer_source_ranges"`
+	} `json:"service"`
+	Resources *struct {
+		CPU         *string `json:"cpu,omitempty"`
+		Memory      *string `json:"memory,omitempty"`
+		MemoryLimit *string `json:"memory_limit,omitempty"`
+	} `json:"resources,omitempty"`
+	Scheduling *struct {
+		NodeSelector map[string]string `json:"node_selector,omitempty"`
+		Tolerations  []string          `json:"tolerations,omitempty"`
+	} `json:"scheduling,omitempty"`
+	LogLevel string `json:"log_level"`
+	Metrics  *struct {
+		ServiceMonitor *bool `json:"service_monitor,omitempty"`
+	} `json:"metrics,omitempty"`
+	ForceConflicts bool `json:"force_conflicts"`
+	WaitForRollout bool `json:"wait_for_rollout"`
+}
+
+// routerSettingsAnnotation holds the router's settings on its Deployment.
+const routerSettingsAnnotation = "llmd.dev/router-settings"
+
+// awsSchemeAnnotation is the AWS load balancer's scheme, from service.internal.
+const awsSchemeAnnotation = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+
+// known reports whether every input is known.
+func (m prefixRouterModel) known() bool {
+	for _, v := range []attr.Value{m.Fleet, m.Name, m.Namespace, m.Image, m.Replicas, m.BlockSize, m.ServedModel, m.Scoring, m.Limits,
+		m.Service, m.Resources, m.Scheduling, m.LogLevel, m.Metrics, m.ForceConflicts, m.WaitForRollout} {
+		if !fullyKnown(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m prefixRouterModel) settings() (routerSettings, diag.Diagnostics) {
+	var s routerSettings
+	var diags diag.Diagnostics
+	s.Name, s.Namespace, s.Image, s.Replicas = m.Name.ValueString(), m.Namespace.ValueString(), m.Image.ValueString(), m.Replicas.ValueInt64()
+	s.LogLevel, s.ForceConflicts, s.WaitForRollout = m.LogLevel.ValueString(), m.ForceConflicts.ValueBool(), m.WaitForRollout.ValueBool()
+	s.BlockSize, s.ServedModel = m.BlockSize.ValueInt64Pointer(), m.ServedModel.ValueStringPointer()
+	for _, part := range []struct {
+		v    types.Object
+		into any
+	}{{m.Fleet, &s.Fleet}, {m.Scoring, &s.Scoring}, {m.Limits, &s.Limits}, {m.Service, &s.Service}} {
+		diags.Append(decodeObject(part.v, part.into)...)
+	}
+	if !m.Resources.IsNull() {
+		diags.Append(decodeObject(m.Resources, &s.Resources)...)
+	}
+	if !m.Scheduling.IsNull() {
+		diags.Append(decodeObject(m.Scheduling, &s.Scheduling)...)
+	}
+	if !m.Metrics.IsNull() {
+		diags.Append(decodeObject(m.Metrics, &s.Metrics)...)
+	}
+	return s, diags
+}
+
+// contradictions are settings that disagree with the fleet, each naming
+// both attributes. A fleet value assembled by hand (vLLM deployed some
+// other way) is checked for the mistakes router_target cannot make.
+func (s routerSettings) contradictions() diag.Diagnostics {
+	var diags diag.Diagnostics
+	f := s.Fleet
+	if s.BlockSize != nil && *s.BlockSize != f.BlockSize {
+		diags.AddAttributeError(path.Root("block_size"), "Router contradicts the fleet",
+			fmt.Sprintf("block_size = %d, but fleet.block_size = %d: vLLM hashes blocks of %d tokens, so the router would never find a cached prefix. "+
+				"Remove block_size, or change the fleet's vllm.block_size.", *s.BlockSize, f.BlockSize, f.BlockSize))
+	}
+	if s.ServedModel != nil && *s.ServedModel != f.ServedModel {
+		diags.AddAttributeError(path.Root("served_model"), "Router contradicts the fleet",
+			fmt.Sprintf("served_model = %q, but fleet.served_model = %q: requests for the router's model would be refused by every pod. "+
+				"Remove served_model, or change the fleet's model.served_name.", *s.ServedModel, f.ServedModel))
+	}
+	for _, p := range []struct {
+		name string
+		v    int64
+	}{{"kv_events_port", f.KVEventsPort}, {"replay_port", f.ReplayPort}} {
+		if p.v == f.HTTPPort {
+			diags.AddAttributeError(path.Root("fleet").AtName(p.name), "Router contradicts the fleet",
+				fmt.Sprintf("fleet.%s = %d is fleet.http_port too: vLLM cannot serve HTTP and publish KV events on one port.", p.name, p.v))
+		}
+	}
+	if f.ReplayPort != 0 && f.ReplayPort == f.KVEventsPort {
+		diags.AddAttributeError(path.Root("fleet").AtName("replay_port"), "Router contradicts the fleet",
+			fmt.Sprintf("fleet.replay_port = fleet.kv_events_port = %d: the publisher and the replay socket need two ports.", f.ReplayPort))
+	}
+	if !strings.Contains(f.Topic, "{ip}") && !strings.Contains(f.Topic, "{port}") {
+		diags.AddAttributeError(path.Root("fleet").AtName("topic"), "Router contradicts the fleet",
+			fmt.Sprintf("fleet.topic %q names no pod ({ip} or {port}): every pod would publish under one topic and the router could not tell whose cache a block is in.", f.Topic))
+	}
+	if s.Scoring.Preset != nil && len(s.Scoring.Scorers) > 0 {
+		diags.AddAttributeError(path.Root("scoring"), "Conflicting scoring", "give either scoring.preset or scoring.scorers, not both")
+	}
+	if s.Scoring.Preset == nil && len(s.Scoring.Scorers) == 0 {
+		diags.AddAttributeError(path.Root("scoring"), "No scoring", "give scoring.preset = \"llmd\" or scoring.scorers")
+	}
+	return diags
+}
+
+// router turns the settings into the workloads spec.
+func (s routerSettings) router(conn connection) (workloads.Router, error) {
+	var err error
+	r := workloads.Router{Name: s.Name, Namespace: s.Namespace, Image: s.Image, Replicas: int32(s.Replicas), LogLevel: s.LogLevel,
+		Target: workloads.RouterTarget{Namespace: s.Fleet.Namespace, Selector: s.Fleet.Selector, HTTPPort: int(s.Fleet.HTTPPort),
+			KVEventsPort: int(s.Fleet.KVEventsPort), ReplayPort: int(s.Fleet.ReplayPort), Topic: s.Fleet.Topic, BlockSize: int(s.Fleet.BlockSize),
+			ServedModel: s.Fleet.ServedModel, ClaimName: s.Fleet.ClaimName, ModelPath: s.Fleet.ModelPath,
+			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath},
+		Limits:    workloads.RouterLimits{MaxInFlightPerPod: int(s.Limits.MaxInFlightPerPod), MaxQueue: int(s.Limits.MaxQueue)},
+		Service:   workloads.RouterService{Type: s.Service.Type, Port: int(s.Service.Port), SourceRanges: s.Service.SourceRanges, Annotations: map[string]string{}},
+		Resources: workloads.RouterResources{CPU: "1", Memory: "1Gi", MemoryLimit: "2Gi"},
+	}
+	if r.Limits.QueueTimeout, err = time.ParseDuration(s.Limits.QueueTimeout); err != nil {
+		return r, fmt.Errorf("limits.queue_timeout: %w", err)
+	}
+	if r.Limits.Drain, err = time.ParseDuration(s.Limits.DrainTimeout); err != nil {
+		return r, fmt.Errorf("limits.drain_timeout: %w", err)
+	}
+	if s.Scoring.Preset != nil {
+		r.Scorers = config.DefaultScorers()
+	}
+	for _, sc := range s.Scoring.Scorers {
+		r.Scorers = append(r.Scorers, config.Scorer{Type: sc.Type, Weight: sc.Weight, Params: sc.Params})
+	}
+	if s.Service.Type == "LoadBalancer" {
+		r.Service.Annotations[awsSchemeAnnotation] = map[bool]string{true: "internal", false: "internet-facing"}[s.Service.Internal]
+	}
+	for k, v := range s.Service.Annotations {
+		r.Service.Annotations[k] = v
+	}
+	if res := s.Resources; res != nil {
+		for _, o := range []struct {
+			from *string
+			to   *string
+		}{{res.CPU, &r.Resources.CPU}, {res.Memory, &r.Resources.Memory}, {res.MemoryLimit, &r.Resources.MemoryLimit}} {
+			if o.from != nil {
+				*o.to = *o.from
+			}
+		}
+	}
+	if conn.cluster != nil {
+		// The system node group llmd_inference_cluster makes, off the GPU nodes.
+		r.NodeSelector = systemDefaults.labels
+	}
+	if sc := s.Scheduling; sc != nil {
+		if sc.NodeSelector != nil {
+			r.NodeSelector = sc.NodeSelector
+		}
+		for _, t := range sc.Tolerations {
+			tol, err := parseTaint(t)
+			if err != nil {
+				return r, fmt.Errorf("scheduling.tolerations: %w", err)
+			}
+			r.Tolerations = append(r.Tolerations, tol)
+		}
+	}
+	return r, r.Validate()
+}
+
+// wantServiceMonitor is metrics.service_monitor: nil asks the cluster.
+func (s routerSettings) wantServiceMonitor() *bool {
+	if s.Metrics == nil {
+		return nil
+	}
+	return s.Metrics.ServiceMonitor
+}
+
+func (s routerSettings) annotation() string {
+	b, _ := json.Marshal(s) // plain strings, numbers and maps: cannot fail
+	return string(b)
+}
+
+// restore sets the model's inputs from a Deployment's settings annotation (import).
+func (m *prefixRouterModel) restore(ctx context.Context, raw string) diag.Diagnostics {
+	var s routerSettings
+	var diags diag.Diagnostics
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		diags.AddError("Importing prefix router", fmt.Sprintf("the Deployment's %s annotation is not readable: %v", routerSettingsAnnotation, err))
+		return diags
+	}
+	m.Name, m.Namespace, m.Image, m.Replicas = types.StringValue(s.Name), types.StringValue(s.Namespace), types.StringValue(s.Image), types.Int64Value(s.Replicas)
+	m.LogLevel, m.ForceConflicts, m.WaitForRollout = types.StringValue(s.LogLevel), types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)
+	m.BlockSize, m.ServedModel = types.Int64PointerValue(s.BlockSize), types.StringPointerValue(s.ServedModel)
+	for _, part := range []struct {
+		from  any
+		types map[string]attr.Type
+		into  *types.Object
+		set   bool
+	}{{s.Fleet, routerTargetTypes, &m.Fleet, true}, {s.Scoring, routerScoringTypes, &m.Scoring, true}, {s.Limits, routerLimitsTypes, &m.Limits, true},
+		{s.Service, routerServiceTypes, &m.Service, true}, {s.Resources, routerResourcesTypes, &m.Resources, s.Resources != nil},
+		{s.Scheduling, routerSchedulingTypes, &m.Scheduling, s.Scheduling != nil}, {s.Metrics, routerMetricsTypes, &m.Metrics, s.Metrics != nil}} {
+		if !part.set {
+			*part.into = types.ObjectNull(part.types)
+			continue
+		}
+		v, d := encodeObject(ctx, part.from, part.types)
+		diags.Append(d...)
+		*part.into = v
+	}
+	return diags
+}
+
+// pinnedRouterImage is the image a release of the provider pins: the
+// router image built from the same commit, by digest as the release build
+// stamps it (internal/buildinfo), else tagged with the provider's version.
+// A development build ("dev", "test", a commit) pins none.
+func pinnedRouterImage(version string) string {
+	if buildinfo.Pinned() {
+		return buildinfo.RouterImage
+	}
+	v := strings.TrimPrefix(version, "v")
+	if v == "" || v[0] < '0' || v[0] > '9' {
+		return ""
+	}
+	return buildinfo.ImageRepository + ":" + v
+}

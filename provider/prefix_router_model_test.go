@@ -1,0 +1,82 @@
+package provider
+
+import (
+	"testing"
+)
+
+// TestPinnedRouterImage: a release pins the router image of its own
+// version; a development build pins none (and then requires image).
+func TestPinnedRouterImage(t *testing.T) {
+	for version, want := range map[string]string{
+		"0.3.1": "ghcr.io/llmd-dev/llmd-router:0.3.1", "v0.3.1": "ghcr.io/llmd-dev/llmd-router:0.3.1",
+		"dev": "", "test": "", "": "",
+	} {
+		if got := pinnedRouterImage(version); got != want {
+			t.Errorf("pinnedRouterImage(%q) = %q, want %q", version, got, want)
+		}
+	}
+}
+
+func testRouterSettings() routerSettings {
+	var s routerSettings
+	preset := "llmd"
+	s.Name, s.Namespace, s.Image, s.Replicas, s.LogLevel = "router", "llmd", devRouterImage, 2, "info"
+	s.Fleet = routerFleet{Namespace: "llmd", Selector: "llmd.dev/fleet=qwen", HTTPPort: 8000, KVEventsPort: 5557, ReplayPort: 5558,
+		Topic: "kv@{ip}:{port}@{model}", BlockSize: 64, ServedModel: "Qwen/Qwen2.5-7B-Instruct", ClaimName: "qwen-weights",
+		TokenizerPath: "Qwen2.5-7B-Instruct/tokenizer.json", TokenizerConfigPath: "Qwen2.5-7B-Instruct/tokenizer_config.json"}
+	s.Scoring.Preset = &preset
+	s.Limits.MaxQueue, s.Limits.QueueTimeout, s.Limits.DrainTimeout = 1024, "30s", "2m"
+	s.Service.Type, s.Service.Internal, s.Service.Port = "ClusterIP", true, 8000
+	return s
+}
+
+// TestRouterSettingsPlacementAndService: with `cluster` the routers go to
+// the system node group, with `kubernetes` anywhere, and a load balancer's
+// scheme follows service.internal unless an annotation says otherwise.
+func TestRouterSettingsPlacementAndService(t *testing.T) {
+	s := testRouterSettings()
+	onCluster, err := s.router(connection{cluster: &kubernetesModel{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onCluster.NodeSelector["llmd.dev/pool"] != "system" {
+		t.Errorf("on an llmd cluster the node selector is %v, want the system node group", onCluster.NodeSelector)
+	}
+	elsewhere, err := s.router(connection{direct: &directModel{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(elsewhere.NodeSelector) != 0 {
+		t.Errorf("on a cluster made elsewhere the node selector is %v, want none", elsewhere.NodeSelector)
+	}
+	s.Service.Type, s.Service.Internal = "LoadBalancer", false
+	lb, err := s.router(connection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Service.Annotations[awsSchemeAnnotation]; got != "internet-facing" {
+		t.Errorf("scheme %q, want internet-facing", got)
+	}
+	s.Service.Annotations = map[string]string{awsSchemeAnnotation: "internal"}
+	if lb, err = s.router(connection{}); err != nil || lb.Service.Annotations[awsSchemeAnnotation] != "internal" {
+		t.Errorf("an explicit scheme annotation is overridden: %v %v", lb.Service.Annotations, err)
+	}
+	s.Limits.DrainTimeout = "soon"
+	if _, err := s.router(connection{}); err == nil {
+		t.Error("an unreadable drain_timeout is accepted")
+	}
+}
+
+// TestRouterFleetIsRouterTarget: `fleet` takes llmd_model_fleet's
+// router_target as is, so both have exactly the same attribute names.
+func TestRouterFleetIsRouterTarget(t *testing.T) {
+	fleet := routerFleetAttribute().Attributes
+	for name := range routerTargetTypes {
+		if _, ok := fleet[name]; !ok {
+			t.Errorf("router_target.%s has no fleet.%s", name, name)
+		}
+	}
+	if len(fleet) != len(routerTargetTypes) {
+		t.Errorf("fleet has %d attributes, router_target %d", len(fleet), len(routerTargetTypes))
+	}
+}

@@ -1,0 +1,485 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+)
+
+const routerRes = "llmd_prefix_router.test"
+
+// devRouterImage stands for the router image in tests: the provider under
+// test is a development build, which pins none. The test runs the router
+// binary built from this commit (testenv.RouterBinary) where the image's
+// container would run; the image's own root filesystem takes its place once
+// the image issue lands.
+const devRouterImage = "ghcr.io/llmd-dev/llmd-router:dev"
+
+// playedRouter is one router pod played by `llmd-router serve`.
+type playedRouter struct {
+	pod, url string
+}
+
+// playRouterPods starts, for every running router pod, `llmd-router serve`
+// exactly as the pod spec says: its args and env, the ConfigMap's file (with
+// the claim's mount point mapped onto a directory holding the Qwen tokenizer
+// files testenv provides, and the pod's IP as the listen host, the
+// container's network namespace), and a kubeconfig holding a token of the
+// pod's own ServiceAccount minted through the TokenRequest API, so discovery
+// lists and watches the fleet's pods through the real API server under the
+// Role the resource made.
+func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int) []playedRouter {
+	t.Helper()
+	ctx := context.Background()
+	dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := dep.Spec.Template.Spec
+	ctr := spec.Containers[0]
+	var cmName, claim string
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil {
+			cmName = v.ConfigMap.Name
+		}
+		if v.PersistentVolumeClaim != nil {
+			claim = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mounts = map[string]string{}
+	for _, m := range ctr.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	configPath := flagValue(ctr.Args, "--config")
+	if filepath.Dir(configPath) != mounts["config"] {
+		t.Fatalf("--config %s is not in the ConfigMap's mount %s", configPath, mounts["config"])
+	}
+	cfg, err := config.Parse([]byte(cm.Data[filepath.Base(configPath)]))
+	if err != nil {
+		t.Fatalf("the router would refuse its ConfigMap: %v", err)
+	}
+	if claim == "" || cfg.Tokenizer.JSON == "" || !strings.HasPrefix(cfg.Tokenizer.JSON, mounts["weights"]+"/") {
+		t.Fatalf("tokenizer %s is not on the claim %q mounted at %s", cfg.Tokenizer.JSON, claim, mounts["weights"])
+	}
+	// The claim's content, as far as the router reads it: the tokenizer files at the fleet's paths.
+	volume := t.TempDir()
+	files := testenv.Tokenizer(t, "qwen3")
+	for from, to := range map[string]string{files.TokenizerJSON: cfg.Tokenizer.JSON, files.TokenizerConfig: cfg.Tokenizer.Config} {
+		dst := filepath.Join(volume, strings.TrimPrefix(to, mounts["weights"]))
+		b, err := os.ReadFile(from)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(dst), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(dst, b, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Tokenizer.JSON = filepath.Join(volume, strings.TrimPrefix(cfg.Tokenizer.JSON, mounts["weights"]))
+	cfg.Tokenizer.Config = filepath.Join(volume, strings.TrimPrefix(cfg.Tokenizer.Config, mounts["weights"]))
+	if len(ctr.Env) != 0 {
+		t.Fatalf("the router container declares env %v the test does not play", ctr.Env)
+	}
+
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/router=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []playedRouter
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Spec.ServiceAccountName != spec.ServiceAccountName || p.Spec.NodeSelector["llmd.dev/pool"] != "system" {
+			t.Fatalf("pod %s runs as %q on %v", p.Name, p.Spec.ServiceAccountName, p.Spec.NodeSelector)
+		}
+		dir := t.TempDir()
+		_, port, _ := strings.Cut(cfg.Listen, ":")
+		podCfg := *cfg
+		podCfg.Listen = p.Status.PodIP + ":" + port
+		yaml, err := podCfg.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, p.Spec.ServiceAccountName, &authv1.TokenRequest{
+			Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(3600)),
+				BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("minting pod %s's ServiceAccount token: %v", p.Name, err)
+		}
+		kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: %q, certificate-authority-data: %q}\n"+
+			"users:\n- name: sa\n  user: {token: %q}\ncontexts:\n- name: c\n  context: {cluster: c, user: sa}\ncurrent-context: c\n",
+			c.Host, base64.StdEncoding.EncodeToString(c.CAData), tok.Status.Token)
+		for file, content := range map[string]string{"router.yaml": string(yaml), "kubeconfig": kubeconfig} {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := slices.Clone(ctr.Args)
+		args[slices.Index(args, "--config")+1] = filepath.Join(dir, "router.yaml")
+		// In the pod, serve finds the ServiceAccount token by in-cluster config; here it comes by kubeconfig.
+		args = append(args, "--kubeconfig", filepath.Join(dir, "kubeconfig"))
+		proc := testenv.StartRouter(t, 1, args...)
+		url := "http://" + podCfg.Listen
+		waitUntil(t, "router pod "+p.Name+" to see the fleet", func() bool {
+			resp, err := http.Get(url + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, proc)
+		out = append(out, playedRouter{pod: p.Name, url: url})
+	}
+	if len(out) != want {
+		t.Fatalf("%d running router pods, want %d", len(out), want)
+	}
+	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func waitUntil(t *testing.T, what string, ok func() bool, proc *testenv.RouterProcess) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: gave up after 30s\n%s", what, proc.Stderr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// prefixPrompt is 256 shared tokens (four 64-token blocks) of prefix seed,
+// then 8 tokens unique to the request.
+func prefixPrompt(seed, request uint32) []uint32 {
+	out := make([]uint32, 0, 264)
+	for i := uint32(0); i < 256; i++ {
+		out = append(out, 1000+(seed*7919+i*104729)%50000)
+	}
+	for i := uint32(0); i < 8; i++ {
+		out = append(out, 60000+request*8+i)
+	}
+	return out
+}
+
+func completionBody(t *testing.T, model string, prompt []uint32) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// postCompletion sends one completion and returns the pod header and status.
+func postCompletion(t *testing.T, url string, body []byte) (string, int) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s/v1/completions: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Get("X-Llmd-Pod"), resp.StatusCode
+}
+
+// routeExplained is /v1/route's answer, as far as the test reads it.
+type routeExplained struct {
+	Pod    string `json:"pod"`
+	Blocks int    `json:"blocks"`
+	Chosen int    `json:"chosen"`
+	Scores []struct {
+		Pod string `json:"pod"`
+		Hit struct {
+			GPUBlocks int `json:"gpu_blocks"`
+		} `json:"hit"`
+	} `json:"scores"`
+}
+
+func explainRoute(t *testing.T, url string, body []byte) routeExplained {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/route", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e routeExplained
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &e) != nil {
+		t.Fatalf("/v1/route: status %d: %s", resp.StatusCode, b)
+	}
+	return e
+}
+
+// oneApplyConfig is the whole product in one configuration: the cluster
+// (moto + the AWS stand-in, whose DescribeCluster points at the local
+// control plane), the fleet on it and the router in front of the fleet.
+func oneApplyConfig(moto *testenv.Moto, roleARN, cluster, ns, scoring string) string {
+	return providerConfig(moto, `
+  assume_role {
+    role_arn     = "`+roleARN+`"
+    session_name = "tf"
+  }`) + fmt.Sprintf(`
+resource "llmd_inference_cluster" "test" {
+  name = %q
+  networking = {
+    vpc_cidr           = "10.0.0.0/16"
+    availability_zones = ["us-west-2a", "us-west-2b"]
+  }
+  gpu_node_group = {
+    desired_size = 3
+    min_size     = 3
+    max_size     = 3
+  }
+}
+
+resource "llmd_model_fleet" "test" {
+  cluster   = llmd_inference_cluster.test.kubernetes
+  name      = "qwen"
+  namespace = %q
+  replicas  = 3
+  storage = {
+    file_system_id = "fs-0123456789abcdef0"
+    dns_name       = "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"
+    mount_name     = "abcdefgh"
+  }
+}
+
+resource "llmd_prefix_router" "test" {
+  cluster = llmd_inference_cluster.test.kubernetes
+  fleet   = llmd_model_fleet.test.router_target
+  name    = "router"
+  image   = %q
+%s
+}
+`, cluster, ns, devRouterImage, scoring)
+}
+
+// TestAccPrefixRouterOneApply is the product's headline: ONE apply of
+// cluster + fleet + router, then the containers are played from what the
+// cluster says (each Deployment's pod spec read back from the API): an
+// `llmd-router sim` per fleet pod on its IP, `llmd-router serve` per router
+// pod with its spec's args, its ConfigMap and its own ServiceAccount's
+// token. Requests sharing a prefix land on one pod through the router and
+// spread through the baseline Service's endpoints; a second plan is empty; a
+// scoring change rolls the router pods only; the router imports by
+// <cluster>/<namespace>/<name> with every attribute verified; destroy leaves nothing tagged
+// in AWS and nothing in the namespace.
+func TestAccPrefixRouterOneApply(t *testing.T) {
+	began := time.Now()
+	standIn, aws := standInSetup(t)
+	moto := &testenv.Moto{URL: standIn.URL}
+	c := testenv.StartCluster(t)
+	testenv.ServePodIPs(t)
+	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: "oneapply-gpu", Count: 3, GPUs: 1, Labels: map[string]string{"llmd.dev/pool": "gpu"}})
+	c.AddSystemNodes(t, "oneapply-system", 2)
+	standIn.PointAllClustersAt(c)
+	roleARN := createRole(t, moto, "/platform/", "llmd-router-deployer")
+	c.MapIAMPrincipal(t, roleARN, "system:masters")
+	const cluster, ns = "acc-oneapply", "llmd-oneapply"
+	const model = "Qwen/Qwen2.5-7B-Instruct"
+
+	var fleetGeneration, routerGeneration int64
+	var routerChecksum string
+	var applied time.Time
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             resource.ComposeTestCheckFunc(checkNothingOwned(t, aws, cluster), checkNamespaceEmpty(c, ns)),
+		Steps: []resource.TestStep{
+			{
+				Config: oneApplyConfig(moto, roleARN, cluster, ns, ""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+ns+".svc.cluster.local:8000")),
+					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("ready_replicas"), knownvalue.Int64Exact(3)),
+				},
+				Check: func(s *terraform.State) error {
+					applied = time.Now()
+					objects := 0
+					for _, name := range []string{fleetRes, routerRes} {
+						var n int
+						fmt.Sscan(s.RootModule().Resources[name].Primary.Attributes["inventory.#"], &n)
+						objects += n
+					}
+					t.Logf("one apply of cluster + fleet + router: %s since the test began, %d Kubernetes objects (fleet + router inventories)",
+						applied.Sub(began).Round(time.Millisecond), objects)
+
+					fleetIPs, _ := startDeclaredReplicas(t, c, ns, "qwen", 3)
+					routers := playRouterPods(t, c, ns, "router", 2)
+					fleetPods := map[string]bool{}
+					pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "llmd.dev/fleet=qwen"})
+					if err != nil {
+						return err
+					}
+					for _, p := range pods.Items {
+						fleetPods[p.Name] = true
+					}
+
+					// Through the first router pod's address: one pod per prefix.
+					chosen := map[uint32]map[string]int{}
+					for req := uint32(0); req < 8; req++ {
+						prefix := req % 2
+						pod, status := postCompletion(t, routers[0].url, completionBody(t, model, prefixPrompt(prefix+1, req)))
+						if status != http.StatusOK || !fleetPods[pod] {
+							return fmt.Errorf("request %d: status %d from %q, want 200 from a fleet pod", req, status, pod)
+						}
+						if chosen[prefix] == nil {
+							chosen[prefix] = map[string]int{}
+						}
+						chosen[prefix][pod]++
+					}
+					for prefix, pods := range chosen {
+						if len(pods) != 1 {
+							return fmt.Errorf("prefix %d went to %v through the router, want one pod", prefix, pods)
+						}
+					}
+					// /v1/route explains a fresh request of prefix 0 as cached on that pod, on both router pods
+					// (each follows the KV events on its own).
+					var podA string
+					for p := range chosen[0] {
+						podA = p
+					}
+					for _, rt := range routers {
+						var e routeExplained
+						deadline := time.Now().Add(10 * time.Second)
+						for {
+							e = explainRoute(t, rt.url, completionBody(t, model, prefixPrompt(1, 99)))
+							if (e.Pod == podA && e.Scores[e.Chosen].Hit.GPUBlocks == 4) || time.Now().After(deadline) {
+								break
+							}
+							time.Sleep(100 * time.Millisecond)
+						}
+						if e.Pod != podA || e.Blocks != 4 || e.Scores[e.Chosen].Hit.GPUBlocks != 4 {
+							return fmt.Errorf("router %s explains %+v, want pod %s with the 4 shared blocks cached", rt.pod, e, podA)
+						}
+					}
+
+					// The same requests round-robin over the baseline Service's endpoints spread over the pods.
+					endpoints := baselineEndpointIPs(t, c, ns, "qwen-baseline", 3)
+					slices.Sort(fleetIPs)
+					if !slices.Equal(endpoints, fleetIPs) {
+						return fmt.Errorf("baseline endpoints %v, want the fleet pods %v", endpoints, fleetIPs)
+					}
+					spread := map[uint32]map[string]bool{}
+					for req := uint32(0); req < 8; req++ {
+						prefix, ip := req%2, endpoints[int(req/2)%len(endpoints)]
+						if _, status := postCompletion(t, "http://"+ip+":8000", completionBody(t, model, prefixPrompt(prefix+1, req))); status != http.StatusOK {
+							return fmt.Errorf("baseline request %d to %s: status %d", req, ip, status)
+						}
+						if spread[prefix] == nil {
+							spread[prefix] = map[string]bool{}
+						}
+						spread[prefix][ip] = true
+					}
+					for prefix, ips := range spread {
+						if len(ips) < 2 {
+							return fmt.Errorf("prefix %d through the baseline reached %v only", prefix, ips)
+						}
+					}
+					t.Logf("router: prefix 0 -> %v, prefix 1 -> %v; baseline: prefix 0 -> %d pods, prefix 1 -> %d pods",
+						chosen[0], chosen[1], len(spread[0]), len(spread[1]))
+
+					fleet, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), "qwen", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					router, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), "router", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					fleetGeneration, routerGeneration = fleet.Generation, router.Generation
+					routerChecksum = router.Spec.Template.Annotations[workloads.ConfigChecksumKey]
+					return nil
+				},
+			},
+			{
+				Config:   oneApplyConfig(moto, roleARN, cluster, ns, ""),
+				PlanOnly: true,
+			},
+			{
+				ResourceName:            routerRes,
+				ImportState:             true,
+				ImportStateId:           cluster + "/" + ns + "/router",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				Config: oneApplyConfig(moto, roleARN, cluster, ns, `
+  scoring = {
+    scorers = [
+      { type = "prefix", weight = 1 },
+      { type = "queue", weight = 1 },
+    ]
+  }`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(routerRes, plancheck.ResourceActionUpdate),
+					plancheck.ExpectResourceAction(fleetRes, plancheck.ResourceActionNoop),
+					plancheck.ExpectResourceAction("llmd_inference_cluster.test", plancheck.ResourceActionNoop),
+				}},
+				Check: func(*terraform.State) error {
+					fleet, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), "qwen", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					router, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), "router", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if fleet.Generation != fleetGeneration {
+						return fmt.Errorf("the fleet's Deployment moved from generation %d to %d on a scoring change", fleetGeneration, fleet.Generation)
+					}
+					if router.Generation == routerGeneration || router.Spec.Template.Annotations[workloads.ConfigChecksumKey] == routerChecksum {
+						return fmt.Errorf("the router's pods did not roll (generation %d, checksum %s)", router.Generation, routerChecksum)
+					}
+					cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "router", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					cfg, err := config.Parse([]byte(cm.Data[workloads.RouterConfigFile]))
+					if err != nil {
+						return err
+					}
+					if len(cfg.Scoring.Scorers) != 2 || cfg.Scoring.Scorers[1].Type != "queue" {
+						return fmt.Errorf("the ConfigMap scores with %+v", cfg.Scoring.Scorers)
+					}
+					t.Logf("scoring change: router generation %d -> %d, fleet generation %d unchanged", routerGeneration, router.Generation, fleet.Generation)
+					return nil
+				},
+			},
+		},
+	})
+}

@@ -1,0 +1,439 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
+)
+
+var (
+	_ resource.Resource                   = (*prefixRouterResource)(nil)
+	_ resource.ResourceWithConfigure      = (*prefixRouterResource)(nil)
+	_ resource.ResourceWithImportState    = (*prefixRouterResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*prefixRouterResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*prefixRouterResource)(nil)
+)
+
+// Router pods start in seconds (no weights to load); a rollout waits for
+// each new pod's first view of the fleet.
+const (
+	defaultRouterCreateTimeout = 10 * time.Minute
+	defaultRouterUpdateTimeout = 15 * time.Minute
+	defaultRouterDeleteTimeout = 10 * time.Minute
+)
+
+func newPrefixRouterResource() resource.Resource { return &prefixRouterResource{} }
+
+// prefixRouterResource is llmd_prefix_router: internal/workloads builds the
+// objects, internal/kube applies and watches them, this file maps Terraform.
+type prefixRouterResource struct {
+	data *providerData
+}
+
+func (r *prefixRouterResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_prefix_router"
+}
+
+func (r *prefixRouterResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *prefixRouterResource) version() string {
+	if r.data == nil {
+		return ""
+	}
+	return r.data.Version
+}
+
+func (r *prefixRouterResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m prefixRouterModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if p, msg := validateConnectionConfig(m.Cluster, m.Kubernetes); msg != "" {
+		resp.Diagnostics.AddAttributeError(p, "Where the router runs", msg)
+	}
+}
+
+// routerDesired is the router a model describes: its spec, its objects
+// (without the ServiceMonitor, which depends on the cluster) and their hashes.
+type routerDesired struct {
+	settings   routerSettings
+	conn       connection
+	router     workloads.Router
+	objects    []kube.Object
+	hash       string
+	configHash string
+}
+
+func (m prefixRouterModel) desired(ctx context.Context) (routerDesired, error) {
+	var d routerDesired
+	s, diags := m.settings()
+	if diags.HasError() {
+		return d, fmt.Errorf("%v", diags)
+	}
+	if diags := s.contradictions(); diags.HasError() {
+		return d, fmt.Errorf("%v", diags)
+	}
+	conn, err := decodeConnection(ctx, m.Cluster, m.Kubernetes)
+	if err != nil {
+		return d, err
+	}
+	rt, err := s.router(conn)
+	if err != nil {
+		return d, err
+	}
+	rt.Annotations = map[string]string{routerSettingsAnnotation: s.annotation()}
+	_, configHash, err := rt.ConfigFile()
+	if err != nil {
+		return d, err
+	}
+	objs, err := rt.Objects(false)
+	if err != nil {
+		return d, err
+	}
+	hash, err := workloads.Hash(objs)
+	if err != nil {
+		return d, err
+	}
+	return routerDesired{settings: s, conn: conn, router: rt, objects: objs, hash: hash, configHash: configHash}, nil
+}
+
+// withMonitoring adds the ServiceMonitor as metrics.service_monitor says,
+// asking the cluster whether it serves the CRD (at apply and refresh only).
+func (d routerDesired) withMonitoring(c *kube.Client) ([]kube.Object, error) {
+	want := d.settings.wantServiceMonitor()
+	if want != nil && !*want {
+		return d.objects, nil
+	}
+	served, err := c.Serves(workloads.ServiceMonitorKind.GroupVersionKind())
+	if err != nil {
+		return nil, err
+	}
+	if !served {
+		if want != nil {
+			return nil, fmt.Errorf("metrics.service_monitor = true, but the cluster does not serve %s (install the prometheus-operator CRDs, or leave service_monitor unset to add it once they exist)",
+				workloads.ServiceMonitorKind.GroupVersionKind())
+		}
+		return d.objects, nil
+	}
+	return d.router.Objects(true)
+}
+
+func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan prefixRouterModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if plan.Image.IsNull() || plan.Image.IsUnknown() {
+		var config prefixRouterModel
+		resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+		if config.Image.IsNull() {
+			pinned := pinnedRouterImage(r.version())
+			if pinned == "" {
+				resp.Diagnostics.AddAttributeError(path.Root("image"), "No router image",
+					fmt.Sprintf("this provider is a development build (version %q) and pins no router image: set image, e.g. the one `make image` builds from this commit.", r.version()))
+				return
+			}
+			plan.Image = types.StringValue(pinned)
+		}
+	} else if pinned := pinnedRouterImage(r.version()); pinned != "" && plan.Image.ValueString() != pinned {
+		resp.Diagnostics.AddAttributeWarning(path.Root("image"), "Router image not pinned by this provider",
+			fmt.Sprintf("image %s is not %s, the router built with this provider version; its flags and configuration format may differ.", plan.Image.ValueString(), pinned))
+	}
+	if (plan.Namespace.IsUnknown() || plan.Namespace.IsNull()) && fullyKnown(plan.Fleet) && !plan.Fleet.IsNull() {
+		if ns, ok := plan.Fleet.Attributes()["namespace"].(types.String); ok {
+			plan.Namespace = ns
+		}
+	}
+	if !plan.known() {
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	s, diags := plan.settings()
+	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(s.contradictions()...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	conn, _ := decodeConnection(ctx, types.ObjectNull(nil), plan.Kubernetes)
+	if !plan.Cluster.IsNull() {
+		conn.cluster = &kubernetesModel{} // placement only needs to know a cluster is given
+	}
+	rt, err := s.router(conn)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid prefix router", err.Error())
+		return
+	}
+	_, configHash, err := rt.ConfigFile()
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid prefix router", err.Error())
+		return
+	}
+	plan.ID = types.StringValue(s.Namespace + "/" + s.Name)
+	plan.URL = types.StringValue(rt.URL())
+	plan.ConfigHash = types.StringValue(configHash)
+	if fullyKnown(plan.Cluster) && fullyKnown(plan.Kubernetes) {
+		d, err := plan.desired(ctx)
+		if err != nil {
+			resp.Diagnostics.AddError("Invalid prefix router", err.Error())
+			return
+		}
+		plan.RenderedHash = types.StringValue(d.hash)
+		if !req.State.Raw.IsNull() {
+			var state prefixRouterModel
+			resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+			if state.RenderedHash.ValueString() == d.hash {
+				plan.Inventory = state.Inventory
+				plan.LoadBalancerHostname = state.LoadBalancerHostname
+			}
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *prefixRouterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan prefixRouterModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Create(ctx, defaultRouterCreateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	state, err := r.apply(ctx, plan, nil)
+	if err != nil {
+		// No state: the next apply's create adopts what was applied (server-side apply of the same names).
+		resp.Diagnostics.AddError("Creating prefix router "+plan.Namespace.ValueString()+"/"+plan.Name.ValueString(),
+			explain(err)+"\n\nThe objects already applied are kept (labelled llmd.dev/router="+plan.Name.ValueString()+"); apply again to resume.")
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *prefixRouterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, prior prefixRouterModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Update(ctx, defaultRouterUpdateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var previous []kube.Ref
+	resp.Diagnostics.Append(inventoryRefs(ctx, prior.Inventory, &previous)...)
+	state, err := r.apply(ctx, plan, previous)
+	if err != nil {
+		resp.Diagnostics.AddError("Updating prefix router "+plan.ID.ValueString(), explain(err))
+		// Keep what is known to exist, and a hash that makes the next plan apply again.
+		prior.RenderedHash = types.StringValue("incomplete: the last apply failed")
+		if state != nil {
+			prior.Inventory = mergeInventories(prior.Inventory, state.Inventory)
+		}
+		resp.Diagnostics.Append(resp.State.Set(ctx, &prior)...)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+// apply applies the planned router, prunes what the previous inventory holds
+// beyond it and waits for the rollout. On an error after the objects were
+// applied it still returns the state with the new inventory.
+func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel, previous []kube.Ref) (*prefixRouterModel, error) {
+	d, err := plan.desired(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.conn.client(ctx, r.data)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := d.withMonitoring(c)
+	if err != nil {
+		return nil, err
+	}
+	tflog.Info(ctx, "applying prefix router", map[string]any{"objects": len(objs), "replicas": d.router.Replicas})
+	if err := c.Apply(ctx, objs, d.settings.ForceConflicts); err != nil {
+		return nil, err
+	}
+	state := plan
+	state.ID = types.StringValue(d.router.Namespace + "/" + d.router.Name)
+	state.RenderedHash = types.StringValue(d.hash)
+	state.ConfigHash = types.StringValue(d.configHash)
+	state.URL = types.StringValue(d.router.URL())
+	state.Inventory = inventoryList(kube.Refs(objs))
+	state.LoadBalancerHostname = types.StringValue("")
+	if err := c.Prune(ctx, previous, objs); err != nil {
+		return &state, err
+	}
+	if d.settings.WaitForRollout {
+		if err := c.WaitDeployment(ctx, d.router.Namespace, d.router.Name); err != nil {
+			return &state, err
+		}
+	}
+	host, err := loadBalancerHostname(ctx, c, d.router)
+	if err != nil {
+		return &state, err
+	}
+	state.LoadBalancerHostname = types.StringValue(host)
+	return &state, nil
+}
+
+// loadBalancerHostname is what the cloud reports for the router's Service so
+// far; the provider does not wait for it (a load balancer controller may take
+// minutes, and the in-cluster url works without it).
+func loadBalancerHostname(ctx context.Context, c *kube.Client, rt workloads.Router) (string, error) {
+	if rt.Service.Type != "LoadBalancer" {
+		return "", nil
+	}
+	svc, err := c.Typed.CoreV1().Services(rt.Namespace).Get(ctx, rt.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading Service %s/%s: %w", rt.Namespace, rt.Name, err)
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.Hostname != "" {
+			return in.Hostname, nil
+		}
+		if in.IP != "" {
+			return in.IP, nil
+		}
+	}
+	return "", nil
+}
+
+func (r *prefixRouterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state prefixRouterModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading prefix router", err.Error())
+		return
+	}
+	id := state.ID.ValueString()
+	namespace, name, _ := strings.Cut(id, "/")
+	c, err := conn.client(ctx, r.data)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
+		return
+	}
+	dep, err := c.Typed.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		tflog.Warn(ctx, "the router's Deployment is gone; removing the router from state", map[string]any{"id": id})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
+		return
+	}
+	if state.Fleet.IsNull() {
+		// Import: the Deployment carries the settings it was applied with.
+		raw, ok := dep.Annotations[routerSettingsAnnotation]
+		if !ok {
+			resp.Diagnostics.AddError("Importing prefix router "+id, "Deployment "+id+" has no "+routerSettingsAnnotation+" annotation: it was not made by llmd_prefix_router")
+			return
+		}
+		resp.Diagnostics.Append(state.restore(ctx, raw)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
+	d, err := state.desired(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
+		return
+	}
+	objs, err := d.withMonitoring(c)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
+		return
+	}
+	drift, err := c.Drift(ctx, objs)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
+		return
+	}
+	state.RenderedHash = types.StringValue(d.hash)
+	if len(drift) > 0 {
+		var what []string
+		for _, df := range drift {
+			what = append(what, df.String())
+		}
+		tflog.Warn(ctx, "the router's objects changed behind Terraform's back", map[string]any{"drift": what})
+		state.RenderedHash = types.StringValue("drift: " + strings.Join(what, "; "))
+	}
+	if state.Inventory.IsNull() {
+		state.Inventory = inventoryList(kube.Refs(objs))
+	}
+	state.ConfigHash = types.StringValue(d.configHash)
+	state.URL = types.StringValue(d.router.URL())
+	host, err := loadBalancerHostname(ctx, c, d.router)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
+		return
+	}
+	state.LoadBalancerHostname = types.StringValue(host)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *prefixRouterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state prefixRouterModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := state.Timeouts.Delete(ctx, defaultRouterDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var refs []kube.Ref
+	resp.Diagnostics.Append(inventoryRefs(ctx, state.Inventory, &refs)...)
+	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
+	if err != nil {
+		resp.Diagnostics.AddError("Deleting prefix router", err.Error())
+		return
+	}
+	c, err := conn.client(ctx, r.data)
+	if err == nil {
+		err = c.Delete(ctx, refs)
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Deleting prefix router "+state.ID.ValueString(), err.Error())
+	}
+}
+
+// ImportState takes `<cluster>/<namespace>/<name>`, as llmd_model_fleet does.
+func (r *prefixRouterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importInCluster(ctx, r.data, "prefix router", req, resp)
+}

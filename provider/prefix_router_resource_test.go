@@ -1,0 +1,199 @@
+package provider
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// directRouterConfig is a fleet (replicas 2) and a router in front of it on
+// the local control plane through the resource-level kubernetes block.
+func directRouterConfig(c *testenv.Cluster, moto *testenv.Moto, ns, fleetBody, routerBody string) string {
+	return directFleetConfig(c, moto, "qwen", ns, "  replicas = 2\n"+fleetBody) + fmt.Sprintf(`
+resource "llmd_prefix_router" "test" {
+  kubernetes = {
+    host                   = %q
+    cluster_ca_certificate = %q
+    token                  = %q
+  }
+  fleet = llmd_model_fleet.test.router_target
+  name  = "router"
+%s
+}
+`, c.Host, base64.StdEncoding.EncodeToString(c.CAData), c.Token, routerBody)
+}
+
+// TestAccPrefixRouterPlanErrors: settings that contradict the fleet, a dev
+// build without an image and scoring the router's own configuration code
+// refuses are plan errors naming the attributes; nothing is applied.
+func TestAccPrefixRouterPlanErrors(t *testing.T) {
+	moto := motoSetup(t)
+	// The plan never reaches a cluster: an address nothing listens on proves it.
+	c := &testenv.Cluster{Host: "https://127.0.0.1:1", CAData: []byte("unused"), Token: "unused"}
+	image := "  image = \"" + devRouterImage + "\"\n"
+	handFleet := func(kvPort int) string {
+		return directFleetConfig(c, moto, "qwen", "plan-errors", "") + fmt.Sprintf(`
+resource "llmd_prefix_router" "test" {
+  kubernetes = { config_path = "/nonexistent" }
+  name  = "router"
+  image = %q
+  fleet = {
+    namespace = "llmd", selector = "app=vllm", http_port = 8000, kv_events_port = %d, replay_port = 5558
+    topic = "kv@{ip}:{port}@{model}", block_size = 64, served_model = "m"
+  }
+}
+`, devRouterImage, kvPort)
+	}
+	for _, tc := range []struct {
+		name, config, want string
+	}{
+		{"block size", directRouterConfig(c, moto, "plan-errors", "", image+"  block_size = 16"),
+			`block_size\s+=\s+16,\s+but\s+fleet.block_size\s+=\s+64`},
+		{"model", directRouterConfig(c, moto, "plan-errors", "", image+`  served_model = "meta-llama/Llama-3.1-8B"`),
+			`served_model\s+=\s+"meta-llama/Llama-3.1-8B",\s+but\s+fleet.served_model\s+=\s+"Qwen/Qwen2.5-7B-Instruct"`},
+		{"no image", directRouterConfig(c, moto, "plan-errors", "", ""), `(?s)No router image.*development\s+build.*pins\s+no\s+router\s+image:\s+set\s+image`},
+		{"unknown scorer", directRouterConfig(c, moto, "plan-errors", "", image+`  scoring = { scorers = [{ type = "prefx", weight = 1 }] }`),
+			`scoring.scorers\[0\].type:\s+unknown\s+scorer\s+"prefx"`},
+		{"preset and scorers", directRouterConfig(c, moto, "plan-errors", "", image+`  scoring = { preset = "llmd", scorers = [{ type = "queue", weight = 1 }] }`),
+			`either\s+scoring.preset\s+or\s+scoring.scorers`},
+		{"ranges without LB", directRouterConfig(c, moto, "plan-errors", "", image+`  service = { load_balancer_source_ranges = ["10.0.0.0/8"] }`),
+			`service.source_ranges:\s+only\s+a\s+LoadBalancer`},
+		{"claim in another namespace", directRouterConfig(c, moto, "plan-errors", "", image+`  namespace = "edge"`),
+			`namespace:\s+"edge"\s+is\s+not\s+fleet.namespace\s+"plan-errors"`},
+		{"hand-made fleet", handFleet(8000), `fleet.kv_events_port\s+=\s+8000\s+is\s+fleet.http_port\s+too`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: tc.config, PlanOnly: true, ExpectError: regexp.MustCompile(tc.want)}},
+			})
+		})
+	}
+}
+
+// TestAccPrefixRouterDriftAndService: a router behind an internet-facing
+// load balancer with source ranges, its two pods on two system nodes. A ServiceMonitor demanded without the CRD is
+// an apply error; a ConfigMap deleted and a Deployment scaled behind
+// Terraform's back show in the plan and are repaired; destroy empties the
+// namespace.
+func TestAccPrefixRouterDriftAndService(t *testing.T) {
+	c, moto := fleetSetup(t, 2)
+	c.AddSystemNodes(t, "router-drift-system", 2)
+	const ns = "router-drift"
+	body := `  image     = "` + devRouterImage + `"
+  replicas  = 2
+  scheduling = { node_selector = { "llmd.dev/pool" = "system" } }
+  service = {
+    type                        = "LoadBalancer"
+    internal                    = false
+    port                        = 80
+    annotations                 = { "service.beta.kubernetes.io/aws-load-balancer-type" = "external" }
+    load_balancer_source_ranges = ["192.168.0.0/16", "10.0.0.0/8"]
+  }`
+	cfg := func(extra string) string { return directRouterConfig(c, moto, ns, "", body+extra) }
+	ctx := context.Background()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
+		Steps: []resource.TestStep{
+			{
+				Config:      cfg("\n  metrics = { service_monitor = true }"),
+				ExpectError: regexp.MustCompile(`(?s)metrics.service_monitor = true, but the cluster does not serve.*ServiceMonitor`),
+			},
+			{
+				Config: cfg(""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+ns+".svc.cluster.local:80")),
+					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("load_balancer_hostname"), knownvalue.StringExact("")),
+					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("inventory"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.StringExact("core/v1/Namespace/-/" + ns),
+						knownvalue.StringExact("core/v1/ServiceAccount/" + ns + "/router"),
+						knownvalue.StringExact("rbac.authorization.k8s.io/v1/Role/" + ns + "/router"),
+						knownvalue.StringExact("rbac.authorization.k8s.io/v1/RoleBinding/" + ns + "/router"),
+						knownvalue.StringExact("core/v1/ConfigMap/" + ns + "/router"), knownvalue.StringExact("apps/v1/Deployment/" + ns + "/router"),
+						knownvalue.StringExact("core/v1/Service/" + ns + "/router"), knownvalue.StringExact("policy/v1/PodDisruptionBudget/" + ns + "/router")})),
+				},
+				Check: func(*terraform.State) error {
+					svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "router", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !slices.Equal(svc.Spec.LoadBalancerSourceRanges, []string{"10.0.0.0/8", "192.168.0.0/16"}) ||
+						svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] != "internet-facing" ||
+						svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-type"] != "external" || svc.Spec.Ports[0].Port != 80 {
+						return fmt.Errorf("service %+v %v", svc.Spec, svc.Annotations)
+					}
+					pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/router=router"})
+					if err != nil {
+						return err
+					}
+					nodes := map[string]bool{}
+					for _, p := range pods.Items {
+						nodes[p.Spec.NodeName] = true
+					}
+					if len(pods.Items) != 2 || len(nodes) != 2 {
+						return fmt.Errorf("router pods on nodes %v, want 2 pods on 2 nodes", nodes)
+					}
+					return nil
+				},
+			},
+			{
+				PreConfig: func() {
+					if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, "router", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           cfg(""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(routerRes, plancheck.ResourceActionUpdate)}},
+				Check: func(*terraform.State) error {
+					_, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "router", metav1.GetOptions{})
+					return err
+				},
+			},
+			{
+				PreConfig: func() {
+					scale, err := c.Client.AppsV1().Deployments(ns).GetScale(ctx, "router", metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					scale.Spec.Replicas = 1
+					if _, err := c.Client.AppsV1().Deployments(ns).UpdateScale(ctx, "router", scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:             cfg(""),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+			{
+				Config: cfg("\n  force_conflicts = true"),
+				Check: func(*terraform.State) error {
+					dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "router", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if *dep.Spec.Replicas != 2 {
+						return fmt.Errorf("replicas %d after the repair, want 2", *dep.Spec.Replicas)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}

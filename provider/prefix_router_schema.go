@@ -1,0 +1,217 @@
+package provider
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
+)
+
+var (
+	durationText = regexp.MustCompile(`^\d+(ms|s|m|h)$`)
+
+	routerScorerTypes  = map[string]attr.Type{"type": types.StringType, "weight": types.Float64Type, "params": types.MapType{ElemType: types.Float64Type}}
+	routerScoringTypes = map[string]attr.Type{"preset": types.StringType,
+		"scorers": types.ListType{ElemType: types.ObjectType{AttrTypes: routerScorerTypes}}}
+	routerLimitsTypes = map[string]attr.Type{"max_in_flight_per_pod": types.Int64Type, "max_queue": types.Int64Type,
+		"queue_timeout": types.StringType, "drain_timeout": types.StringType}
+	routerServiceTypes = map[string]attr.Type{"type": types.StringType, "internal": types.BoolType, "port": types.Int64Type,
+		"annotations": types.MapType{ElemType: types.StringType}, "load_balancer_source_ranges": types.ListType{ElemType: types.StringType}}
+	routerResourcesTypes  = map[string]attr.Type{"cpu": types.StringType, "memory": types.StringType, "memory_limit": types.StringType}
+	routerSchedulingTypes = map[string]attr.Type{"node_selector": types.MapType{ElemType: types.StringType}, "tolerations": types.ListType{ElemType: types.StringType}}
+	routerMetricsTypes    = map[string]attr.Type{"service_monitor": types.BoolType}
+)
+
+func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	attrs := connectionAttributes("the router")
+	for k, v := range map[string]schema.Attribute{
+		"id": schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			MarkdownDescription: "`<namespace>/<name>`."},
+		"fleet": routerFleetAttribute(),
+		"name": schema.StringAttribute{Required: true,
+			MarkdownDescription: "Names the Deployment, Service, ServiceAccount, Role, ConfigMap and PodDisruptionBudget; labels every object (`llmd.dev/router`). Changing it replaces the router.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 40),
+				stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and hyphens, starting with a letter")},
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+		"namespace": schema.StringAttribute{Optional: true, Computed: true,
+			MarkdownDescription: "Namespace of the router; default the fleet's (at creation). Another namespace only works for a fleet without tokenizer files: " +
+				"the router mounts the fleet's claim, which only pods in its namespace can. The Role and RoleBinding that let it watch the fleet's pods are always in the fleet's namespace. Changing it replaces the router.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
+			// Kept from state: an update elsewhere never re-derives it and so never replaces the router.
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()}},
+		"image": schema.StringAttribute{Optional: true, Computed: true,
+			MarkdownDescription: "Router image; default the image built from the same commit as the provider, pinned by digest (`" + buildinfo.ImageRepository + ":<provider version>@sha256:...`; `terraform-provider-llmd -version` prints it). " +
+				"A development build of the provider pins no image and requires this. A tag other than the pinned one is a plan warning."},
+		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(2),
+			Validators:          []validator.Int64{int64validator.Between(1, 32)},
+			MarkdownDescription: "Router pods, spread over nodes, each keeping its own full index from the KV events; default `2`, with a PodDisruptionBudget of one unavailable."},
+		"block_size": schema.Int64Attribute{Optional: true,
+			MarkdownDescription: "Pins the expected vLLM block size: a plan error when it is not `fleet.block_size`. Unset: the fleet's."},
+		"served_model": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "Pins the expected served model: a plan error when it is not `fleet.served_model`. Unset: the fleet's."},
+		"scoring":    routerScoringAttribute(),
+		"limits":     routerLimitsAttribute(),
+		"service":    routerServiceAttribute(),
+		"resources":  routerResourcesAttribute(),
+		"scheduling": routerSchedulingAttribute(),
+		"log_level": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("info"),
+			Validators:          []validator.String{stringvalidator.OneOf("debug", "info", "warn", "error")},
+			MarkdownDescription: "`debug` (every request), `info` (default), `warn` or `error`."},
+		"metrics": schema.SingleNestedAttribute{Optional: true,
+			MarkdownDescription: "Scraping. The router serves Prometheus metrics on its HTTP port at `/metrics`.",
+			Attributes: map[string]schema.Attribute{
+				"service_monitor": schema.BoolAttribute{Optional: true,
+					MarkdownDescription: "Apply a prometheus-operator ServiceMonitor. Unset: when the cluster serves the CRD at apply time (never asked at plan). " +
+						"`true` without the CRD is an apply error; `false` never."},
+			}},
+		"force_conflicts": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+			MarkdownDescription: "Take over fields another field manager changed on the router's objects. Default `false`: such a field is an apply error naming the manager."},
+		"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+			MarkdownDescription: "Wait until every router pod is ready; default `true`."},
+		"url": schema.StringAttribute{Computed: true,
+			MarkdownDescription: "In-cluster URL of the router Service: the OpenAI-compatible endpoint (`/v1/completions`, `/v1/chat/completions`, `/v1/route`)."},
+		"load_balancer_hostname": schema.StringAttribute{Computed: true,
+			MarkdownDescription: "The load balancer's hostname once the cloud has assigned it (a `LoadBalancer` service); empty otherwise."},
+		"config_hash": schema.StringAttribute{Computed: true,
+			MarkdownDescription: "Digest of the router's configuration file; a change rolls the router pods (and only them)."},
+		"rendered_hash": schema.StringAttribute{Computed: true,
+			MarkdownDescription: "Digest of the objects the configuration renders; `drift: ...` after a refresh that found llmd's fields changed or an object gone."},
+		"inventory": schema.ListAttribute{ElementType: types.StringType, Computed: true,
+			MarkdownDescription: "The objects applied (`group/version/Kind/namespace/name`): what an update prunes and a destroy deletes."},
+	} {
+		attrs[k] = v
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The prefix-cache-aware `llmd-router` in front of a `llmd_model_fleet`: it follows the fleet's pods through the Kubernetes API, " +
+			"subscribes to their KV-cache events and sends each request to the pod holding the longest cached prefix. Objects: ServiceAccount, a Role " +
+			"and RoleBinding that may only get, list and watch pods in the fleet's namespace, a ConfigMap with the router's configuration, the Deployment " +
+			"(pod security `restricted`, the fleet's tokenizer files mounted read-only from its claim), the Service, a PodDisruptionBudget and a ServiceMonitor.",
+		Attributes: attrs,
+		Blocks:     map[string]schema.Block{"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})},
+	}
+}
+
+func routerFleetAttribute() schema.SingleNestedAttribute {
+	req := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Required: true, MarkdownDescription: desc}
+	}
+	optS := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, MarkdownDescription: desc}
+	}
+	port := func(desc string) schema.Int64Attribute {
+		return schema.Int64Attribute{Required: true, MarkdownDescription: desc, Validators: []validator.Int64{int64validator.Between(1, 65535)}}
+	}
+	return schema.SingleNestedAttribute{Required: true,
+		MarkdownDescription: "The fleet to route to: `llmd_model_fleet.<name>.router_target`, passed as is, so block size, model, ports and topic agree by construction.",
+		Attributes: map[string]schema.Attribute{
+			"namespace": req("Namespace of the fleet's pods."), "selector": req("Label selector of the fleet's pods."),
+			"http_port": port("vLLM's HTTP port."), "kv_events_port": port("KV-event publisher port."),
+			"replay_port": schema.Int64Attribute{Required: true, Validators: []validator.Int64{int64validator.Between(0, 65535)},
+				MarkdownDescription: "KV-event replay port; `0` for a fleet without replay."},
+			"topic":        req("KV-event topic template."),
+			"block_size":   schema.Int64Attribute{Required: true, Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "vLLM block size."},
+			"served_model": req("Served model name."), "claim_name": optS("Claim holding the tokenizer files."), "model_path": optS("Model directory on the volume."),
+			"tokenizer_path": optS("tokenizer.json on the volume."), "tokenizer_config_path": optS("tokenizer_config.json on the volume."),
+		}}
+}
+
+func routerScoringAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(routerScoringTypes, map[string]attr.Value{
+			"preset": types.StringValue("llmd"), "scorers": types.ListNull(types.ObjectType{AttrTypes: routerScorerTypes})})),
+		MarkdownDescription: "How the router picks a pod: a weighted sum of scorers. Default `preset = \"llmd\"`, llm-d's precise prefix-cache mix " +
+			"(prefix 3, kv-usage 2, queue 2). A change rolls the router pods only.",
+		Attributes: map[string]schema.Attribute{
+			"preset": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf("llmd")},
+				MarkdownDescription: "`llmd`. Give either preset or scorers."},
+			"scorers": schema.ListNestedAttribute{Optional: true, Validators: []validator.List{listvalidator.SizeAtLeast(1)},
+				MarkdownDescription: "Explicit scorers, validated by the router's own configuration code (types `prefix`, `kv-usage`, `queue`, `in-flight`, `spread`, `cost`, `history`).",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"type":   schema.StringAttribute{Required: true, MarkdownDescription: "Scorer type."},
+					"weight": schema.Float64Attribute{Required: true, MarkdownDescription: "Weight of its [0, 1] score."},
+					"params": schema.MapAttribute{ElementType: types.Float64Type, Optional: true, MarkdownDescription: "The scorer's documented numeric parameters."},
+				}}},
+		}}
+}
+
+func routerLimitsAttribute() schema.SingleNestedAttribute {
+	duration := func(def, desc string) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(def),
+			Validators: []validator.String{stringvalidator.RegexMatches(durationText, "must be a duration such as 30s")}, MarkdownDescription: desc}
+	}
+	return schema.SingleNestedAttribute{Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(routerLimitsTypes, map[string]attr.Value{
+			"max_in_flight_per_pod": types.Int64Value(0), "max_queue": types.Int64Value(1024),
+			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m")})),
+		MarkdownDescription: "Admission and shutdown.",
+		Attributes: map[string]schema.Attribute{
+			"max_in_flight_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Requests one router keeps open on one pod; `0` (default) no cap."},
+			"max_queue": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1024),
+				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Requests waiting while every pod is at its cap; beyond it 429. Default `1024`."},
+			"queue_timeout": duration("30s", "Longest wait for a pod under its cap before 429; default `30s`."),
+			"drain_timeout": duration("2m", "On termination, how long open requests and streams may take to finish; default `2m`. The pod's grace period covers it."),
+		}}
+}
+
+func routerServiceAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true, Computed: true,
+		Default: objectdefault.StaticValue(types.ObjectValueMust(routerServiceTypes, map[string]attr.Value{
+			"type": types.StringValue("ClusterIP"), "internal": types.BoolValue(true), "port": types.Int64Value(8000),
+			"annotations":                 types.MapValueMust(types.StringType, map[string]attr.Value{}),
+			"load_balancer_source_ranges": types.ListValueMust(types.StringType, []attr.Value{})})),
+		MarkdownDescription: "The router's Service.",
+		Attributes: map[string]schema.Attribute{
+			"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ClusterIP"),
+				Validators: []validator.String{stringvalidator.OneOf("ClusterIP", "LoadBalancer")}, MarkdownDescription: "`ClusterIP` (default) or `LoadBalancer`."},
+			"internal": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "A `LoadBalancer` inside the VPC (default `true`); `false` faces the internet. Sets the AWS load balancer scheme annotation."},
+			"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8000),
+				Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "Service port; default `8000`."},
+			"annotations": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true,
+				Default:             mapdefault.StaticValue(types.MapValueMust(types.StringType, map[string]attr.Value{})),
+				MarkdownDescription: "More Service annotations (e.g. the AWS Load Balancer Controller's)."},
+			"load_balancer_source_ranges": schema.ListAttribute{ElementType: types.StringType, Optional: true, Computed: true,
+				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
+				MarkdownDescription: "CIDRs allowed to reach a `LoadBalancer`."},
+		}}
+}
+
+func routerResourcesAttribute() schema.SingleNestedAttribute {
+	opt := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, MarkdownDescription: desc}
+	}
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: "Per-pod CPU and memory; unset values: cpu `1`, memory `1Gi`, memory_limit `2Gi`.",
+		Attributes: map[string]schema.Attribute{
+			"cpu": opt("CPU request."), "memory": opt("Memory request."), "memory_limit": opt("Memory limit."),
+		}}
+}
+
+func routerSchedulingAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: "Where the pods go. Unset: with `cluster`, the system node group (`llmd.dev/pool = system`), off the GPU nodes; with `kubernetes`, anywhere.",
+		Attributes: map[string]schema.Attribute{
+			"node_selector": schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Node labels the pods require."},
+			"tolerations": schema.ListAttribute{ElementType: types.StringType, Optional: true,
+				MarkdownDescription: "Taints tolerated, `key=value:Effect` or `key:Effect`."},
+		}}
+}
