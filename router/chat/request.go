@@ -128,6 +128,9 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 			ids, err := tokenList(p)
 			return [][]uint32{ids}, err
 		}
+		if len(p) > MaxPrompts {
+			return nil, overLimit("MaxPrompts", MaxPrompts, "prompts in the batch (%d)", len(p))
+		}
 		out := make([][]uint32, len(p))
 		for i, e := range p {
 			switch x := e.(type) {
@@ -149,12 +152,20 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 	return nil, fmt.Errorf("%w: prompt must be a string, a list of strings or token ids", ErrInvalidRequest)
 }
 
+// tokenList reads a prompt given as token ids. Ids must fit the index's
+// uint32 keys; a tighter check against the tokenizer's vocabulary would
+// refuse ids the engine accepts (vLLM checks the model's embedding size,
+// which for Qwen exceeds the tokenizer's by 271 ids and is not in the
+// tokenizer files).
 func tokenList(list []any) ([]uint32, error) {
+	if len(list) > MaxPromptTokens {
+		return nil, overLimit("MaxPromptTokens", MaxPromptTokens, "token ids in one prompt (%d)", len(list))
+	}
 	ids := make([]uint32, len(list))
 	for i, e := range list {
 		n, ok := e.(int64)
 		if !ok || n < 0 || n > 1<<32-1 {
-			return nil, fmt.Errorf("%w: token id %s at %d is not a non-negative integer", ErrInvalidRequest, pyStr(e), i)
+			return nil, fmt.Errorf("%w: token id %s at %d is not an integer in [0, 2^32)", ErrInvalidRequest, pyStr(e), i)
 		}
 		ids[i] = uint32(n)
 	}

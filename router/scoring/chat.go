@@ -45,7 +45,12 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 		return nil, fmt.Errorf("reading %s request: %w", path, err)
 	}
 	toks, err := c.tokenize(r)
+	var limit *chat.LimitError
 	switch {
+	case errors.As(err, &limit):
+		// Before the template case: a template nested past the router's
+		// bound is refused, not routed, whoever wrote it.
+		return nil, fmt.Errorf("tokenizing %s request: %w", path, err)
 	case errors.Is(err, chat.ErrUntokenizable):
 		reason := err.Error()
 		var ue *chat.UntokenizableError
