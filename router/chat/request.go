@@ -21,6 +21,9 @@ type Request struct {
 	Model string
 	// CacheSalt is vLLM's cache_salt, mixed into the first block's key.
 	CacheSalt string
+	// Stream is the request's "stream" field: the engine answers with
+	// server-sent events, and sends its headers before generating.
+	Stream bool
 	// Untokenizable is set (wrapping ErrUntokenizable) for requests the
 	// router routes on load alone: other endpoints, prompt embeddings.
 	Untokenizable error
@@ -46,6 +49,7 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 		r.Untokenizable = untokenizable("endpoint", "endpoint %s", path)
 		if d, err := decodeBody(body); err == nil {
 			r.Model, _ = d.m["model"].(string)
+			r.Stream, _ = d.m["stream"].(bool)
 		}
 		return r, nil
 	}
@@ -54,6 +58,7 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 		return nil, err
 	}
 	r.body = d
+	r.Stream, _ = d.m["stream"].(bool)
 	switch m := d.m["model"].(type) {
 	case nil:
 	case string:

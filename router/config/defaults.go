@@ -18,6 +18,22 @@ const (
 	DefaultSpeculationTTL = 2 * time.Second
 )
 
+// Upstream defaults. vLLM answers a stream's headers within milliseconds, so
+// 30 s only ever cuts a pod that hangs; a request queued behind a full batch
+// sends no byte until its first token, which under overload takes minutes,
+// hence Envoy's 5-minute stream idle timeout; 30 minutes for a whole request
+// is SGLang's gateway's. Three failures in a row are not one unlucky
+// request; a 2 s open period spans the staleness limit discovery needs to
+// notice a dead pod; 30 s caps the wait of a pod that recovered.
+const (
+	DefaultResponseHeaderTimeout = 30 * time.Second
+	DefaultStreamIdleTimeout     = 5 * time.Minute
+	DefaultRequestTimeout        = 30 * time.Minute
+	DefaultBreakerFailures       = 3
+	DefaultBreakerOpenFor        = 2 * time.Second
+	DefaultBreakerMaxOpenFor     = 30 * time.Second
+)
+
 // MaxDataParallelSize bounds discovery.data_parallel_size: the block index
 // tracks 64 engines (index.MaxEngines), which DP 8 leaves to 8 pods.
 const MaxDataParallelSize = 8
@@ -51,6 +67,15 @@ func (c *Config) Default() {
 	setDuration(&c.Metrics.StaleAfter, DefaultStaleAfter)
 	setDuration(&c.Metrics.Timeout, DefaultScrapeTimeout)
 	setDuration(&c.Index.SpeculationTTL, DefaultSpeculationTTL)
+	u := &c.Upstream
+	setDuration(&u.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
+	setDuration(&u.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	setDuration(&u.RequestTimeout, DefaultRequestTimeout)
+	if u.Breaker.Failures == 0 {
+		u.Breaker.Failures = DefaultBreakerFailures
+	}
+	setDuration(&u.Breaker.OpenFor, DefaultBreakerOpenFor)
+	setDuration(&u.Breaker.MaxOpenFor, DefaultBreakerMaxOpenFor)
 	if len(c.Scoring.Scorers) == 0 {
 		c.Scoring.Scorers = DefaultScorers()
 	}

@@ -46,6 +46,14 @@ func (c *Config) Validate() error {
 	if c.Metrics.StaleAfter.Duration < c.Metrics.Interval.Duration {
 		bad("metrics.stale_after", "must be at least metrics.interval (%s), got %s", c.Metrics.Interval, c.Metrics.StaleAfter)
 	}
+	if b := c.Upstream.Breaker; b.Failures > 0 {
+		if b.OpenFor.Duration <= 0 {
+			bad("upstream.breaker.open_for", "must be positive, got %s", b.OpenFor)
+		}
+		if b.MaxOpenFor.Duration < b.OpenFor.Duration {
+			bad("upstream.breaker.max_open_for", "must be at least upstream.breaker.open_for (%s), got %s", b.OpenFor, b.MaxOpenFor)
+		}
+	}
 	if c.Index.MaxKeys < 0 {
 		bad("index.max_keys", "must be >= 0, got %d", c.Index.MaxKeys)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
 // CoreCollector exports the routing core's own counters at scrape time:
@@ -45,13 +46,16 @@ var (
 	descInFlight    = desc("llmd_router_pod_in_flight", "Requests this router has open on the pod.", "pod")
 	descPods        = desc("llmd_router_pods", "Ready pods discovery reports.")
 	descQueued      = desc("llmd_router_queued_requests", "Requests waiting for a pod under its in-flight cap.")
+	descStale       = desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
+	descCircuit     = desc("llmd_router_pod_circuit", "1 for the pod's circuit-breaker state (closed, open: out of scoring, half-open: one probe).", "pod", "state")
+	descOpenings    = desc("llmd_router_circuit_openings_total", "Times a pod's circuit breaker opened.")
 )
 
 // Describe implements prometheus.Collector.
 func (c *CoreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKeys, descPairs, descMemory, descOrphans, descSpeculative, descEvicted,
 		descLag, descMaxLag, descEvents, descConnections, descGaps, descRestarts, descReplays, descReplayFails, descPurges,
-		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued} {
+		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued, descStale, descCircuit, descOpenings} {
 		ch <- d
 	}
 }
@@ -87,14 +91,25 @@ func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descDecodeErrs, s.DecodeErrors)
 		gauge(descFollowed, float64(s.Pods))
 	}
+	var pods []scoring.Pod
 	if c.Fleet != nil {
-		pods := c.Fleet.Pods(nil)
+		pods = c.Fleet.Pods(nil)
 		gauge(descPods, float64(len(pods)))
 		for _, p := range pods {
 			gauge(descInFlight, float64(p.Load.InFlight), p.Name)
+			stale := 0.0
+			if !p.Load.Fresh {
+				stale = 1
+			}
+			gauge(descStale, stale, p.Name)
 		}
 	}
 	if c.Server != nil {
 		gauge(descQueued, float64(c.Server.adm.queued()))
+		states, opened := c.Server.br.states()
+		counter(descOpenings, opened)
+		for _, p := range pods {
+			gauge(descCircuit, 1, p.Name, states[p.Name].String())
+		}
 	}
 }

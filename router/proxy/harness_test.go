@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -75,6 +76,9 @@ func newServer(t testing.TB, pods map[string]string, cfg Config) (*Server, *disc
 	cfg.Fleet = fleet
 	cfg.Picker = scoring.NewPicker(index.New(index.Config{BlockSize: 16}), ws)
 	cfg.Prompter = &scoring.Chat{Catalog: cat}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.forward(w, r, arrived, body, s.routeChooser(req))
+	s.forward(w, r, arrived, body, req.Stream, s.routeChooser(req))
 }
 
 // prompt turns body into a routing request, answering 400 for a body the
@@ -51,7 +51,7 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 	var buf []scoring.Pod
 	return func(ctx context.Context, tried []string) (slot, error) {
 		for {
-			buf = s.ej.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
+			buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 			if len(buf) == 0 {
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
@@ -103,8 +103,8 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf []scoring.Pod
-	s.forward(w, r, arrived, body, func(_ context.Context, tried []string) (slot, error) {
-		buf = s.ej.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
+	s.forward(w, r, arrived, body, true, func(_ context.Context, tried []string) (slot, error) {
+		buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 		if len(buf) == 0 {
 			return slot{}, errNoPods
 		}

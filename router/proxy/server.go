@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
@@ -56,10 +57,26 @@ type Config struct {
 	QueueTimeout time.Duration
 	// MaxAttempts bounds the pods one request is tried on (default 3).
 	MaxAttempts int
-	// EjectFor keeps a pod that refused or dropped a connection out of the
-	// candidates for this long (default 2s, discovery's staleness limit);
-	// negative disables it.
-	EjectFor time.Duration
+	// ResponseHeaderTimeout bounds the wait for a pod's response headers
+	// where the pod sends them before doing the work: streams (vLLM answers
+	// a stream's headers before generating) and passthrough requests. A
+	// non-streaming completion's headers come with its whole answer, so
+	// only RequestTimeout bounds it. Default 30s; negative disables.
+	ResponseHeaderTimeout time.Duration
+	// StreamIdleTimeout cuts an attempt whose response sends no byte for
+	// this long (default 5m, Envoy's stream idle timeout: a request queued
+	// behind a full batch sends nothing until its first token). Before the
+	// first byte reached the client the request is retried elsewhere.
+	// Negative disables.
+	StreamIdleTimeout time.Duration
+	// RequestTimeout bounds a whole request, every attempt included
+	// (default 30m); past it the client gets 504, or a
+	// cut stream. Negative disables.
+	RequestTimeout time.Duration
+	// Breaker tunes the per-pod circuit breakers, fed by refused
+	// connections, timeouts, 5xx and broken responses; open pods leave
+	// scoring.
+	Breaker BreakerConfig
 }
 
 // Defaults of Config.
@@ -69,14 +86,17 @@ const (
 	DefaultQueueTimeout = 30 * time.Second
 	DefaultMaxAttempts  = 3
 	DefaultBodyTimeout  = 60 * time.Second
-	DefaultEjectFor     = 2 * time.Second
+
+	DefaultResponseHeaderTimeout = config.DefaultResponseHeaderTimeout
+	DefaultStreamIdleTimeout     = config.DefaultStreamIdleTimeout
+	DefaultRequestTimeout        = config.DefaultRequestTimeout
 )
 
 // Server is the HTTP handler of the serving front.
 type Server struct {
 	cfg   Config
 	adm   *admission
-	ej    *ejector
+	br    *breakers
 	mux   *http.ServeMux
 	log   *slog.Logger
 	drain atomic.Bool
@@ -108,14 +128,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	if cfg.EjectFor == 0 {
-		cfg.EjectFor = DefaultEjectFor
+	defaultDuration(&cfg.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
+	defaultDuration(&cfg.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	defaultDuration(&cfg.RequestTimeout, DefaultRequestTimeout)
+	if cfg.Breaker.Failures == 0 {
+		cfg.Breaker.Failures = DefaultBreakerFailures
+	}
+	defaultDuration(&cfg.Breaker.OpenFor, DefaultBreakerOpenFor)
+	defaultDuration(&cfg.Breaker.MaxOpenFor, DefaultBreakerMaxOpenFor)
+	if cfg.Breaker.MaxOpenFor < cfg.Breaker.OpenFor {
+		cfg.Breaker.MaxOpenFor = cfg.Breaker.OpenFor
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue, cfg.QueueTimeout),
-		ej: newEjector(cfg.EjectFor)}
+		br: newBreakers(cfg.Breaker)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.routed)
 	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.routed)
@@ -128,6 +156,17 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/", s.passthrough)
 	return s, nil
 }
+
+// defaultDuration sets an unset duration; negative ones (disabled) stay.
+func defaultDuration(d *time.Duration, v time.Duration) {
+	if *d == 0 {
+		*d = v
+	}
+}
+
+// Forget drops what the server keeps about a pod that left the fleet (its
+// circuit breaker); discovery calls it through FleetConfig.OnRemove.
+func (s *Server) Forget(pod string) { s.br.forget(pod) }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

@@ -44,6 +44,14 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s request: %w", path, err)
 	}
+	req, err := c.prompt(path, r)
+	if req != nil {
+		req.Stream = r.Stream
+	}
+	return req, err
+}
+
+func (c *Chat) prompt(path string, r *chat.Request) (*Request, error) {
 	toks, err := c.tokenize(r)
 	var limit *chat.LimitError
 	switch {

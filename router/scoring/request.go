@@ -19,6 +19,8 @@ type Request struct {
 	// Text is the raw prompt text when the caller has it, for scorers that
 	// hash characters rather than tokens (the routing-history scorer).
 	Text string
+	// Stream says the client asked for a stream of server-sent events.
+	Stream bool
 	// Untokenizable, when not empty, says why the request has no token ids:
 	// it routes on load alone and is counted.
 	Untokenizable string

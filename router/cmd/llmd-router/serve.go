@@ -61,10 +61,15 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	lim := o.limits
 	lim.Fleet, lim.Picker, lim.Prompter, lim.Metrics, lim.Logger = core.fleet, core.picker, core.prompter, metrics, log
+	u := cfg.Upstream
+	lim.ResponseHeaderTimeout, lim.StreamIdleTimeout, lim.RequestTimeout = u.ResponseHeaderTimeout.Duration,
+		u.StreamIdleTimeout.Duration, u.RequestTimeout.Duration
+	lim.Breaker = proxy.BreakerConfig{Failures: u.Breaker.Failures, OpenFor: u.Breaker.OpenFor.Duration, MaxOpenFor: u.Breaker.MaxOpenFor.Duration}
 	srv, err := proxy.New(lim)
 	if err != nil {
 		return err
 	}
+	core.server = srv
 	if err := reg.Register(&proxy.CoreCollector{Index: core.index, Ingestor: core.ingestor, Fleet: core.fleet, Server: srv}); err != nil {
 		return fmt.Errorf("registering core metrics: %w", err)
 	}
@@ -126,6 +131,8 @@ type core struct {
 	picker   *scoring.Picker
 	fleet    *discovery.Fleet
 	prompter *scoring.Chat
+	// server is set once the proxy exists, before discovery runs.
+	server *proxy.Server
 }
 
 // newCore assembles index, ingestion, scorers, prompter and fleet from cfg.
@@ -149,8 +156,16 @@ func newCore(cfg *config.Config, log *slog.Logger) (*core, error) {
 	c.picker = scoring.NewPicker(c.index, ws)
 	c.picker.SetDataParallelSize(cfg.Discovery.DataParallelSize)
 	c.fleet = discovery.NewFleet(discovery.FleetConfig{Addresses: discovery.Addresses{Discovery: cfg.Discovery, Model: cfg.Model},
-		Ingestor: c.ingestor, Metrics: cfg.Metrics, OnRemove: c.picker.Forget})
+		Ingestor: c.ingestor, Metrics: cfg.Metrics, OnRemove: c.forget})
 	return c, nil
+}
+
+// forget drops what the core and the proxy keep about a pod that left.
+func (c *core) forget(pod string) {
+	c.picker.Forget(pod)
+	if c.server != nil {
+		c.server.Forget(pod)
+	}
 }
 
 // source is the configured discovery: a static list or a Kubernetes watch.

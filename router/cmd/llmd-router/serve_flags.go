@@ -68,7 +68,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.IntVar(&o.limits.MaxQueue, "max-queue", proxy.DefaultMaxQueue, "requests waiting while every pod is at its cap; beyond it 429")
 	fs.DurationVar(&o.limits.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "longest wait for a pod under its cap before 429")
 	fs.IntVar(&o.limits.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "pods one request is tried on")
-	fs.DurationVar(&o.limits.EjectFor, "eject-for", proxy.DefaultEjectFor, "a pod that refused or dropped a connection gets no requests for this long (negative: never)")
+
 	fs.DurationVar(&o.limits.BodyTimeout, "body-timeout", proxy.DefaultBodyTimeout, "longest read of one request body; slower gets 408")
 	fs.DurationVar(&o.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest read of a request's headers")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle longer are closed")
