@@ -30,7 +30,9 @@ var (
 // qwen loads the Qwen3 tokenizer and template once per test process.
 func qwen(t testing.TB) *chat.Model {
 	files := testenv.Tokenizer(t, "qwen3")
-	qwenOnce.Do(func() { qwenModel, qwenErr = chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{}) })
+	qwenOnce.Do(func() {
+		qwenModel, qwenErr = chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{})
+	})
 	if qwenErr != nil {
 		t.Fatal(qwenErr)
 	}
