@@ -45,36 +45,64 @@ func (s *Server) prompt(w http.ResponseWriter, path string, body []byte) (*scori
 }
 
 // routeChooser picks with the scorers among the untried pods under their
-// in-flight cap, queueing while every one is at it.
+// in-flight cap, queueing while every one is at it. The slot is taken
+// before the picker commits its decision, so the index's speculative
+// "this pod holds the prefix" is only ever recorded for the pod the
+// request goes to.
 func (s *Server) routeChooser(req *scoring.Request) chooser {
 	var deadline time.Time
 	var buf []scoring.Pod
 	return func(ctx context.Context, tried []string) (slot, error) {
+		held := "" // a slot handed over while queued
+		drop := func() {
+			if held != "" {
+				s.adm.release(held)
+				held = ""
+			}
+		}
 		for {
 			buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 			if len(buf) == 0 {
+				drop()
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
 			}
-			open, wake := s.adm.underCap(buf)
+			var heldPod []scoring.Pod
+			if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
+				heldPod = append(heldPod, buf[i])
+			} else {
+				drop() // the pod left or its breaker opened while we queued
+			}
+			open := append(s.adm.underCap(buf), heldPod...)
 			if len(open) == 0 {
 				if deadline.IsZero() {
 					deadline = time.Now().Add(s.cfg.QueueTimeout)
 				}
-				if err := s.adm.wait(ctx, wake, deadline); err != nil {
+				queued := time.Now()
+				pod, err := s.adm.wait(ctx, tried, deadline)
+				s.cfg.Metrics.queueWait(err, time.Since(queued))
+				if err != nil {
 					if ctx.Err() == nil {
 						s.cfg.Metrics.decision(outcomeShed)
 					}
 					return slot{}, err
 				}
+				held = pod
 				continue
 			}
-			d, err := s.cfg.Picker.Pick(req, open)
+			d, err := s.cfg.Picker.PickAdmitted(req, open, func(pod string) bool {
+				if pod == held {
+					held = ""
+					return true
+				}
+				return s.adm.acquire(pod)
+			})
+			if errors.Is(err, scoring.ErrNotAdmitted) {
+				continue // another request took the pod's last slot since underCap
+			}
+			drop() // the picker preferred another pod to the one handed over
 			if err != nil {
 				return slot{}, err
-			}
-			if !s.adm.acquire(d.Pod) {
-				continue // another request took the pod's last slot since underCap
 			}
 			if len(tried) == 0 {
 				s.cfg.Metrics.decided(&d)

@@ -142,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue, cfg.QueueTimeout),
+	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
 		br: newBreakers(cfg.Breaker)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.routed)
