@@ -7,24 +7,38 @@
 //	POST /v1/completions, /v1/chat/completions   routed by prefix and load
 //	POST /v1/route                               the decision, without sending
 //	GET  /healthz, /readyz, /metrics             the router's own
-//	anything else (GET /v1/models, /tokenize...) forwarded to any ready pod
+//	GET /v1/models, /health, /version,
+//	POST /tokenize, /detokenize                  forwarded to any ready pod
+//	anything else                                404
 //
 // Responses, streamed SSE included, are copied byte for byte and flushed
-// after every read, so a client sees each chunk when the engine sends it.
-// X-Llmd-Pod names the pod that answered. Authorization and every other
-// end-to-end header pass through untouched (vLLM's --api-key), except that
+// after every read, so a client sees each chunk when the engine sends it;
+// trailers follow. X-Llmd-Pod names the pod that answered. End-to-end
+// headers pass through (Authorization included: vLLM's --api-key),
+// hop-by-hop ones are dropped, X-Forwarded-For/-Proto/-Host are set, and
 // with data-parallel pods the router sets X-data-parallel-rank to the rank
-// it chose (the one holding the prefix), which vLLM honours.
+// it chose (the one holding the prefix), which vLLM honours. With APIKey
+// the router itself checks the bearer token on /v1 paths as vLLM does; with
+// AdminToken, /v1/route needs that token instead.
 //
-// # Retries
+// # Retries, timeouts and circuit breakers
 //
-// A request is retried on another pod when connecting fails or the pod
-// answers 5xx, as long as nothing has been written to the client; once the
-// status line is out the response is the pod's, errors included, because a
-// client cannot be told to forget half a stream. A pod that refused or
-// dropped a connection is left out of the candidates for EjectFor, so the
-// requests that follow do not each pay a failed attempt while discovery
-// has not yet noticed the pod is gone.
+// A request is retried on another pod when connecting fails, the pod
+// answers 5xx, or its response sends no byte in time, as long as nothing
+// has been written to the client: the router waits for a response's first
+// body bytes before answering, so a pod that stalls before streaming costs
+// a retry, not a failure. Once bytes are out the response is the pod's,
+// errors included, because a client cannot be told to forget half a
+// stream: a stream that stalls past StreamIdleTimeout is cut. Streams and
+// passthrough requests wait ResponseHeaderTimeout for headers (vLLM sends a
+// stream's before generating); RequestTimeout bounds everything.
+//
+// Each pod has a circuit breaker fed by every attempt: Breaker.Failures
+// failures in a row (one refused connection) open it, which takes the pod
+// out of scoring for OpenFor; then one probe request goes through, and its
+// outcome closes the circuit or reopens it for twice as long (up to
+// MaxOpenFor). Discovery never notices a pod that hangs or fails every
+// request while its /metrics answers; the breaker does.
 //
 // # Admission
 //
@@ -32,7 +46,10 @@
 // MaxBodyBytes, else 413. A pod takes at most MaxInFlightPerPod requests
 // from this router; when every pod is at its cap a request waits in a
 // queue of MaxQueue for QueueTimeout, and is shed with 429 when the queue is
-// full or the wait runs out. A body that is not a request vLLM would accept
+// full or the wait runs out. Waiters are served first in, first out: a
+// freed slot goes to the oldest waiter that may use it, and the slot is
+// taken before the picker records its decision. A body that is not a
+// request vLLM would accept, or that breaks one of package chat's bounds,
 // gets 400 with the reason. A client that goes away cancels the upstream
 // request, which frees the engine's slot.
 //

@@ -120,9 +120,10 @@ func untried(pods []scoring.Pod, tried []string) []scoring.Pod {
 	return slices.DeleteFunc(pods, func(p scoring.Pod) bool { return slices.Contains(tried, p.Name) })
 }
 
-// passthrough forwards any other request to the ready pod with the fewest
-// requests in flight from this router: model lists, /tokenize and the like
-// are the same on every pod and cost little, so they skip scoring and caps.
+// passthrough forwards the allowed engine endpoints (passthroughPaths) to
+// the ready pod with the fewest requests in flight from this router: model
+// lists, /tokenize and the like are the same on every pod and cost little,
+// so they skip scoring and caps.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)

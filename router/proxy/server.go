@@ -73,6 +73,14 @@ type Config struct {
 	// (default 30m); past it the client gets 504, or a
 	// cut stream. Negative disables.
 	RequestTimeout time.Duration
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on
+	// every /v1 path, as vLLM's --api-key requires it (the pods, started
+	// with the same key, check it again).
+	APIKey string
+	// AdminToken, when set, is required as a bearer token on the router's
+	// own endpoints that reveal routing state (/v1/route) instead of
+	// APIKey.
+	AdminToken string
 	// Breaker tunes the per-pod circuit breakers, fed by refused
 	// connections, timeouts, 5xx and broken responses; open pods leave
 	// scoring.
@@ -100,6 +108,8 @@ type Server struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	drain atomic.Bool
+
+	apiKey, adminToken *keyCheck
 }
 
 // New returns a Server; Fleet, Picker and Prompter are required.
@@ -143,17 +153,22 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
-		br: newBreakers(cfg.Breaker)}
+		br: newBreakers(cfg.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST "+chat.PathCompletions, s.routed)
-	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.routed)
-	s.mux.HandleFunc("POST /v1/route", s.explain)
+	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
+	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.guard(false, s.routed))
+	s.mux.HandleFunc("POST /v1/route", s.guard(true, s.explain))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.HandleFunc("GET /readyz", s.ready)
 	if cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", cfg.Metrics.Handler())
 	}
-	s.mux.HandleFunc("/", s.passthrough)
+	for path, method := range passthroughPaths {
+		s.mux.HandleFunc(method+" "+path, s.guard(false, s.passthrough))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s %s is not served by the router", r.Method, r.URL.Path))
+	})
 	return s, nil
 }
 

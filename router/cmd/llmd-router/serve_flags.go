@@ -69,6 +69,8 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.DurationVar(&o.limits.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "longest wait for a pod under its cap before 429")
 	fs.IntVar(&o.limits.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "pods one request is tried on")
 
+	fs.StringVar(&o.limits.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1 paths, as vLLM's --api-key does (prefer LLMD_API_KEY: flags show in ps)")
+	fs.StringVar(&o.limits.AdminToken, "admin-token", "", "bearer token /v1/route requires instead of the API key (prefer LLMD_ADMIN_TOKEN)")
 	fs.DurationVar(&o.limits.BodyTimeout, "body-timeout", proxy.DefaultBodyTimeout, "longest read of one request body; slower gets 408")
 	fs.DurationVar(&o.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest read of a request's headers")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle longer are closed")
