@@ -94,6 +94,9 @@ type Discovery struct {
 	// ports + r, as vLLM offsets them, keeps its own prefix cache, and is
 	// chosen per request with vLLM's X-data-parallel-rank header.
 	DataParallelSize int `json:"data_parallel_size,omitempty"`
+	// KVEventsSilentAfter is how long a pod sent requests may publish no
+	// KV events before the router reports it (metric, warning, /readyz).
+	KVEventsSilentAfter Duration `json:"kv_events_silent_after"`
 }
 
 // Kubernetes watches pods by label selector in one namespace.

@@ -16,6 +16,10 @@ const (
 	DefaultStaleAfter     = 2 * time.Second
 	DefaultScrapeTimeout  = time.Second
 	DefaultSpeculationTTL = 2 * time.Second
+	// DefaultKVEventsSilentAfter: vLLM publishes a request's BlockStored
+	// within an engine step of its prefill; 30 s leaves room for requests
+	// queued behind a full batch without leaving a blind index unreported.
+	DefaultKVEventsSilentAfter = 30 * time.Second
 )
 
 // Upstream defaults. vLLM answers a stream's headers within milliseconds, so
@@ -34,8 +38,13 @@ const (
 	DefaultBreakerMaxOpenFor     = 30 * time.Second
 )
 
+// MaxEngines is how many engines (pods x data-parallel ranks) the block
+// index tracks: index.MaxEngines, restated here so this package stays free
+// of the router's other packages (a test in package index holds them equal).
+const MaxEngines = 64
+
 // MaxDataParallelSize bounds discovery.data_parallel_size: the block index
-// tracks 64 engines (index.MaxEngines), which DP 8 leaves to 8 pods.
+// tracks MaxEngines engines, which DP 8 leaves to 8 pods.
 const MaxDataParallelSize = 8
 
 // DefaultScorers is used when the file lists none: llm-d's precise
@@ -60,6 +69,7 @@ func (c *Config) Default() {
 	if p.KVEvents == 0 {
 		p.KVEvents = DefaultKVEventsPort
 	}
+	setDuration(&c.Discovery.KVEventsSilentAfter, DefaultKVEventsSilentAfter)
 	if c.Discovery.Topic == "" {
 		c.Discovery.Topic = DefaultTopic
 	}

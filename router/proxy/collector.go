@@ -3,6 +3,7 @@ package proxy
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
@@ -17,6 +18,13 @@ type CoreCollector struct {
 	Ingestor *kvevents.Ingestor
 	Fleet    Fleet
 	Server   *Server
+	Picker   *scoring.Picker
+	// Scrapes reports the fleet's scrape health and discovery errors;
+	// *discovery.Fleet implements it.
+	Scrapes interface {
+		Health() []discovery.Health
+		UpdateErrors() int64
+	}
 }
 
 var _ prometheus.Collector = (*CoreCollector)(nil)
@@ -49,13 +57,24 @@ var (
 	descStale       = desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
 	descCircuit     = desc("llmd_router_pod_circuit", "1 for the pod's circuit-breaker state (closed, open: out of scoring, half-open: one probe).", "pod", "state")
 	descOpenings    = desc("llmd_router_circuit_openings_total", "Times a pod's circuit breaker opened.")
+	descSilent      = desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")
+
+	// Counters computed by the core packages, exported as they are.
+	descIndexCounters = desc("llmd_router_index_events_total", "Block-index operations by kind: blocks stored and removed, "+
+		"orphans linked and dropped, unresolved token-less blocks, block-size mismatches, speculation confirmed and expired.", "kind")
+	descIngestCounters = desc("llmd_router_kv_event_events_total", "KV events and messages by kind: stored, removed, cleared, "+
+		"unknown kinds, other KV groups, duplicates, apply errors, transport errors.", "kind")
+	descPickerCounters = desc("llmd_router_picker_total", "Picker outcomes by kind: decisions, untokenizable decisions, failed speculative writes.", "kind")
+	descScrapeErrs     = desc("llmd_router_pod_scrape_errors_total", "Failed /metrics scrapes of the pod.", "pod")
+	descUpdateErrs     = desc("llmd_router_discovery_update_errors_total", "Discovery reports the router could not follow completely.")
 )
 
 // Describe implements prometheus.Collector.
 func (c *CoreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKeys, descPairs, descMemory, descOrphans, descSpeculative, descEvicted,
 		descLag, descMaxLag, descEvents, descConnections, descGaps, descRestarts, descReplays, descReplayFails, descPurges,
-		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued, descStale, descCircuit, descOpenings} {
+		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued, descStale, descCircuit, descOpenings, descSilent,
+		descIndexCounters, descIngestCounters, descPickerCounters, descScrapeErrs, descUpdateErrs} {
 		ch <- d
 	}
 }
@@ -65,8 +84,13 @@ func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	counter := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	kinds := func(d *prometheus.Desc, vs map[string]int64) {
+		for k, v := range vs {
+			counter(d, v, k)
+		}
 	}
 	if c.Index != nil {
 		s := c.Index.Stats()
@@ -76,6 +100,9 @@ func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descOrphans, float64(s.Orphans))
 		gauge(descSpeculative, float64(s.Speculative))
 		counter(descEvicted, s.Evicted)
+		kinds(descIndexCounters, map[string]int64{"blocks_stored": s.BlocksStored, "blocks_removed": s.BlocksRemoved,
+			"orphans_linked": s.OrphansLinked, "orphans_dropped": s.OrphansDropped, "unresolved": s.Unresolved,
+			"block_size_mismatch": s.BlockSizeMismatches, "speculation_confirmed": s.SpecConfirmed, "speculation_expired": s.SpecExpired})
 	}
 	if c.Ingestor != nil {
 		s := c.Ingestor.Stats()
@@ -90,6 +117,19 @@ func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descPurges, s.Purges)
 		counter(descDecodeErrs, s.DecodeErrors)
 		gauge(descFollowed, float64(s.Pods))
+		kinds(descIngestCounters, map[string]int64{"stored": s.Stored, "removed": s.Removed, "cleared": s.Cleared,
+			"unknown": s.UnknownEvents, "other_group": s.OtherGroupEvents, "duplicate": s.Duplicates,
+			"apply_error": s.ApplyErrors, "transport_error": s.TransportErrors})
+	}
+	if c.Picker != nil {
+		s := c.Picker.Stats()
+		kinds(descPickerCounters, map[string]int64{"decisions": s.Decisions, "untokenizable": s.Untokenizable, "speculate_errors": s.SpeculateErrs})
+	}
+	if c.Scrapes != nil {
+		for _, h := range c.Scrapes.Health() {
+			counter(descScrapeErrs, h.ScrapeErrs, h.Pod)
+		}
+		counter(descUpdateErrs, c.Scrapes.UpdateErrors())
 	}
 	var pods []scoring.Pod
 	if c.Fleet != nil {
@@ -102,6 +142,17 @@ func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
 				stale = 1
 			}
 			gauge(descStale, stale, p.Name)
+		}
+		silent := map[string]bool{}
+		for _, sl := range c.Fleet.Silences() {
+			silent[sl.Pod] = true
+		}
+		for _, p := range pods {
+			v := 0.0
+			if silent[p.Name] {
+				v = 1
+			}
+			gauge(descSilent, v, p.Name)
 		}
 	}
 	if c.Server != nil {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +24,11 @@ type Fleet interface {
 	Target(pod string) (discovery.Pod, bool)
 	Begin(pod string) (end func())
 	Synced() bool
+	// ExpectEvents notes a request sent to pod that fills a block, which
+	// the engine must answer with KV events; Silences lists the pods that
+	// did not.
+	ExpectEvents(pod string)
+	Silences() []discovery.Silence
 }
 
 var _ Fleet = (*discovery.Fleet)(nil)
@@ -191,7 +197,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *Server) Drain() { s.drain.Store(true) }
 
 // ready answers /readyz: 200 once discovery has delivered its first view of
-// the fleet, 503 before that and while draining.
+// the fleet, 503 before that and while draining. The body lists what is
+// wrong but does not stop serving: pods publishing no KV events (the
+// router still routes on load, blind to their caches).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	switch {
 	case s.drain.Load():
@@ -199,7 +207,12 @@ func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	case !s.cfg.Fleet.Synced():
 		http.Error(w, "discovery has not synced", http.StatusServiceUnavailable)
 	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "ready\n")
+		for _, sl := range s.cfg.Fleet.Silences() {
+			_, _ = fmt.Fprintf(w, "warning: %s\n", sl)
+		}
 	}
 }
 

@@ -243,8 +243,13 @@ func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) {
 }
 
 // Forget drops what the picker and its learning scorers remember of a pod
-// that left the fleet.
+// that left the fleet, and the pod's engines in the index: a pod followed
+// without KV events, or speculated on after its events stopped, would
+// otherwise keep one of the index's engine slots for good.
 func (p *Picker) Forget(pod string) {
+	if p.ix != nil {
+		p.ix.DropPod(pod)
+	}
 	p.mu.Lock()
 	delete(p.lastPicked, pod)
 	delete(p.nextRank, pod)

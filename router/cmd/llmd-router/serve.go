@@ -70,7 +70,8 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	core.server = srv
-	if err := reg.Register(&proxy.CoreCollector{Index: core.index, Ingestor: core.ingestor, Fleet: core.fleet, Server: srv}); err != nil {
+	if err := reg.Register(&proxy.CoreCollector{Index: core.index, Ingestor: core.ingestor, Fleet: core.fleet, Server: srv,
+		Picker: core.picker, Scrapes: core.fleet}); err != nil {
 		return fmt.Errorf("registering core metrics: %w", err)
 	}
 
@@ -156,7 +157,8 @@ func newCore(cfg *config.Config, log *slog.Logger) (*core, error) {
 	c.picker = scoring.NewPicker(c.index, ws)
 	c.picker.SetDataParallelSize(cfg.Discovery.DataParallelSize)
 	c.fleet = discovery.NewFleet(discovery.FleetConfig{Addresses: discovery.Addresses{Discovery: cfg.Discovery, Model: cfg.Model},
-		Ingestor: c.ingestor, Metrics: cfg.Metrics, OnRemove: c.forget})
+		Ingestor: c.ingestor, Metrics: cfg.Metrics, OnRemove: c.forget, SilentAfter: cfg.Discovery.KVEventsSilentAfter.Duration,
+		Logger: log.With("component", "discovery")})
 	return c, nil
 }
 
