@@ -29,8 +29,8 @@ func (s Silence) String() string {
 		s.Pod, s.Since.UTC().Format(time.RFC3339), strings.Join(s.Topics, ","), strings.Join(s.Endpoints, ","))
 }
 
-// ExpectEvents notes that pod was sent a request that fills at least one
-// block, so its engine will publish BlockStored events for it.
+// ExpectEvents notes that pod was sent a completion, for which its engine
+// publishes BlockStored events once prompt and output fill a block.
 func (f *Fleet) ExpectEvents(pod string) {
 	f.mu.RLock()
 	ps := f.pods[pod]

@@ -55,8 +55,10 @@ type breakers struct {
 
 	mu   sync.Mutex
 	pods map[string]*breaker
-	// opened counts transitions to open, for metrics.
+	// opened counts transitions to open, failed the failed attempts per
+	// pod (the breaker's input), for metrics.
 	opened int64
+	failed map[string]int64
 }
 
 type breaker struct {
@@ -68,7 +70,7 @@ type breaker struct {
 }
 
 func newBreakers(cfg BreakerConfig) *breakers {
-	return &breakers{cfg: cfg, now: time.Now, pods: make(map[string]*breaker)}
+	return &breakers{cfg: cfg, now: time.Now, pods: make(map[string]*breaker), failed: make(map[string]int64)}
 }
 
 func (b *breakers) enabled() bool { return b.cfg.Failures > 0 }
@@ -150,6 +152,7 @@ func (b *breakers) record(pod string, a attempt, probe bool) {
 		delete(b.pods, pod) // closed, with no failures counted
 		return
 	}
+	b.failed[pod]++
 	if br == nil {
 		br = &breaker{}
 		b.pods[pod] = br
@@ -177,6 +180,14 @@ func (b *breakers) forget(pod string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.pods, pod)
+	delete(b.failed, pod)
+}
+
+// failures returns pod's failed attempts so far.
+func (b *breakers) failures(pod string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failed[pod]
 }
 
 // states returns every pod not closed, and the count of openings so far.

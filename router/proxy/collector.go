@@ -57,6 +57,7 @@ var (
 	descStale       = desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
 	descCircuit     = desc("llmd_router_pod_circuit", "1 for the pod's circuit-breaker state (closed, open: out of scoring, half-open: one probe).", "pod", "state")
 	descOpenings    = desc("llmd_router_circuit_openings_total", "Times a pod's circuit breaker opened.")
+	descFailed      = desc("llmd_router_pod_failed_attempts_total", "Attempts on the pod that failed: refused connections, timeouts, 5xx, broken responses (the circuit breaker's input).", "pod")
 	descSilent      = desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")
 
 	// Counters computed by the core packages, exported as they are.
@@ -73,7 +74,7 @@ var (
 func (c *CoreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKeys, descPairs, descMemory, descOrphans, descSpeculative, descEvicted,
 		descLag, descMaxLag, descEvents, descConnections, descGaps, descRestarts, descReplays, descReplayFails, descPurges,
-		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued, descStale, descCircuit, descOpenings, descSilent,
+		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued, descStale, descCircuit, descOpenings, descFailed, descSilent,
 		descIndexCounters, descIngestCounters, descPickerCounters, descScrapeErrs, descUpdateErrs} {
 		ch <- d
 	}
@@ -161,6 +162,7 @@ func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descOpenings, opened)
 		for _, p := range pods {
 			gauge(descCircuit, 1, p.Name, states[p.Name].String())
+			counter(descFailed, c.Server.br.failures(p.Name), p.Name)
 		}
 	}
 }

@@ -107,9 +107,9 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			if len(tried) == 0 {
 				s.cfg.Metrics.decided(&d)
 			}
-			if d.Blocks > 0 {
-				s.cfg.Fleet.ExpectEvents(d.Pod)
-			}
+			// Any completion stores blocks once prompt and output fill one;
+			// d.Blocks cannot tell, being 0 until events taught the block size.
+			s.cfg.Fleet.ExpectEvents(d.Pod)
 			return slot{pod: d.Pod, dpRank: d.DPRank, release: func() { s.adm.release(d.Pod) }}, nil
 		}
 	}

@@ -24,9 +24,8 @@ type Fleet interface {
 	Target(pod string) (discovery.Pod, bool)
 	Begin(pod string) (end func())
 	Synced() bool
-	// ExpectEvents notes a request sent to pod that fills a block, which
-	// the engine must answer with KV events; Silences lists the pods that
-	// did not.
+	// ExpectEvents notes a completion sent to pod, which the engine must
+	// answer with KV events; Silences lists the pods that did not.
 	ExpectEvents(pod string)
 	Silences() []discovery.Silence
 }
