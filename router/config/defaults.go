@@ -77,7 +77,15 @@ func (c *Config) Default() {
 	setDuration(&c.Metrics.StaleAfter, DefaultStaleAfter)
 	setDuration(&c.Metrics.Timeout, DefaultScrapeTimeout)
 	setDuration(&c.Index.SpeculationTTL, DefaultSpeculationTTL)
-	u := &c.Upstream
+	c.Upstream.Default()
+	if len(c.Scoring.Scorers) == 0 {
+		c.Scoring.Scorers = DefaultScorers()
+	}
+}
+
+// Default fills every unset upstream setting with its default; negative
+// durations (off) stay.
+func (u *Upstream) Default() {
 	setDuration(&u.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
 	setDuration(&u.StreamIdleTimeout, DefaultStreamIdleTimeout)
 	setDuration(&u.RequestTimeout, DefaultRequestTimeout)
@@ -86,8 +94,8 @@ func (c *Config) Default() {
 	}
 	setDuration(&u.Breaker.OpenFor, DefaultBreakerOpenFor)
 	setDuration(&u.Breaker.MaxOpenFor, DefaultBreakerMaxOpenFor)
-	if len(c.Scoring.Scorers) == 0 {
-		c.Scoring.Scorers = DefaultScorers()
+	if u.Breaker.MaxOpenFor.Duration < u.Breaker.OpenFor.Duration {
+		u.Breaker.MaxOpenFor = u.Breaker.OpenFor
 	}
 }
 

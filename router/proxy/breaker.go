@@ -25,32 +25,13 @@ func (s BreakerState) String() string {
 	return [...]string{"closed", "open", "half-open"}[s]
 }
 
-// BreakerConfig tunes the per-pod circuit breakers.
-type BreakerConfig struct {
-	// Failures is the number of consecutive failed attempts (timeouts, 5xx,
-	// broken streams) that open a pod's breaker; a refused connection opens
-	// it at once, since nothing listens there. 0 takes the default; negative
-	// disables the breakers.
-	Failures int
-	// OpenFor is how long a pod stays open the first time; each failed probe
-	// doubles it, up to MaxOpenFor.
-	OpenFor, MaxOpenFor time.Duration
-}
-
-// Defaults of BreakerConfig, the config package's (its doc says why).
-const (
-	DefaultBreakerFailures   = config.DefaultBreakerFailures
-	DefaultBreakerOpenFor    = config.DefaultBreakerOpenFor
-	DefaultBreakerMaxOpenFor = config.DefaultBreakerMaxOpenFor
-)
-
 // breakers holds one circuit breaker per pod, fed by the outcome of every
 // attempt. Discovery needs up to a staleness interval to notice a dead pod
 // and never notices one that hangs or fails every request while its
 // /metrics answers; meanwhile each request the scorers send there would pay
 // a failed attempt before its retry.
 type breakers struct {
-	cfg BreakerConfig
+	cfg config.Breaker
 	now func() time.Time
 
 	mu   sync.Mutex
@@ -69,7 +50,7 @@ type breaker struct {
 	probing  bool // a half-open probe is in flight
 }
 
-func newBreakers(cfg BreakerConfig) *breakers {
+func newBreakers(cfg config.Breaker) *breakers {
 	return &breakers{cfg: cfg, now: time.Now, pods: make(map[string]*breaker), failed: make(map[string]int64)}
 }
 
@@ -162,12 +143,12 @@ func (b *breakers) record(pod string, a attempt, probe bool) {
 		if br.failures++; br.failures < b.cfg.Failures && a != attemptRefused {
 			return
 		}
-		br.openFor = b.cfg.OpenFor
+		br.openFor = b.cfg.OpenFor.Duration
 	case BreakerHalfOpen:
 		if !probe {
 			return // an attempt that started before the breaker opened
 		}
-		br.openFor = min(2*br.openFor, b.cfg.MaxOpenFor)
+		br.openFor = min(2*br.openFor, b.cfg.MaxOpenFor.Duration)
 	case BreakerOpen:
 		return // likewise
 	}

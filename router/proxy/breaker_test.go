@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -24,7 +25,7 @@ func podNames(pods []scoring.Pod) []string {
 // is offered whole.
 func TestBreakerStates(t *testing.T) {
 	now := time.Unix(1000, 0)
-	b := newBreakers(BreakerConfig{Failures: 3, OpenFor: time.Second, MaxOpenFor: 3 * time.Second})
+	b := newBreakers(config.Breaker{Failures: 3, OpenFor: ms(1000), MaxOpenFor: ms(3000)})
 	b.now = func() time.Time { return now }
 	fleet := func() []scoring.Pod { return []scoring.Pod{{Name: "a"}, {Name: "b"}} }
 	offered := func() []string { return podNames(b.filter(fleet())) }
@@ -84,7 +85,7 @@ func TestBreakerStates(t *testing.T) {
 		t.Errorf("openings counted %d, want 6", opened)
 	}
 
-	off := newBreakers(BreakerConfig{Failures: -1})
+	off := newBreakers(config.Breaker{Failures: -1})
 	off.begin("a")(attemptRefused)
 	if got := podNames(off.filter(fleet())); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("disabled breaker filtered: %v", got)

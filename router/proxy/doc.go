@@ -29,11 +29,12 @@
 // body bytes before answering, so a pod that stalls before streaming costs
 // a retry, not a failure. Once bytes are out the response is the pod's,
 // errors included, because a client cannot be told to forget half a
-// stream: a stream that stalls past StreamIdleTimeout is cut. Streams and
-// passthrough requests wait ResponseHeaderTimeout for headers (vLLM sends a
-// stream's before generating); RequestTimeout bounds everything.
+// stream: a stream that stalls past Upstream.StreamIdleTimeout is cut.
+// Streams and passthrough requests wait Upstream.ResponseHeaderTimeout for
+// headers (vLLM sends a stream's before generating); Upstream.RequestTimeout
+// bounds everything.
 //
-// Each pod has a circuit breaker fed by every attempt: Breaker.Failures
+// Each pod has a circuit breaker fed by every attempt: Upstream.Breaker.Failures
 // failures in a row (one refused connection) open it, which takes the pod
 // out of scoring for OpenFor; then one probe request goes through, and its
 // outcome closes the circuit or reopens it for twice as long (up to

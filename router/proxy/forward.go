@@ -59,9 +59,10 @@ var (
 // response-header timeout applies.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Time, body []byte, waitHeaders bool, choose chooser) {
 	ctx := r.Context()
-	if s.cfg.RequestTimeout > 0 {
+	u := &s.cfg.Upstream
+	if u.RequestTimeout.Duration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.RequestTimeout, errRequestTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, u.RequestTimeout.Duration, errRequestTimeout)
 		defer cancel()
 	}
 	var tried []string
@@ -84,7 +85,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Ti
 		}
 		if ctx.Err() != nil && r.Context().Err() == nil {
 			// The request timeout: every pod would be cut the same way.
-			writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("%v after %s, last: %v", errRequestTimeout, s.cfg.RequestTimeout, err))
+			writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("%v after %s, last: %v", errRequestTimeout, u.RequestTimeout, err))
 			return
 		}
 		s.cfg.Metrics.retry()
@@ -139,8 +140,8 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		up.Header.Set(DPRankHeader, strconv.Itoa(sl.dpRank))
 	}
 	var headerTimer *time.Timer
-	if waitHeaders && s.cfg.ResponseHeaderTimeout > 0 {
-		headerTimer = time.AfterFunc(s.cfg.ResponseHeaderTimeout, func() { cut(errHeaderTimeout) })
+	if d := s.cfg.Upstream.ResponseHeaderTimeout.Duration; waitHeaders && d > 0 {
+		headerTimer = time.AfterFunc(d, func() { cut(errHeaderTimeout) })
 	}
 	start := time.Now()
 	before := start.Sub(arrived) // reading, routing, queueing and failed attempts
@@ -173,7 +174,7 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			return fmt.Errorf("%s answered %s: %s", sl.pod, resp.Status, bytes.TrimSpace(msg))
 		}
 	}
-	rd := &idleReader{r: resp.Body, d: s.cfg.StreamIdleTimeout, cut: cut}
+	rd := &idleReader{r: resp.Body, d: s.cfg.Upstream.StreamIdleTimeout.Duration, cut: cut}
 	defer rd.stop()
 	// Wait for the first body bytes before answering: until then the
 	// client has seen nothing, and a pod that stalls is still a retry.

@@ -14,7 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
+
+func ms(n int) config.Duration { return config.Duration{Duration: time.Duration(n) * time.Millisecond} }
 
 // Reliability group: sick pods leave the rotation, and no request that had
 // not started streaming fails because of them.
@@ -168,8 +172,8 @@ func TestSickPodsLeaveRotation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sick := newStandin(t, c.how)
 			s, _ := newServer(t, map[string]string{"a-sick": sick.URL, "b": newStandin(t, healthy).URL, "c": newStandin(t, healthy).URL},
-				Config{ResponseHeaderTimeout: 300 * time.Millisecond, StreamIdleTimeout: 300 * time.Millisecond,
-					Breaker: BreakerConfig{Failures: 3, OpenFor: time.Minute}})
+				Config{Upstream: config.Upstream{ResponseHeaderTimeout: ms(300), StreamIdleTimeout: ms(300),
+					Breaker: config.Breaker{Failures: 3, OpenFor: ms(60000)}}})
 			front := httptest.NewServer(s)
 			defer front.Close()
 			start := time.Now()

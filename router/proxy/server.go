@@ -62,22 +62,12 @@ type Config struct {
 	QueueTimeout time.Duration
 	// MaxAttempts bounds the pods one request is tried on (default 3).
 	MaxAttempts int
-	// ResponseHeaderTimeout bounds the wait for a pod's response headers
-	// where the pod sends them before doing the work: streams (vLLM answers
-	// a stream's headers before generating) and passthrough requests. A
-	// non-streaming completion's headers come with its whole answer, so
-	// only RequestTimeout bounds it. Default 30s; negative disables.
-	ResponseHeaderTimeout time.Duration
-	// StreamIdleTimeout cuts an attempt whose response sends no byte for
-	// this long (default 5m, Envoy's stream idle timeout: a request queued
-	// behind a full batch sends nothing until its first token). Before the
-	// first byte reached the client the request is retried elsewhere.
-	// Negative disables.
-	StreamIdleTimeout time.Duration
-	// RequestTimeout bounds a whole request, every attempt included
-	// (default 30m); past it the client gets 504, or a
-	// cut stream. Negative disables.
-	RequestTimeout time.Duration
+	// Upstream holds the timeouts of requests to pods and the per-pod
+	// circuit breakers (package config documents each and its default;
+	// unset ones take it). Streams and passthrough requests wait
+	// ResponseHeaderTimeout for headers, since vLLM sends a stream's before
+	// generating; a non-streaming completion's come with its whole answer.
+	Upstream config.Upstream
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// every /v1 path, as vLLM's --api-key requires it (the pods, started
 	// with the same key, check it again).
@@ -86,10 +76,6 @@ type Config struct {
 	// own endpoints that reveal routing state (/v1/route) instead of
 	// APIKey.
 	AdminToken string
-	// Breaker tunes the per-pod circuit breakers, fed by refused
-	// connections, timeouts, 5xx and broken responses; open pods leave
-	// scoring.
-	Breaker BreakerConfig
 }
 
 // Defaults of Config.
@@ -99,10 +85,6 @@ const (
 	DefaultQueueTimeout = 30 * time.Second
 	DefaultMaxAttempts  = 3
 	DefaultBodyTimeout  = 60 * time.Second
-
-	DefaultResponseHeaderTimeout = config.DefaultResponseHeaderTimeout
-	DefaultStreamIdleTimeout     = config.DefaultStreamIdleTimeout
-	DefaultRequestTimeout        = config.DefaultRequestTimeout
 )
 
 // Server is the HTTP handler of the serving front.
@@ -143,22 +125,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	defaultDuration(&cfg.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
-	defaultDuration(&cfg.StreamIdleTimeout, DefaultStreamIdleTimeout)
-	defaultDuration(&cfg.RequestTimeout, DefaultRequestTimeout)
-	if cfg.Breaker.Failures == 0 {
-		cfg.Breaker.Failures = DefaultBreakerFailures
-	}
-	defaultDuration(&cfg.Breaker.OpenFor, DefaultBreakerOpenFor)
-	defaultDuration(&cfg.Breaker.MaxOpenFor, DefaultBreakerMaxOpenFor)
-	if cfg.Breaker.MaxOpenFor < cfg.Breaker.OpenFor {
-		cfg.Breaker.MaxOpenFor = cfg.Breaker.OpenFor
-	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
+	cfg.Upstream.Default()
 	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
-		br: newBreakers(cfg.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
+		br: newBreakers(cfg.Upstream.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
 	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.guard(false, s.routed))
@@ -175,13 +144,6 @@ func New(cfg Config) (*Server, error) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("%s %s is not served by the router", r.Method, r.URL.Path))
 	})
 	return s, nil
-}
-
-// defaultDuration sets an unset duration; negative ones (disabled) stay.
-func defaultDuration(d *time.Duration, v time.Duration) {
-	if *d == 0 {
-		*d = v
-	}
 }
 
 // Forget drops what the server keeps about a pod that left the fleet (its

@@ -61,10 +61,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	lim := o.limits
 	lim.Fleet, lim.Picker, lim.Prompter, lim.Metrics, lim.Logger = core.fleet, core.picker, core.prompter, metrics, log
-	u := cfg.Upstream
-	lim.ResponseHeaderTimeout, lim.StreamIdleTimeout, lim.RequestTimeout = u.ResponseHeaderTimeout.Duration,
-		u.StreamIdleTimeout.Duration, u.RequestTimeout.Duration
-	lim.Breaker = proxy.BreakerConfig{Failures: u.Breaker.Failures, OpenFor: u.Breaker.OpenFor.Duration, MaxOpenFor: u.Breaker.MaxOpenFor.Duration}
+	lim.Upstream = cfg.Upstream
 	srv, err := proxy.New(lim)
 	if err != nil {
 		return err
