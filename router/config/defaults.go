@@ -94,9 +94,6 @@ func (u *Upstream) Default() {
 	}
 	setDuration(&u.Breaker.OpenFor, DefaultBreakerOpenFor)
 	setDuration(&u.Breaker.MaxOpenFor, DefaultBreakerMaxOpenFor)
-	if u.Breaker.MaxOpenFor.Duration < u.Breaker.OpenFor.Duration {
-		u.Breaker.MaxOpenFor = u.Breaker.OpenFor
-	}
 }
 
 func setDuration(d *Duration, v time.Duration) {

@@ -64,25 +64,5 @@
 // the core's (CoreCollector) and the tokenizer canary's; on SIGTERM /readyz
 // fails, the listener closes and open streams finish before exit.
 //
-// # Measured (Go 1.26, 2 vCPUs shared with other builds, load average 3-17)
-//
-//	go test -run '^$' -bench ServeAddedLatency -benchtime 1x ./router/cmd/llmd-router/
-//	  512 concurrent streams x 8 rounds (64-token prompts, 16 output tokens)
-//	  on 8 simulated replicas at time scale 100; router pinned to CPU 0,
-//	  simulator and client to CPU 1; four runs with the in-flight scorer:
-//	    router's own share of time to first byte (llmd_router_overhead_seconds):
-//	      p50 0.031 ms, p99 0.11-0.19 ms (every run, any scorer or load)
-//	    client-side, routed minus direct: TTFT p50 -8 to +12 ms, p99 -107 to +8 ms;
-//	      direct TTFT is p50 ~130 ms, p99 ~300 ms on the simulator's saturated
-//	      core, so these differences are that core's queueing and the engines'
-//	      step timing, and do not resolve the 0.5 ms / 2 ms goal
-//	    with the default llm-d scorers (LLMD_BENCH_SCORER=default): p50 +80 ms in
-//	      one run (50 ms-old scraped load herds a burst onto one pod), -5.6 ms in
-//	      another; at time scale 1000 (simulator CPU-bound): p50 +22 ms
-//	    at 64 streams (LLMD_BENCH_CONCURRENCY=64): TTFT p50 +2.8 ms (time scale
-//	      100, engine steps of several ms) and +5.7 ms (time scale 1000, the
-//	      simulator CPU-bound), router's own share unchanged
-//	    router CPU (utime+stime over the routed phase): 140-185 µs per request
-//	      of 17 relayed SSE events; perf: mostly read/write syscalls and context
-//	      switches, request parsing (package chat) ~8%
+// Measured figures live in BENCHMARKS.md at the repository root.
 package proxy

@@ -171,11 +171,22 @@ func TestSickPodsLeaveRotation(t *testing.T) {
 	}{{"hang after accepting", hang}, {"5xx storm", storm5xx}, {"stall before the first byte", stallBefore}, {"stall mid-stream", stallMid}} {
 		t.Run(c.name, func(t *testing.T) {
 			sick := newStandin(t, c.how)
-			s, _ := newServer(t, map[string]string{"a-sick": sick.URL, "b": newStandin(t, healthy).URL, "c": newStandin(t, healthy).URL},
+			s, fleet := newServer(t, map[string]string{"a-sick": sick.URL, "b": newStandin(t, healthy).URL, "c": newStandin(t, healthy).URL},
 				Config{Upstream: config.Upstream{ResponseHeaderTimeout: ms(300), StreamIdleTimeout: ms(300),
 					Breaker: config.Breaker{Failures: 3, OpenFor: ms(60000)}}})
 			front := httptest.NewServer(s)
 			defer front.Close()
+			// The scorers prefer pods with fresh load: start once all three
+			// are scraped, or the sick one may never be chosen.
+			waitUntil(t, "every pod scraped", func() bool {
+				pods := fleet.Pods(nil)
+				for _, p := range pods {
+					if !p.Load.Fresh {
+						return false
+					}
+				}
+				return len(pods) == 3
+			})
 			start := time.Now()
 			outs := load(t, front.URL, 40, 3*time.Second)
 			hits := sick.hitTimes()
@@ -238,9 +249,17 @@ func TestForwardedHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.ReadAll(resp.Body)
+	answer, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	up := <-got
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, answer)
+	}
+	var up http.Header
+	select {
+	case up = <-got:
+	default:
+		t.Fatal("the router answered 200 without the pod seeing the request")
+	}
 	for k, want := range map[string]string{"X-Forwarded-For": "203.0.113.7, 127.0.0.1", "X-Forwarded-Proto": "http",
 		"X-Forwarded-Host": req.URL.Host, "Authorization": "Bearer engine-key", "X-Client-Private": "", "Proxy-Authorization": ""} {
 		if v := up.Get(k); v != want {

@@ -125,6 +125,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
 	cfg.Upstream.Default()
 	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
 		br: newBreakers(cfg.Upstream.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
