@@ -164,9 +164,9 @@ func TestUpstreamAndSilence(t *testing.T) {
 		t.Errorf("off settings: %+v, %v", c, err)
 	}
 	for body, key := range map[string]string{
-		minimal + "upstream: {breaker: {open_for: 5s, max_open_for: 2s}}\n": "upstream.breaker.max_open_for",
-		minimal + "upstream: {breaker: {open_for: -1s}}\n":                  "upstream.breaker.open_for",
-		strings.Replace(minimal, "discovery:\n", "discovery:\n  kv_events_silent_after: -1s\n", 1): "discovery.kv_events_silent_after",
+		minimal + "upstream: {breaker: {open_for: 5s, max_open_for: 2s}}\n":                                                  "upstream.breaker.max_open_for",
+		minimal + "upstream: {breaker: {open_for: -1s}}\n":                                                                   "upstream.breaker.open_for",
+		strings.Replace(minimal, "discovery:\n", "discovery:\n  kv_events_silent_after: -1s\n", 1):                           "discovery.kv_events_silent_after",
 		"model: m\ndiscovery:\n  data_parallel_size: 8\n  static: [" + strings.Repeat("{name: p, ip: 10.0.0.1},", 9) + "]\n": "discovery.static",
 	} {
 		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), key) {

@@ -58,9 +58,8 @@
 //
 // `llmd-router serve` (router/cmd/llmd-router) assembles the routing core
 // and this front from flags, LLMD_* variables and the YAML of package
-// config, in that order of precedence; `--sim-replicas 8 --listen
-// 127.0.0.1:9000` routes to `llmd-router sim --replicas 8` at its default
-// ports. Logs are slog JSON; /metrics has this package's series (Metrics),
+// config, in that order of precedence; `--pods-file` routes to the
+// replicas whose JSON lines `llmd-router sim` prints. Logs are slog JSON; /metrics has this package's series (Metrics),
 // the core's (CoreCollector) and the tokenizer canary's; on SIGTERM /readyz
 // fails, the listener closes and open streams finish before exit.
 //
