@@ -14,6 +14,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -77,7 +78,7 @@ func newServer(t testing.TB, pods map[string]string, cfg Config) (*Server, *disc
 	t.Cleanup(func() { _ = fleet.Update(nil) })
 	cfg.Fleet = fleet
 	cfg.Picker = scoring.NewPicker(index.New(index.Config{BlockSize: 16}), ws)
-	cfg.Prompter = &scoring.Chat{Catalog: cat}
+	cfg.Prompter = &prompt.Chat{Catalog: cat}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

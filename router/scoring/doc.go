@@ -29,9 +29,10 @@
 //
 // # Requests
 //
-// A Prompter turns a request body into token ids (Request); Chat does it for
-// the whole OpenAI surface through package chat (templates, request
-// normalisation, LoRA adapters). A request that cannot be tokenized
+// A Prompter turns a request body into token ids (Request); package
+// prompt's Chat does it for the whole OpenAI surface through package chat
+// (templates, request normalisation, LoRA adapters). A request that cannot
+// be tokenized
 // still routes, on load alone (prefix and spread see no blocks), and is
 // counted in Stats.Untokenizable.
 //

@@ -23,6 +23,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents/zmqtransport"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
@@ -128,7 +129,7 @@ type core struct {
 	ingestor *kvevents.Ingestor
 	picker   *scoring.Picker
 	fleet    *discovery.Fleet
-	prompter *scoring.Chat
+	prompter *prompt.Chat
 	// server is set once the proxy exists, before discovery runs.
 	server *proxy.Server
 }
@@ -139,7 +140,7 @@ func newCore(cfg *config.Config, log *slog.Logger) (*core, error) {
 	if err != nil {
 		return nil, err
 	}
-	prompter, err := scoring.ChatFromConfig(cfg)
+	prompter, err := prompt.ChatFromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package scoring_test
+package prompt_test
 
 import (
 	"encoding/json"
@@ -17,6 +17,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -135,7 +136,7 @@ func threadCPU(b *testing.B) time.Duration {
 }
 
 func BenchmarkDecision(b *testing.B) {
-	prompter := &scoring.Chat{Catalog: qwenCatalog(b)}
+	prompter := &prompt.Chat{Catalog: qwenCatalog(b)}
 	system := sizedSystem(b, prompter, systemText(b))
 	first, err := prompter.Prompt(chat.PathChatCompletions, chatBody(b, system, 0))
 	if err != nil {

@@ -1,4 +1,4 @@
-package scoring
+package prompt
 
 import (
 	"context"
@@ -10,7 +10,13 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat/canary"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
+
+// untokenizable builds the routable Request for a prompt without token ids.
+func untokenizable(reason string) (*scoring.Request, error) {
+	return &scoring.Request{Untokenizable: reason}, fmt.Errorf("%w: %s", scoring.ErrUntokenizable, reason)
+}
 
 // Chat is the Prompter for the whole OpenAI surface vLLM serves, through
 // package chat: completions (text, token ids, batches), chat messages
@@ -35,11 +41,11 @@ type Chat struct {
 // engine path; past it the request routes on load alone.
 const engineTokenizeTimeout = 2 * time.Second
 
-var _ Prompter = (*Chat)(nil)
+var _ scoring.Prompter = (*Chat)(nil)
 
 // Prompt implements Prompter. A body vLLM would refuse is an error wrapping
 // chat.ErrInvalidRequest.
-func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
+func (c *Chat) Prompt(path string, body []byte) (*scoring.Request, error) {
 	r, err := chat.ParseRequest(path, body)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s request: %w", path, err)
@@ -51,7 +57,7 @@ func (c *Chat) Prompt(path string, body []byte) (*Request, error) {
 	return req, err
 }
 
-func (c *Chat) prompt(path string, r *chat.Request) (*Request, error) {
+func (c *Chat) prompt(path string, r *chat.Request) (*scoring.Request, error) {
 	toks, err := c.tokenize(r)
 	var limit *chat.LimitError
 	switch {
@@ -74,7 +80,7 @@ func (c *Chat) prompt(path string, r *chat.Request) (*Request, error) {
 		return untokenizable("empty_prompt")
 	}
 	// vLLM serves a completion batch on one engine: its first prompt routes it.
-	return &Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA, Extra: kvevents.SaltExtraKeys(toks.CacheSalt)}, nil
+	return &scoring.Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA, Extra: kvevents.SaltExtraKeys(toks.CacheSalt)}, nil
 }
 
 // tokenize returns r's ids: in process, or from one pod while the canary

@@ -1,4 +1,4 @@
-package scoring_test
+package prompt_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat/canary"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -70,7 +71,7 @@ func TestChatEnginePath(t *testing.T) {
 	srv := httptest.NewServer(engine)
 	defer srv.Close()
 	guard := canary.New(canary.Config{Model: "qwen", Local: qwen, Pod: func() string { return srv.URL }})
-	p := &scoring.Chat{Catalog: cat, Guard: guard}
+	p := &prompt.Chat{Catalog: cat, Guard: guard}
 	body := []byte(`{"model":"qwen","messages":[{"role":"user","content":"Hello, my dog is cute"}]}`)
 	local, err := p.Prompt(chat.PathChatCompletions, body)
 	if err != nil {

@@ -1,4 +1,4 @@
-package scoring_test
+package prompt_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -18,7 +19,7 @@ import (
 func qwenCatalog(t testing.TB) *chat.Catalog {
 	t.Helper()
 	files := testenv.Tokenizer(t, "qwen3")
-	p, err := scoring.ChatFromConfig(&config.Config{Model: "qwen", LoRAAdapters: []string{"sql-adapter"},
+	p, err := prompt.ChatFromConfig(&config.Config{Model: "qwen", LoRAAdapters: []string{"sql-adapter"},
 		Tokenizer: config.Tokenizer{JSON: files.TokenizerJSON, Config: files.TokenizerConfig}})
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +30,7 @@ func qwenCatalog(t testing.TB) *chat.Catalog {
 // TestChatWithoutTokenizer: a router configured without tokenizer files
 // routes every request on load alone, and still refuses malformed bodies.
 func TestChatWithoutTokenizer(t *testing.T) {
-	p, err := scoring.ChatFromConfig(&config.Config{Model: "qwen"})
+	p, err := prompt.ChatFromConfig(&config.Config{Model: "qwen"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestChatWithoutTokenizer(t *testing.T) {
 	if _, err := p.Prompt(chat.PathCompletions, []byte(`[`)); err == nil || errors.Is(err, scoring.ErrUntokenizable) {
 		t.Errorf("malformed body: %v", err)
 	}
-	if _, err := scoring.ChatFromConfig(&config.Config{Model: "qwen", Tokenizer: config.Tokenizer{JSON: "/nonexistent", Config: "/nonexistent"}}); err == nil {
+	if _, err := prompt.ChatFromConfig(&config.Config{Model: "qwen", Tokenizer: config.Tokenizer{JSON: "/nonexistent", Config: "/nonexistent"}}); err == nil {
 		t.Error("loaded a tokenizer from a missing file")
 	}
 }
@@ -50,7 +51,7 @@ func TestChatWithoutTokenizer(t *testing.T) {
 // (TESTING.md), not this code's.
 func TestChatPrompter(t *testing.T) {
 	cat := qwenCatalog(t)
-	p := &scoring.Chat{Catalog: cat}
+	p := &prompt.Chat{Catalog: cat}
 	_, _, qwen, err := cat.Resolve("qwen")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package scoring_test
+package prompt_test
 
 import (
 	"encoding/hex"
@@ -12,6 +12,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -60,7 +61,7 @@ sys.stdout.write(msgpack.packb({"ts": 1.5, "events": [ev]}).hex())
 // another salt, no salt or no adapter match nothing.
 func TestAdapterAndSaltRequestsMatchEngineBlocks(t *testing.T) {
 	const bs = 16
-	p := &scoring.Chat{Catalog: qwenCatalog(t)}
+	p := &prompt.Chat{Catalog: qwenCatalog(t)}
 	ids := make([]string, 3*bs+5)
 	for i := range ids {
 		ids[i] = fmt.Sprint(100 + i)
