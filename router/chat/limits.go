@@ -36,6 +36,15 @@ const (
 	// MaxRenderBytes bounds any string a template builds, and the rendered
 	// prompt: 64 MiB, four times the default body limit.
 	MaxRenderBytes = 64 << 20
+	// MaxTokenizeBytes bounds the text the router tokenizes for one
+	// request. Beyond it the request routes on load alone (reason
+	// "prompt_too_long") rather than being refused, since the engine may
+	// accept it: 1 MiB is some 250k tokens of prose, twice the longest
+	// common context, while one unsplit 1 MiB piece (a run of letters or
+	// of spaces) already costs the BPE 0.65-0.83 s and 60 MB
+	// (BenchmarkEncodeLongWord, BENCHMARKS.md), growing faster than the
+	// text beyond.
+	MaxTokenizeBytes = 1 << 20
 )
 
 // LimitError is a request that breaks one of the bounds above. It matches

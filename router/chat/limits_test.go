@@ -75,3 +75,22 @@ func chatWithTemplate(src string) string {
 	b, _ := pyDumps(src, newDumpOptions(nil, nil))
 	return `{"messages":[{"role":"user","content":"hi"}],"chat_template":` + b + `}`
 }
+
+// TestTooLongToTokenize: prompt text past MaxTokenizeBytes routes on load
+// alone (the engine may accept it) instead of costing the BPE seconds.
+func TestTooLongToTokenize(t *testing.T) {
+	m, _ := loadFamily(t, "qwen3", Options{})
+	long := strings.Repeat("a", MaxTokenizeBytes+1)
+	half := strings.Repeat("a", MaxTokenizeBytes/2+1)
+	for name, c := range map[string]struct{ path, body string }{
+		"completion":    {PathCompletions, `{"prompt":"` + long + `"}`},
+		"batch in all":  {PathCompletions, `{"prompt":["` + half + `","` + half + `"]}`},
+		"rendered chat": {PathChatCompletions, `{"messages":[{"role":"user","content":"` + long + `"}]}`},
+	} {
+		err := parseAndTokenize(m, c.path, c.body)
+		var ue *UntokenizableError
+		if !errors.As(err, &ue) || ue.Reason != "prompt_too_long" {
+			t.Errorf("%s: %v, want untokenizable prompt_too_long", name, err)
+		}
+	}
+}

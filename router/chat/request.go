@@ -96,6 +96,9 @@ func (m *Model) Tokenize(r *Request) ([][]uint32, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(text) > MaxTokenizeBytes {
+			return nil, tooLong(len(text))
+		}
 		ids, err := m.tok.Encode(text, addSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("encoding rendered chat: %w", err)
@@ -114,7 +117,11 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget := MaxTokenizeBytes
 	encode := func(s string) ([]uint32, error) {
+		if budget -= len(s); budget < 0 {
+			return nil, tooLong(MaxTokenizeBytes - budget)
+		}
 		ids, err := m.tok.Encode(s, addSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("encoding prompt: %w", err)
@@ -155,6 +162,11 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 		return nil, fmt.Errorf("%w: prompt is required", ErrInvalidRequest)
 	}
 	return nil, fmt.Errorf("%w: prompt must be a string, a list of strings or token ids", ErrInvalidRequest)
+}
+
+// tooLong is a prompt whose text is past MaxTokenizeBytes.
+func tooLong(n int) error {
+	return untokenizable("prompt_too_long", "%d bytes of prompt text, over the router's MaxTokenizeBytes = %d", n, MaxTokenizeBytes)
 }
 
 // tokenList reads a prompt given as token ids. Ids must fit the index's
