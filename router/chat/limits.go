@@ -60,7 +60,7 @@ type LimitError struct {
 
 // Error names what exceeded which limit.
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%v: %s exceeds the router's limit %s = %d", ErrInvalidRequest, e.What, e.Limit, e.Max)
+	return fmt.Sprintf("%s exceeds the router's limit %s = %d", e.What, e.Limit, e.Max)
 }
 
 // Is makes errors.Is(err, ErrInvalidRequest) true.
