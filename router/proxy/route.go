@@ -73,7 +73,10 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			} else {
 				drop() // the pod left or its breaker opened while we queued
 			}
-			open := append(s.adm.underCap(buf), heldPod...)
+			open := s.adm.underCap(buf)
+			if len(heldPod) > 0 && !slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == held }) {
+				open = append(open, heldPod...)
+			}
 			if len(open) == 0 {
 				if deadline.IsZero() {
 					deadline = time.Now().Add(s.cfg.QueueTimeout)
