@@ -59,8 +59,9 @@
 // `llmd-router serve` (router/cmd/llmd-router) assembles the routing core
 // and this front from flags, LLMD_* variables and the YAML of package
 // config, in that order of precedence; `--pods-file` routes to the
-// replicas whose JSON lines `llmd-router sim` prints. Logs are slog JSON; /metrics has this package's series (Metrics),
-// the core's (CoreCollector) and the tokenizer canary's; on SIGTERM /readyz
+// replicas whose JSON lines `llmd-router sim` prints. Logs are slog JSON;
+// /metrics has this package's series (Metrics, Collector), the core
+// packages' own collectors and the tokenizer canary's; on SIGTERM /readyz
 // fails, the listener closes and open streams finish before exit.
 //
 // Measured figures live in BENCHMARKS.md at the repository root.

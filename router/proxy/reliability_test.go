@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 )
 
 func ms(n int) config.Duration { return config.Duration{Duration: time.Duration(n) * time.Millisecond} }
@@ -283,7 +284,7 @@ func TestHealthMetrics(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
 	s, fleet := newServer(t, map[string]string{"b-dead": dead.URL}, Config{})
-	col := &CoreCollector{Fleet: fleet, Server: s}
+	col := collectors{discovery.Collector{Fleet: fleet}, Collector{Server: s}}
 	if code := streamOnceHandler(s, `{"model":"m","prompt":"p","stream":true}`); code != http.StatusBadGateway {
 		t.Errorf("request to a dead fleet: status %d, want 502", code)
 	}
@@ -295,7 +296,7 @@ func TestHealthMetrics(t *testing.T) {
 		}
 	}
 	s, fleet = newServer(t, map[string]string{"a": newStandin(t, healthy).URL}, Config{})
-	col = &CoreCollector{Fleet: fleet, Server: s}
+	col = collectors{discovery.Collector{Fleet: fleet}, Collector{Server: s}}
 	waitUntil(t, "a scraped", func() bool { return strings.Contains(gather(t, col), `llmd_router_pod_load_stale{pod="a"} 0`) })
 	if text := gather(t, col); !strings.Contains(text, `llmd_router_pod_circuit{pod="a",state="closed"} 1`) {
 		t.Errorf("healthy pod not closed:\n%s", text)
@@ -308,11 +309,16 @@ func streamOnceHandler(s *Server, body string) int {
 	return rec.Code
 }
 
-// gather renders c's series in the Prometheus text format.
-func gather(t testing.TB, c prometheus.Collector) string {
+// collectors are the collectors a test scrapes together.
+type collectors []prometheus.Collector
+
+// gather renders cs's series in the Prometheus text format.
+func gather(t testing.TB, cs collectors) string {
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -68,9 +68,11 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	core.server = srv
-	if err := reg.Register(&proxy.CoreCollector{Index: core.index, Ingestor: core.ingestor, Fleet: core.fleet, Server: srv,
-		Picker: core.picker, Scrapes: core.fleet}); err != nil {
-		return fmt.Errorf("registering core metrics: %w", err)
+	for _, c := range []prometheus.Collector{index.Collector{Index: core.index}, kvevents.Collector{Ingestor: core.ingestor},
+		discovery.Collector{Fleet: core.fleet}, scoring.Collector{Picker: core.picker}, proxy.Collector{Server: srv}} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering core metrics: %w", err)
+		}
 	}
 
 	runCtx, stopCore := context.WithCancel(context.Background())
