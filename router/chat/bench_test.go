@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -180,4 +181,26 @@ func BenchmarkRenderOnly(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// BenchmarkEncodeLongWord is the tokenizer's worst case on request text:
+// one unsplit piece (a run of one letter, or of spaces) of 1 MiB, which
+// the BPE merges as a whole. It sets MaxTokenizeBytes.
+func BenchmarkEncodeLongWord(b *testing.B) {
+	files := testenv.Tokenizer(b, "qwen3")
+	m, err := LoadModel(files.TokenizerJSON, files.TokenizerConfig, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, unit string }{{"letters", "a"}, {"spaces", " "}} {
+		text := strings.Repeat(c.unit, MaxTokenizeBytes)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := m.tok.Encode(text, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

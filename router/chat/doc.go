@@ -115,22 +115,5 @@
 // "openai" content format) and named templates, TestTemplateFeatures for 27
 // feature cases against jinja2.
 //
-// # Measured
-//
-// Shared 2-core CI machine (Intel Xeon, Go 1.26.8, load average 13-20 from
-// other builds during the runs), Qwen3, one 2,176-token chat request (system
-// prompt, four earlier turns, one tool, a last user turn); p50/p99 over 5,000
-// requests with unique last turns, as thread CPU time and as wall time:
-//
-//	go test -run '^$' -bench Cold -benchtime 10x -cpu 1 ./router/chat/
-//	go test -run '^$' -bench 'Unique|RenderOnly' -benchtime 5000x -cpu 1 -benchmem ./router/chat/
-//
-//	cold (fresh model, empty tokenizer caches), wall:  5.2 ms
-//	parse + normalise + render + tokenize:             CPU p50 217-232 µs, p99 447-506 µs
-//	                                                   wall p50 217-233 µs, p99 10-32 ms
-//	parse + normalise + render alone:                  CPU p50 79 µs, p99 256 µs; 65 KB, 405 allocs
-//
-// The wall p99 is the machine's contention, not the code: it stays at
-// 12 ms with GOGC=off, while the CPU time's p99 (GC assists included) is
-// under 0.6 ms.
+// Measured figures live in BENCHMARKS.md at the repository root.
 package chat

@@ -78,6 +78,9 @@ func (ev *evaluator) stmt(n node, f *frame, out *strings.Builder) (flow, error) 
 			return flowNormal, err
 		}
 		out.WriteString(pyStr(v))
+		if err := checkRenderLen(out.Len()); err != nil {
+			return flowNormal, wrapAt(0, err)
+		}
 	case *ifNode:
 		for i, c := range n.conds {
 			v, err := ev.eval(c, f)

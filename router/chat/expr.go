@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"fmt"
 	"math"
 	"strings"
 )
@@ -145,7 +146,13 @@ func wrapTemplate(err error, line int) error {
 	if isTemplateError(err) {
 		return err
 	}
-	return templateError(line, "%v", err)
+	return wrapAt(line, err)
+}
+
+// wrapAt makes err a template error at line, keeping it in the chain so a
+// LimitError inside stays one.
+func wrapAt(line int, err error) error {
+	return fmt.Errorf("%w: line %d: %w", ErrTemplate, line, err)
 }
 
 func (ev *evaluator) binary(e *binExpr, f *frame) (any, error) {
@@ -174,7 +181,7 @@ func (ev *evaluator) binary(e *binExpr, f *frame) (any, error) {
 	}
 	v, err := arith(e.op, l, r)
 	if err != nil {
-		return nil, templateError(e.line, "%v", err)
+		return nil, wrapAt(e.line, err)
 	}
 	return v, nil
 }
@@ -196,12 +203,16 @@ func (ev *evaluator) plus(e *binExpr, f *frame) (any, error) {
 	}
 	var acc any
 	var parts []string // the pending run of strings, acc not yet updated
+	size := 0          // bytes in parts
 	for i := len(operands) - 1; i >= 0; i-- {
 		v, err := ev.eval(operands[i], f)
 		if err != nil {
 			return nil, err
 		}
 		if s, ok := v.(string); ok && (i == len(operands)-1 || parts != nil) {
+			if size += len(s); size > MaxRenderBytes {
+				return nil, wrapAt(e.line, checkRenderLen(size))
+			}
 			parts = append(parts, s)
 			continue
 		}
@@ -213,7 +224,7 @@ func (ev *evaluator) plus(e *binExpr, f *frame) (any, error) {
 			continue
 		}
 		if acc, err = arith("+", acc, v); err != nil {
-			return nil, templateError(e.line, "%v", err)
+			return nil, wrapAt(e.line, err)
 		}
 	}
 	if parts != nil {
@@ -234,7 +245,7 @@ func (ev *evaluator) compare(e *compareExpr, f *frame) (any, error) {
 		}
 		ok, err := compareOp(op, l, r)
 		if err != nil {
-			return nil, templateError(e.line, "%v", err)
+			return nil, wrapAt(e.line, err)
 		}
 		if !ok {
 			return false, nil
@@ -293,7 +304,11 @@ func undefinedError(v any) error {
 
 func arith(op string, l, r any) (any, error) {
 	if op == "~" {
-		return pyStr(l) + pyStr(r), nil
+		ls, rs := pyStr(l), pyStr(r)
+		if err := checkRenderLen(len(ls) + len(rs)); err != nil {
+			return nil, err
+		}
+		return ls + rs, nil
 	}
 	if _, ok := l.(undefined); ok {
 		return nil, undefinedError(l)
@@ -306,6 +321,9 @@ func arith(op string, l, r any) (any, error) {
 		switch x := l.(type) {
 		case string:
 			if y, ok := r.(string); ok {
+				if err := checkRenderLen(len(x) + len(y)); err != nil {
+					return nil, err
+				}
 				return x + y, nil
 			}
 			return nil, errorString(`TypeError: can only concatenate str (not "` + typeName(r) + `") to str`)
@@ -316,15 +334,18 @@ func arith(op string, l, r any) (any, error) {
 			return nil, errorString(`TypeError: can only concatenate list (not "` + typeName(r) + `") to list`)
 		}
 	case "*":
-		if s, ok := l.(string); ok {
-			if n, ok := r.(int64); ok {
-				return strings.Repeat(s, int(max(n, 0))), nil
-			}
+		s, isStr := l.(string)
+		n, isInt := r.(int64)
+		if !isStr || !isInt {
+			s, isStr = r.(string)
+			n, isInt = l.(int64)
 		}
-		if s, ok := r.(string); ok {
-			if n, ok := l.(int64); ok {
-				return strings.Repeat(s, int(max(n, 0))), nil
+		if isStr && isInt {
+			n = max(n, 0)
+			if len(s) > 0 && n > int64(MaxRenderBytes/len(s)) {
+				return nil, checkRenderLen(MaxRenderBytes + 1)
 			}
+			return strings.Repeat(s, int(n)), nil
 		}
 	}
 	li, lf, lFloat, lok := number(l)

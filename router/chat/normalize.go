@@ -38,6 +38,9 @@ func normalizeMessages(raw any, format contentFormat) ([]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: messages must be a list", ErrInvalidRequest)
 	}
+	if len(list) > MaxMessages {
+		return nil, overLimit("MaxMessages", MaxMessages, "messages (%d)", len(list))
+	}
 	conv := make([]any, 0, len(list))
 	for i, m := range list {
 		msg, ok := m.(*Dict)
@@ -133,6 +136,9 @@ func normalizeContent(c any, format contentFormat) (any, error) {
 		parts = x
 	default:
 		return nil, fmt.Errorf("%w: content must be a string, a list of parts or null", ErrInvalidRequest)
+	}
+	if len(parts) > MaxContentParts {
+		return nil, overLimit("MaxContentParts", MaxContentParts, "content parts (%d)", len(parts))
 	}
 	var texts []string
 	var wrapped []any

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"strconv"
+	"strings"
 )
 
 // parser builds the statement tree from tokens, following Jinja2's grammar
@@ -10,7 +11,22 @@ import (
 type parser struct {
 	toks []token
 	i    int
+	// depth is the depth of the tree being built, bounded by
+	// MaxTemplateDepth: evaluation recurses along it, and chains such as
+	// a+a+a... or x|f|f|f... deepen it without recursing here.
+	depth int
 }
+
+// deeper counts one more level of the tree; the caller restores the depth
+// with defer p.restore(p.depth) taken before.
+func (p *parser) deeper() error {
+	if p.depth++; p.depth > MaxTemplateDepth {
+		return templateLimit(p.peek().line)
+	}
+	return nil
+}
+
+func (p *parser) restore(depth int) { p.depth = depth }
 
 func parse(toks []token) ([]node, error) {
 	p := &parser{toks: toks}
@@ -117,6 +133,10 @@ func (p *parser) block() ([]node, string, error) {
 }
 
 func (p *parser) statement(kw string, line int) (node, error) {
+	defer p.restore(p.depth)
+	if err := p.deeper(); err != nil {
+		return nil, err
+	}
 	switch kw {
 	case "if":
 		return p.ifStmt()
@@ -378,12 +398,19 @@ func (p *parser) filterStmt(line int) (node, error) {
 
 // expression parses a full expression; withCond allows "a if b else c".
 func (p *parser) expression(withCond bool) (expr, error) {
+	defer p.restore(p.depth)
+	if err := p.deeper(); err != nil {
+		return nil, err
+	}
 	e, err := p.or()
 	if err != nil || !withCond {
 		return e, err
 	}
 	for p.isName("if") {
 		p.i++
+		if err := p.deeper(); err != nil {
+			return nil, err
+		}
 		cond, err := p.or()
 		if err != nil {
 			return nil, err
@@ -401,9 +428,13 @@ func (p *parser) expression(withCond bool) (expr, error) {
 }
 
 func (p *parser) or() (expr, error) {
+	defer p.restore(p.depth)
 	l, err := p.and()
 	for err == nil && p.isName("or") {
 		line := p.next().line
+		if err = p.deeper(); err != nil {
+			break
+		}
 		var r expr
 		if r, err = p.and(); err == nil {
 			l = &binExpr{op: "or", l: l, r: r, line: line}
@@ -413,9 +444,13 @@ func (p *parser) or() (expr, error) {
 }
 
 func (p *parser) and() (expr, error) {
+	defer p.restore(p.depth)
 	l, err := p.not()
 	for err == nil && p.isName("and") {
 		line := p.next().line
+		if err = p.deeper(); err != nil {
+			break
+		}
 		var r expr
 		if r, err = p.not(); err == nil {
 			l = &binExpr{op: "and", l: l, r: r, line: line}
@@ -426,7 +461,11 @@ func (p *parser) and() (expr, error) {
 
 func (p *parser) not() (expr, error) {
 	if p.isName("not") {
+		defer p.restore(p.depth)
 		line := p.next().line
+		if err := p.deeper(); err != nil {
+			return nil, err
+		}
 		x, err := p.not()
 		return &unaryExpr{op: "not", x: x, line: line}, err
 	}
@@ -469,6 +508,7 @@ func (p *parser) compare() (expr, error) {
 
 // binary parses a left-associative level of operators over next.
 func (p *parser) binary(ops []string, next func() (expr, error)) (expr, error) {
+	defer p.restore(p.depth)
 	l, err := next()
 	for err == nil {
 		t := p.peek()
@@ -482,6 +522,9 @@ func (p *parser) binary(ops []string, next func() (expr, error)) (expr, error) {
 			break
 		}
 		p.i++
+		if err = p.deeper(); err != nil {
+			break
+		}
 		var r expr
 		if r, err = next(); err == nil {
 			l = &binExpr{op: t.val, l: l, r: r, line: t.line}
@@ -504,8 +547,12 @@ func (p *parser) pow() (expr, error) {
 func (p *parser) unary(withFilters bool) (expr, error) {
 	var x expr
 	var err error
+	defer p.restore(p.depth)
 	if p.isOp("-") || p.isOp("+") {
 		t := p.next()
+		if err := p.deeper(); err != nil {
+			return nil, err
+		}
 		if x, err = p.unary(false); err != nil {
 			return nil, err
 		}
@@ -538,11 +585,15 @@ func (p *parser) primary() (expr, error) {
 		}
 		return &nameExpr{name: t.val, line: t.line}, nil
 	case tString:
-		s := t.val
-		for p.peek().kind == tString { // adjacent literals concatenate
-			s += p.next().val
+		if p.peek().kind != tString {
+			return &constExpr{t.val}, nil
 		}
-		return &constExpr{s}, nil
+		var b strings.Builder // adjacent literals concatenate, in linear time
+		b.WriteString(t.val)
+		for p.peek().kind == tString {
+			b.WriteString(p.next().val)
+		}
+		return &constExpr{b.String()}, nil
 	case tInt:
 		n, err := strconv.ParseInt(t.val, 10, 64)
 		if err != nil {
@@ -640,8 +691,12 @@ func (p *parser) dict() (expr, error) {
 }
 
 func (p *parser) postfix(x expr) (expr, error) {
+	defer p.restore(p.depth)
 	for {
 		t := p.peek()
+		if err := p.deeper(); err != nil {
+			return nil, err
+		}
 		switch {
 		case t.kind == tOp && t.val == ".":
 			p.i++
@@ -761,7 +816,11 @@ func (p *parser) filterCall(obj expr) (*filterExpr, error) {
 
 // filters parses "| filter" chains and "is test" after a postfix expression.
 func (p *parser) filters(x expr) (expr, error) {
+	defer p.restore(p.depth)
 	for {
+		if err := p.deeper(); err != nil {
+			return nil, err
+		}
 		switch {
 		case p.isOp("|"):
 			p.i++

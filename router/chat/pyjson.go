@@ -17,7 +17,8 @@ import (
 // parsing use): objects keep key order, a repeated key keeps its first place
 // and its last value, integers stay integers, and NaN/Infinity are accepted.
 // A lone surrogate escape, which Python keeps but the tokenizer refuses, is
-// an error wrapping tokenizer.ErrUntokenizable.
+// an error wrapping tokenizer.ErrUntokenizable. Nesting beyond MaxJSONDepth
+// and more than MaxJSONValues values are a LimitError.
 func decodeJSON(data []byte) (any, error) {
 	d := jsonDecoder{s: data}
 	d.space()
@@ -33,8 +34,10 @@ func decodeJSON(data []byte) (any, error) {
 }
 
 type jsonDecoder struct {
-	s []byte
-	i int
+	s      []byte
+	i      int
+	depth  int // open arrays and objects
+	values int // values decoded so far
 }
 
 func (d *jsonDecoder) errorf(format string, args ...any) error {
@@ -64,10 +67,21 @@ func (d *jsonDecoder) value() (any, error) {
 	if d.i >= len(d.s) {
 		return nil, d.errorf("unexpected end")
 	}
+	if d.values++; d.values > MaxJSONValues {
+		return nil, overLimit("MaxJSONValues", MaxJSONValues, "JSON value count at byte %d", d.i)
+	}
 	switch c := d.s[d.i]; {
-	case c == '{':
-		return d.object()
-	case c == '[':
+	case c == '{' || c == '[':
+		// Bounded here, before recursing: a body of nested brackets would
+		// otherwise grow the stack until the runtime aborts the process.
+		if d.depth >= MaxJSONDepth {
+			return nil, overLimit("MaxJSONDepth", MaxJSONDepth, "JSON nesting at byte %d", d.i)
+		}
+		d.depth++
+		defer func() { d.depth-- }()
+		if c == '{' {
+			return d.object()
+		}
 		return d.array()
 	case c == '"':
 		return d.str()

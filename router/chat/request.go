@@ -21,6 +21,9 @@ type Request struct {
 	Model string
 	// CacheSalt is vLLM's cache_salt, mixed into the first block's key.
 	CacheSalt string
+	// Stream is the request's "stream" field: the engine answers with
+	// server-sent events, and sends its headers before generating.
+	Stream bool
 	// Untokenizable is set (wrapping ErrUntokenizable) for requests the
 	// router routes on load alone: other endpoints, prompt embeddings.
 	Untokenizable error
@@ -46,6 +49,7 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 		r.Untokenizable = untokenizable("endpoint", "endpoint %s", path)
 		if d, err := decodeBody(body); err == nil {
 			r.Model, _ = d.m["model"].(string)
+			r.Stream, _ = d.m["stream"].(bool)
 		}
 		return r, nil
 	}
@@ -54,6 +58,7 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 		return nil, err
 	}
 	r.body = d
+	r.Stream, _ = d.m["stream"].(bool)
 	switch m := d.m["model"].(type) {
 	case nil:
 	case string:
@@ -91,6 +96,9 @@ func (m *Model) Tokenize(r *Request) ([][]uint32, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(text) > MaxTokenizeBytes {
+			return nil, tooLong(len(text))
+		}
 		ids, err := m.tok.Encode(text, addSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("encoding rendered chat: %w", err)
@@ -109,7 +117,11 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget := MaxTokenizeBytes
 	encode := func(s string) ([]uint32, error) {
+		if budget -= len(s); budget < 0 {
+			return nil, tooLong(MaxTokenizeBytes - budget)
+		}
 		ids, err := m.tok.Encode(s, addSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("encoding prompt: %w", err)
@@ -127,6 +139,9 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 		if _, isInt := p[0].(int64); isInt {
 			ids, err := tokenList(p)
 			return [][]uint32{ids}, err
+		}
+		if len(p) > MaxPrompts {
+			return nil, overLimit("MaxPrompts", MaxPrompts, "prompts in the batch (%d)", len(p))
 		}
 		out := make([][]uint32, len(p))
 		for i, e := range p {
@@ -149,12 +164,25 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 	return nil, fmt.Errorf("%w: prompt must be a string, a list of strings or token ids", ErrInvalidRequest)
 }
 
+// tooLong is a prompt whose text is past MaxTokenizeBytes.
+func tooLong(n int) error {
+	return untokenizable("prompt_too_long", "%d bytes of prompt text, over the router's MaxTokenizeBytes = %d", n, MaxTokenizeBytes)
+}
+
+// tokenList reads a prompt given as token ids. Ids must fit the index's
+// uint32 keys; a tighter check against the tokenizer's vocabulary would
+// refuse ids the engine accepts (vLLM checks the model's embedding size,
+// which for Qwen exceeds the tokenizer's by 271 ids and is not in the
+// tokenizer files).
 func tokenList(list []any) ([]uint32, error) {
+	if len(list) > MaxPromptTokens {
+		return nil, overLimit("MaxPromptTokens", MaxPromptTokens, "token ids in one prompt (%d)", len(list))
+	}
 	ids := make([]uint32, len(list))
 	for i, e := range list {
 		n, ok := e.(int64)
 		if !ok || n < 0 || n > 1<<32-1 {
-			return nil, fmt.Errorf("%w: token id %s at %d is not a non-negative integer", ErrInvalidRequest, pyStr(e), i)
+			return nil, fmt.Errorf("%w: token id %s at %d is not an integer in [0, 2^32)", ErrInvalidRequest, pyStr(e), i)
 		}
 		ids[i] = uint32(n)
 	}

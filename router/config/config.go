@@ -36,6 +36,37 @@ type Config struct {
 	Index Index `json:"index"`
 	// Scoring lists the scorers and their weights.
 	Scoring Scoring `json:"scoring"`
+	// Upstream bounds the router's requests to pods and ejects sick pods.
+	Upstream Upstream `json:"upstream"`
+}
+
+// Upstream configures the router's requests to pods: timeouts and the
+// per-pod circuit breaker. A negative duration turns that timeout off.
+type Upstream struct {
+	// ResponseHeaderTimeout bounds the wait for a pod's response headers on
+	// streams and passthrough requests, which vLLM answers before doing the
+	// work (a non-streaming completion's headers come with its answer).
+	ResponseHeaderTimeout Duration `json:"response_header_timeout"`
+	// StreamIdleTimeout cuts a response that sends no byte for this long;
+	// before its first byte reached the client the request is retried on
+	// another pod.
+	StreamIdleTimeout Duration `json:"stream_idle_timeout"`
+	// RequestTimeout bounds a whole request, every attempt included.
+	RequestTimeout Duration `json:"request_timeout"`
+	// Breaker is the per-pod circuit breaker.
+	Breaker Breaker `json:"breaker"`
+}
+
+// Breaker opens a pod's circuit after consecutive failures (refused
+// connections at once), keeps it out of scoring for open_for, then lets one
+// probe request through: success closes it, failure doubles open_for up to
+// max_open_for.
+type Breaker struct {
+	// Failures in a row (timeouts, 5xx, broken responses) that open the
+	// circuit; negative turns the breaker off.
+	Failures   int      `json:"failures"`
+	OpenFor    Duration `json:"open_for"`
+	MaxOpenFor Duration `json:"max_open_for"`
 }
 
 // Tokenizer names the model's Hugging Face tokenizer files.
@@ -63,6 +94,9 @@ type Discovery struct {
 	// ports + r, as vLLM offsets them, keeps its own prefix cache, and is
 	// chosen per request with vLLM's X-data-parallel-rank header.
 	DataParallelSize int `json:"data_parallel_size,omitempty"`
+	// KVEventsSilentAfter is how long a pod sent requests may publish no
+	// KV events before the router reports it (metric, warning, /readyz).
+	KVEventsSilentAfter Duration `json:"kv_events_silent_after"`
 }
 
 // Kubernetes watches pods by label selector in one namespace.

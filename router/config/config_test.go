@@ -145,3 +145,32 @@ func TestCgoFree(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamAndSilence checks the hardening settings: defaults, a
+// negative timeout kept as off, and refusals naming their key.
+func TestUpstreamAndSilence(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Upstream{ResponseHeaderTimeout: Duration{DefaultResponseHeaderTimeout}, StreamIdleTimeout: Duration{DefaultStreamIdleTimeout},
+		RequestTimeout: Duration{DefaultRequestTimeout}, Breaker: Breaker{Failures: DefaultBreakerFailures,
+			OpenFor: Duration{DefaultBreakerOpenFor}, MaxOpenFor: Duration{DefaultBreakerMaxOpenFor}}}
+	if c.Upstream != want || c.Discovery.KVEventsSilentAfter.Duration != DefaultKVEventsSilentAfter {
+		t.Errorf("upstream %+v, silent after %s", c.Upstream, c.Discovery.KVEventsSilentAfter)
+	}
+	c, err = Parse([]byte(minimal + "upstream: {stream_idle_timeout: -1s, breaker: {failures: -1}}\n"))
+	if err != nil || c.Upstream.StreamIdleTimeout.Duration != -time.Second || c.Upstream.Breaker.Failures != -1 {
+		t.Errorf("off settings: %+v, %v", c, err)
+	}
+	for body, key := range map[string]string{
+		minimal + "upstream: {breaker: {open_for: 5s, max_open_for: 2s}}\n":                                                  "upstream.breaker.max_open_for",
+		minimal + "upstream: {breaker: {open_for: -1s}}\n":                                                                   "upstream.breaker.open_for",
+		strings.Replace(minimal, "discovery:\n", "discovery:\n  kv_events_silent_after: -1s\n", 1):                           "discovery.kv_events_silent_after",
+		"model: m\ndiscovery:\n  data_parallel_size: 8\n  static: [" + strings.Repeat("{name: p, ip: 10.0.0.1},", 9) + "]\n": "discovery.static",
+	} {
+		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: error %v does not name %s", body, err, key)
+		}
+	}
+}

@@ -16,10 +16,35 @@ const (
 	DefaultStaleAfter     = 2 * time.Second
 	DefaultScrapeTimeout  = time.Second
 	DefaultSpeculationTTL = 2 * time.Second
+	// DefaultKVEventsSilentAfter: vLLM publishes a request's BlockStored
+	// within an engine step of its prefill; 30 s leaves room for requests
+	// queued behind a full batch without leaving a blind index unreported.
+	DefaultKVEventsSilentAfter = 30 * time.Second
 )
 
+// Upstream defaults. vLLM answers a stream's headers within milliseconds, so
+// 30 s only ever cuts a pod that hangs; a request queued behind a full batch
+// sends no byte until its first token, which under overload takes minutes,
+// hence Envoy's 5-minute stream idle timeout; 30 minutes for a whole request
+// is SGLang's gateway's. Three failures in a row are not one unlucky
+// request; a 2 s open period spans the staleness limit discovery needs to
+// notice a dead pod; 30 s caps the wait of a pod that recovered.
+const (
+	DefaultResponseHeaderTimeout = 30 * time.Second
+	DefaultStreamIdleTimeout     = 5 * time.Minute
+	DefaultRequestTimeout        = 30 * time.Minute
+	DefaultBreakerFailures       = 3
+	DefaultBreakerOpenFor        = 2 * time.Second
+	DefaultBreakerMaxOpenFor     = 30 * time.Second
+)
+
+// MaxEngines is how many engines (pods x data-parallel ranks) the block
+// index tracks: index.MaxEngines, restated here so this package stays free
+// of the router's other packages (a test in package index holds them equal).
+const MaxEngines = 64
+
 // MaxDataParallelSize bounds discovery.data_parallel_size: the block index
-// tracks 64 engines (index.MaxEngines), which DP 8 leaves to 8 pods.
+// tracks MaxEngines engines, which DP 8 leaves to 8 pods.
 const MaxDataParallelSize = 8
 
 // DefaultScorers is used when the file lists none: llm-d's precise
@@ -44,6 +69,7 @@ func (c *Config) Default() {
 	if p.KVEvents == 0 {
 		p.KVEvents = DefaultKVEventsPort
 	}
+	setDuration(&c.Discovery.KVEventsSilentAfter, DefaultKVEventsSilentAfter)
 	if c.Discovery.Topic == "" {
 		c.Discovery.Topic = DefaultTopic
 	}
@@ -51,9 +77,23 @@ func (c *Config) Default() {
 	setDuration(&c.Metrics.StaleAfter, DefaultStaleAfter)
 	setDuration(&c.Metrics.Timeout, DefaultScrapeTimeout)
 	setDuration(&c.Index.SpeculationTTL, DefaultSpeculationTTL)
+	c.Upstream.Default()
 	if len(c.Scoring.Scorers) == 0 {
 		c.Scoring.Scorers = DefaultScorers()
 	}
+}
+
+// Default fills every unset upstream setting with its default; negative
+// durations (off) stay.
+func (u *Upstream) Default() {
+	setDuration(&u.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
+	setDuration(&u.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	setDuration(&u.RequestTimeout, DefaultRequestTimeout)
+	if u.Breaker.Failures == 0 {
+		u.Breaker.Failures = DefaultBreakerFailures
+	}
+	setDuration(&u.Breaker.OpenFor, DefaultBreakerOpenFor)
+	setDuration(&u.Breaker.MaxOpenFor, DefaultBreakerMaxOpenFor)
 }
 
 func setDuration(d *Duration, v time.Duration) {

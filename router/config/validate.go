@@ -37,7 +37,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		d   Duration
-	}{{"metrics.interval", c.Metrics.Interval}, {"metrics.stale_after", c.Metrics.StaleAfter},
+	}{{"discovery.kv_events_silent_after", c.Discovery.KVEventsSilentAfter}, {"metrics.interval", c.Metrics.Interval}, {"metrics.stale_after", c.Metrics.StaleAfter},
 		{"metrics.timeout", c.Metrics.Timeout}, {"index.speculation_ttl", c.Index.SpeculationTTL}} {
 		if d.d.Duration <= 0 {
 			bad(d.key, "must be positive, got %s", d.d)
@@ -45,6 +45,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Metrics.StaleAfter.Duration < c.Metrics.Interval.Duration {
 		bad("metrics.stale_after", "must be at least metrics.interval (%s), got %s", c.Metrics.Interval, c.Metrics.StaleAfter)
+	}
+	if b := c.Upstream.Breaker; b.Failures > 0 {
+		if b.OpenFor.Duration <= 0 {
+			bad("upstream.breaker.open_for", "must be positive, got %s", b.OpenFor)
+		}
+		if b.MaxOpenFor.Duration < b.OpenFor.Duration {
+			bad("upstream.breaker.max_open_for", "must be at least upstream.breaker.open_for (%s), got %s", b.OpenFor, b.MaxOpenFor)
+		}
 	}
 	if c.Index.MaxKeys < 0 {
 		bad("index.max_keys", "must be >= 0, got %d", c.Index.MaxKeys)
@@ -69,6 +77,10 @@ func (d *Discovery) validate(bad func(key, format string, args ...any)) {
 	if d.DataParallelSize < 0 || d.DataParallelSize > MaxDataParallelSize {
 		bad("discovery.data_parallel_size", "must be 0 to %d (vLLM's --data-parallel-size; 0 or 1 for none), got %d",
 			MaxDataParallelSize, d.DataParallelSize)
+	}
+	if engines := len(d.Static) * max(d.DataParallelSize, 1); engines > MaxEngines {
+		bad("discovery.static", "%d pods x %d data-parallel ranks = %d engines, more than the block index tracks (%d): split the fleet across routers",
+			len(d.Static), max(d.DataParallelSize, 1), engines, MaxEngines)
 	}
 	switch {
 	case d.Kubernetes == nil && len(d.Static) == 0:

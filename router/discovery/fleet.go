@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
@@ -33,6 +35,12 @@ type FleetConfig struct {
 	OnRemove func(pod string)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// SilentAfter is how long a pod sent requests may publish no KV events
+	// before it is reported (default config.DefaultKVEventsSilentAfter).
+	SilentAfter time.Duration
+	// Logger gets warnings: silent pods, source reports not followed
+	// (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Fleet is the router's view of the pods: which exist, their KV events
@@ -56,6 +64,10 @@ type podState struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	inFlight atomic.Int64
+	// awaiting is when the oldest request still waiting for the pod's KV
+	// events was sent (unix ns, 0: none); silent is set once it is reported.
+	awaiting atomic.Int64
+	silent   atomic.Bool
 
 	mu         sync.Mutex
 	scraped    Scraped
@@ -72,6 +84,12 @@ func NewFleet(cfg FleetConfig) *Fleet {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SilentAfter <= 0 {
+		cfg.SilentAfter = config.DefaultKVEventsSilentAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	return &Fleet{cfg: cfg, pods: make(map[string]*podState)}
 }
 
@@ -84,6 +102,7 @@ func (f *Fleet) Run(ctx context.Context, src Source) error {
 	err := src.Run(ctx, func(pods []Pod) {
 		if err := f.Update(pods); err != nil {
 			f.updateErrs.Add(1)
+			f.cfg.Logger.Warn("discovery update not fully followed", "pods", len(pods), "err", err)
 		}
 	})
 	if uerr := f.Update(nil); uerr != nil {
@@ -140,6 +159,11 @@ func (f *Fleet) Update(pods []Pod) error {
 	f.mu.Unlock()
 
 	var errs []error
+	if dp := max(f.cfg.Addresses.Discovery.DataParallelSize, 1); len(full)*dp > index.MaxEngines {
+		errs = append(errs, fmt.Errorf("%d pods x %d data-parallel ranks = %d engines, more than the block index tracks (%d, index.MaxEngines): "+
+			"pods beyond it route without prefix scores; split the fleet across routers or lower discovery.data_parallel_size",
+			len(full), dp, len(full)*dp, index.MaxEngines))
+	}
 	if in := f.cfg.Ingestor; in != nil && (len(gone) > 0 || len(added) > 0) {
 		eps := make([]kvevents.Endpoint, 0, len(full))
 		for _, p := range full {

@@ -22,6 +22,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents/zmqtransport"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -94,7 +95,7 @@ func startRouter(t *testing.T, simFleet *sim.Fleet, scorers ...config.Scorer) *r
 		t.Fatal(err)
 	}
 	r := &router{ix: index.New(index.Config{BlockSize: cfg.BlockSize, SpeculationTTL: cfg.Index.SpeculationTTL.Duration}),
-		prompter: &scoring.Chat{Catalog: catalog(t)}}
+		prompter: &prompt.Chat{Catalog: catalog(t)}}
 	if r.in, err = kvevents.New(kvevents.Config{Index: r.ix, Transport: &zmqtransport.Transport{}, Poll: 20 * time.Millisecond,
 		Logf: t.Logf}); err != nil {
 		t.Fatal(err)

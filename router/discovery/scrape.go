@@ -49,6 +49,7 @@ func (f *Fleet) scrapeLoop(ctx context.Context, ps *podState) {
 			ps.scraped, ps.scrapedAt = s, f.cfg.Now()
 		}
 		ps.mu.Unlock()
+		f.checkSilence(ps)
 		select {
 		case <-ctx.Done():
 			return

@@ -36,16 +36,5 @@
 // only ever under-reports. The block size is learned from events per engine
 // and for the fleet; disagreements are counted.
 //
-// # Measured (Go 1.26, 2 vCPUs shared with other builds, Intel Xeon)
-//
-//	go test -run XXX -bench 'Lookup|Keys' -benchtime 2s ./router/index/
-//	  Lookup, 34-block prompt held by 8 engines, index of 34 keys:        1.2-1.4 µs/op, 0 allocs/op
-//	  Lookup, same prompt, index of 1,000,000 keys over 8 engines:       0.95-1.2 µs/op, 0 allocs/op
-//	  LookupTokens (keys + lookup) of that prompt, 1,000,000 keys:        ~3 µs/op, 0 allocs/op
-//	  Keys of a 34-block prompt (64-token blocks):                        1.4-2.1 µs/op (42-62 ns/block)
-//	go test -run XXX -bench Memory -benchtime 1x ./router/index/
-//	  1,000,000 keys each on one engine (HeapInuse after GC):             ~50 B per key = per (key, engine)
-//	  125,000 keys each on 8 engines:                                     ~29 B per (key, engine)
-//
-// Ingestion from bytes is measured in package kvevents (BenchmarkIngest).
+// Measured figures live in BENCHMARKS.md at the repository root.
 package index

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 var (
@@ -406,6 +408,35 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 		en := Engine{Pod: fmt.Sprint("w", e)}
 		if got[en].Blocks != e {
 			t.Fatalf("%s ends with %d blocks, want %d", en, got[en].Blocks, e)
+		}
+	}
+}
+
+// TestMaxEnginesMatchesConfig holds the config package's restated limit,
+// which validates discovery.static against it, equal to the index's own.
+func TestMaxEnginesMatchesConfig(t *testing.T) {
+	if MaxEngines != config.MaxEngines {
+		t.Errorf("index.MaxEngines %d, config.MaxEngines %d", MaxEngines, config.MaxEngines)
+	}
+}
+
+// TestDropPodFreesSlots fills every engine slot with speculative entries
+// (as requests to pods without KV events do), drops one pod with two
+// ranks, and checks its two slots serve new engines.
+func TestDropPodFreesSlots(t *testing.T) {
+	ix := New(Config{BlockSize: 4})
+	for i := range MaxEngines {
+		if err := ix.Speculate(Engine{Pod: fmt.Sprintf("p%d", i/2), Rank: i % 2}, []uint64{uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Speculate(Engine{Pod: "new"}, []uint64{1}); err == nil {
+		t.Fatal("a 65th engine got a slot")
+	}
+	ix.DropPod("p3")
+	for r := range 2 {
+		if err := ix.Speculate(Engine{Pod: "new", Rank: r}, []uint64{1}); err != nil {
+			t.Errorf("rank %d after dropping p3: %v", r, err)
 		}
 	}
 }

@@ -228,6 +228,16 @@ func (ix *Index) Drop(e Engine) {
 	ix.c.apply(&d)
 }
 
+// DropPod drops every engine (data-parallel rank) of pod, speculative
+// ones included, freeing their slots.
+func (ix *Index) DropPod(pod string) {
+	for _, e := range ix.Engines() {
+		if e.Pod == pod {
+			ix.Drop(e)
+		}
+	}
+}
+
 var errNoEngine = errors.New("no such engine")
 
 // EngineBlockSize returns the block size learned from engine e's events.

@@ -52,11 +52,5 @@
 // Transport hides the sockets: package zmqtransport implements it with
 // libzmq, and nothing here links ZeroMQ (TestImportBoundaries).
 //
-// # Measured (Go 1.26, 2 vCPUs shared with other builds, load average 4-10)
-//
-//	go test -run XXX -bench Ingest -cpu 1 -benchtime 3s ./router/kvevents/
-//	  decode + apply BlockStored, block size 64, 1-34 blocks per event:
-//	  2.5-2.6M blocks per CPU-second in both forms; wall clock 0.9-2.5M
-//	  blocks/s depending on how much of a core the shared machine gave;
-//	  1-3 allocations per 10,200-block pass.
+// Measured figures live in BENCHMARKS.md at the repository root.
 package kvevents

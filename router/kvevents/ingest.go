@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
@@ -43,6 +44,32 @@ type follower struct {
 	ep   Endpoint
 	stop chan struct{}
 	done chan struct{}
+	last atomic.Int64 // unix nanoseconds of the last live message, 0 before any
+}
+
+// FeedStatus is one followed endpoint and when it last delivered a live
+// message (zero: never), for spotting a publisher that stays silent.
+type FeedStatus struct {
+	Endpoint
+	LastMessage time.Time
+}
+
+// Feeds reports the endpoints of pod being followed, in no set order.
+func (in *Ingestor) Feeds(pod string) []FeedStatus {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []FeedStatus
+	for k, f := range in.followers {
+		if k.pod != pod {
+			continue
+		}
+		fs := FeedStatus{Endpoint: f.ep}
+		if ns := f.last.Load(); ns != 0 {
+			fs.LastMessage = time.Unix(0, ns)
+		}
+		out = append(out, fs)
+	}
+	return out
 }
 
 // New returns an Ingestor following no endpoint yet.
@@ -96,11 +123,7 @@ func (in *Ingestor) Remove(pod string) {
 	}
 	in.mu.Unlock()
 	in.stop(stopping)
-	for _, e := range in.cfg.Index.Engines() {
-		if e.Pod == pod {
-			in.cfg.Index.Drop(e)
-		}
-	}
+	in.cfg.Index.DropPod(pod)
 }
 
 // Sync makes the followed endpoints equal eps, as discovery reports them:
@@ -182,6 +205,7 @@ func (in *Ingestor) follow(f *follower) {
 			continue
 		}
 		if ok {
+			f.last.Store(time.Now().UnixNano())
 			s.onLive(m)
 		}
 	}

@@ -12,11 +12,11 @@ import (
 )
 
 // TestAdmissionHoldsTheCapUnderContention has 64 goroutines contend for
-// two pods with a cap of 2 through the same sequence the proxy uses
-// (underCap, acquire, wait): at no moment may a pod hold more than 2, and
-// every request must get through as slots free up.
+// two pods with a cap of 2 through the sequence the proxy uses (underCap,
+// acquire, else wait for a handed-over slot): at no moment may a pod hold
+// more than 2, and every request must get through as slots free up.
 func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
-	a := newAdmission(2, 64, 10*time.Second)
+	a := newAdmission(2, 64)
 	var held [2]atomic.Int64
 	var peak [2]atomic.Int64
 	var served atomic.Int64
@@ -24,29 +24,28 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			deadline := time.Now().Add(10 * time.Second)
-			for {
-				cands, wake := a.underCap([]scoring.Pod{{Name: "a"}, {Name: "b"}})
+			pod := ""
+			for pod == "" {
+				cands := a.underCap([]scoring.Pod{{Name: "a"}, {Name: "b"}})
 				if len(cands) == 0 {
-					if err := a.wait(context.Background(), wake, deadline); err != nil {
+					p, err := a.wait(context.Background(), nil, deadline)
+					if err != nil {
 						t.Error(err)
 						return
 					}
-					continue
+					pod = p
+				} else if a.acquire(cands[len(cands)-1].Name) {
+					pod = cands[len(cands)-1].Name
 				}
-				pod := cands[len(cands)-1].Name
-				if !a.acquire(pod) {
-					continue
-				}
-				i := int(pod[0] - 'a')
-				n := held[i].Add(1)
-				for p := peak[i].Load(); n > p && !peak[i].CompareAndSwap(p, n); p = peak[i].Load() {
-				}
-				time.Sleep(time.Millisecond)
-				held[i].Add(-1)
-				a.release(pod)
-				served.Add(1)
-				return
 			}
+			i := int(pod[0] - 'a')
+			n := held[i].Add(1)
+			for p := peak[i].Load(); n > p && !peak[i].CompareAndSwap(p, n); p = peak[i].Load() {
+			}
+			time.Sleep(time.Millisecond)
+			held[i].Add(-1)
+			a.release(pod)
+			served.Add(1)
 		})
 	}
 	wg.Wait()
@@ -58,32 +57,82 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 	}
 }
 
-// TestAdmissionSheds checks both shedding reasons and that a queued
-// request gives up when its client leaves.
+// queue starts a waiter and returns once it is in the queue.
+func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d time.Duration) <-chan string {
+	t.Helper()
+	before := a.queued()
+	got := make(chan string, 1)
+	go func() {
+		pod, err := a.wait(ctx, skip, time.Now().Add(d))
+		if err != nil {
+			pod = "error: " + err.Error()
+		}
+		got <- pod
+	}()
+	for a.queued() == before {
+		time.Sleep(time.Millisecond)
+	}
+	return got
+}
+
+// TestAdmissionFIFO checks that each release serves exactly one waiter,
+// the oldest that may use the pod, and that the slot is its own: no other
+// request can take it in between.
+func TestAdmissionFIFO(t *testing.T) {
+	a := newAdmission(1, 8)
+	a.acquire("a")
+	a.acquire("b")
+	first := queue(t, a, context.Background(), nil, time.Minute)
+	second := queue(t, a, context.Background(), []string{"b"}, time.Minute) // tried b already
+	third := queue(t, a, context.Background(), nil, time.Minute)
+
+	a.release("b") // first may use b; second may not
+	if got := <-first; got != "b" {
+		t.Fatalf("first waiter got %q, want b", got)
+	}
+	if a.acquire("b") {
+		t.Fatal("a newcomer took the slot handed to the first waiter")
+	}
+	a.release("b") // second skips b: third gets it
+	if got := <-third; got != "b" {
+		t.Fatalf("third waiter got %q, want b (second cannot use b)", got)
+	}
+	select {
+	case got := <-second:
+		t.Fatalf("second waiter woke with %q: a release must wake one waiter", got)
+	default:
+	}
+	a.release("a")
+	if got := <-second; got != "a" {
+		t.Fatalf("second waiter got %q, want a", got)
+	}
+	if a.queued() != 0 {
+		t.Errorf("%d still queued", a.queued())
+	}
+}
+
+// TestAdmissionSheds checks both shedding reasons, a client leaving the
+// queue, and that a waiter leaving as its slot arrives passes it on.
 func TestAdmissionSheds(t *testing.T) {
-	a := newAdmission(1, 1, time.Second)
+	a := newAdmission(1, 1)
 	if !a.acquire("a") || a.acquire("a") {
 		t.Fatal("cap of 1 not enforced")
 	}
-	_, wake := a.underCap(nil)
-	got := make(chan error, 1)
-	go func() { got <- a.wait(context.Background(), wake, time.Now().Add(300*time.Millisecond)) }()
-	for a.queued() != 1 {
-		time.Sleep(time.Millisecond)
-	}
-	if err := a.wait(context.Background(), wake, time.Now().Add(time.Second)); !errors.Is(err, errQueueFull) {
+	timed := queue(t, a, context.Background(), nil, 300*time.Millisecond)
+	if _, err := a.wait(context.Background(), nil, time.Now().Add(time.Second)); !errors.Is(err, errQueueFull) {
 		t.Errorf("second waiter: %v, want queue full", err)
 	}
-	if err := <-got; !errors.Is(err, errQueueTimeout) {
-		t.Errorf("first waiter: %v, want timeout", err)
+	if got := <-timed; got != "error: "+errQueueTimeout.Error() {
+		t.Errorf("first waiter: %s, want timeout", got)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	left := queue(t, a, ctx, nil, time.Minute)
 	cancel()
-	if err := a.wait(ctx, wake, time.Now().Add(time.Second)); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled waiter: %v", err)
+	if got := <-left; got != "error: "+context.Canceled.Error() {
+		t.Errorf("cancelled waiter: %s", got)
 	}
 	a.release("a")
-	if err := a.wait(context.Background(), wake, time.Now().Add(time.Second)); err != nil {
-		t.Errorf("a release must wake a waiter holding the old channel: %v", err)
+	if len(a.open) != 0 || a.queued() != 0 {
+		t.Errorf("after the last release: slots %v, %d queued", a.open, a.queued())
 	}
 }

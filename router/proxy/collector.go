@@ -3,98 +3,37 @@ package proxy
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmd-dev/terraform-provider-llmd/router/index"
-	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+	cm "github.com/llmd-dev/terraform-provider-llmd/router/constmetric"
 )
 
-// CoreCollector exports the routing core's own counters at scrape time:
-// the block index, KV-event ingestion, the per-pod in-flight counts and the
-// admission queue. Reading snapshots at scrape time keeps the hot paths of
-// those packages free of metric updates. Nil fields are left out.
-type CoreCollector struct {
-	Index    *index.Index
-	Ingestor *kvevents.Ingestor
-	Fleet    Fleet
-	Server   *Server
-}
+// Collector exports the server's own state at scrape time: the admission
+// queue and every pod's circuit breaker. The routing core's packages
+// (index, kvevents, discovery, scoring) export theirs with their own
+// collectors.
+type Collector struct{ Server *Server }
 
-var _ prometheus.Collector = (*CoreCollector)(nil)
-
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(name, help, labels, nil)
-}
+var _ prometheus.Collector = Collector{}
 
 var (
-	descKeys        = desc("llmd_router_index_keys", "Distinct block keys held by any engine on any tier.")
-	descPairs       = desc("llmd_router_index_holdings", "(block key, engine) holdings in the index.")
-	descMemory      = desc("llmd_router_index_memory_bytes", "Estimated memory of the block index.")
-	descOrphans     = desc("llmd_router_index_orphans", "Blocks waiting for their parent block's event.")
-	descSpeculative = desc("llmd_router_index_speculative", "Live speculative (key, engine) entries.")
-	descEvicted     = desc("llmd_router_index_evicted_total", "Holdings dropped by the index's memory bound.")
-	descLag         = desc("llmd_router_kv_event_lag_seconds", "Age of the last applied KV-event batch when applied (engine clock to router clock).")
-	descMaxLag      = desc("llmd_router_kv_event_max_lag_seconds", "Largest KV-event lag seen since start.")
-	descEvents      = desc("llmd_router_kv_event_messages_total", "KV-event messages applied.")
-	descConnections = desc("llmd_router_kv_event_connections_total", "Connections completed with KV-event publishers, each caught up by replay.")
-	descGaps        = desc("llmd_router_kv_event_gaps_total", "Jumps ahead in a pod's KV-event sequence.")
-	descRestarts    = desc("llmd_router_kv_event_restarts_total", "KV-event sequences that went backwards: the engine restarted.")
-	descReplays     = desc("llmd_router_kv_event_replays_total", "KV-event replay requests sent.")
-	descReplayFails = desc("llmd_router_kv_event_replay_failures_total", "KV-event replays that timed out or failed.")
-	descPurges      = desc("llmd_router_kv_event_purges_total", "Engines wiped from the index (cleared, restarted, unrecoverable gap, removed).")
-	descDecodeErrs  = desc("llmd_router_kv_event_decode_errors_total", "Malformed KV-event messages.")
-	descFollowed    = desc("llmd_router_kv_event_endpoints", "KV-event publishers being followed.")
-	descInFlight    = desc("llmd_router_pod_in_flight", "Requests this router has open on the pod.", "pod")
-	descPods        = desc("llmd_router_pods", "Ready pods discovery reports.")
-	descQueued      = desc("llmd_router_queued_requests", "Requests waiting for a pod under its in-flight cap.")
+	descQueued   = cm.Desc("llmd_router_queued_requests", "Requests waiting for a pod under its in-flight cap.")
+	descCircuit  = cm.Desc("llmd_router_pod_circuit", "1 for the pod's circuit-breaker state (closed, open: out of scoring, half-open: one probe).", "pod", "state")
+	descOpenings = cm.Desc("llmd_router_circuit_openings_total", "Times a pod's circuit breaker opened.")
+	descFailed   = cm.Desc("llmd_router_pod_failed_attempts_total", "Attempts on the pod that failed: refused connections, timeouts, 5xx, broken responses (the circuit breaker's input).", "pod")
 )
 
 // Describe implements prometheus.Collector.
-func (c *CoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descKeys, descPairs, descMemory, descOrphans, descSpeculative, descEvicted,
-		descLag, descMaxLag, descEvents, descConnections, descGaps, descRestarts, descReplays, descReplayFails, descPurges,
-		descDecodeErrs, descFollowed, descInFlight, descPods, descQueued} {
-		ch <- d
-	}
+func (Collector) Describe(ch chan<- *prometheus.Desc) {
+	cm.Describe(ch, descQueued, descCircuit, descOpenings, descFailed)
 }
 
 // Collect implements prometheus.Collector.
-func (c *CoreCollector) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
-	}
-	if c.Index != nil {
-		s := c.Index.Stats()
-		gauge(descKeys, float64(s.Keys))
-		gauge(descPairs, float64(s.Pairs))
-		gauge(descMemory, float64(s.MemoryBytes))
-		gauge(descOrphans, float64(s.Orphans))
-		gauge(descSpeculative, float64(s.Speculative))
-		counter(descEvicted, s.Evicted)
-	}
-	if c.Ingestor != nil {
-		s := c.Ingestor.Stats()
-		gauge(descLag, s.LagSeconds)
-		gauge(descMaxLag, s.MaxLagSeconds)
-		counter(descEvents, s.Messages)
-		counter(descConnections, s.Connections)
-		counter(descGaps, s.Gaps)
-		counter(descRestarts, s.Restarts)
-		counter(descReplays, s.Replays)
-		counter(descReplayFails, s.ReplayFailures)
-		counter(descPurges, s.Purges)
-		counter(descDecodeErrs, s.DecodeErrors)
-		gauge(descFollowed, float64(s.Pods))
-	}
-	if c.Fleet != nil {
-		pods := c.Fleet.Pods(nil)
-		gauge(descPods, float64(len(pods)))
-		for _, p := range pods {
-			gauge(descInFlight, float64(p.Load.InFlight), p.Name)
-		}
-	}
-	if c.Server != nil {
-		gauge(descQueued, float64(c.Server.adm.queued()))
+func (c Collector) Collect(ch chan<- prometheus.Metric) {
+	e, s := cm.Emitter(ch), c.Server
+	e.Gauge(descQueued, float64(s.adm.queued()))
+	states, opened := s.br.states()
+	e.Counter(descOpenings, opened)
+	for _, p := range s.cfg.Fleet.Pods(nil) {
+		e.Gauge(descCircuit, 1, p.Name, states[p.Name].String())
+		e.Counter(descFailed, s.br.failures(p.Name), p.Name)
 	}
 }

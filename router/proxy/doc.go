@@ -7,24 +7,39 @@
 //	POST /v1/completions, /v1/chat/completions   routed by prefix and load
 //	POST /v1/route                               the decision, without sending
 //	GET  /healthz, /readyz, /metrics             the router's own
-//	anything else (GET /v1/models, /tokenize...) forwarded to any ready pod
+//	GET /v1/models, /health, /version,
+//	POST /tokenize, /detokenize                  forwarded to any ready pod
+//	anything else                                404
 //
 // Responses, streamed SSE included, are copied byte for byte and flushed
-// after every read, so a client sees each chunk when the engine sends it.
-// X-Llmd-Pod names the pod that answered. Authorization and every other
-// end-to-end header pass through untouched (vLLM's --api-key), except that
+// after every read, so a client sees each chunk when the engine sends it;
+// trailers follow. X-Llmd-Pod names the pod that answered. End-to-end
+// headers pass through (Authorization included: vLLM's --api-key),
+// hop-by-hop ones are dropped, X-Forwarded-For/-Proto/-Host are set, and
 // with data-parallel pods the router sets X-data-parallel-rank to the rank
-// it chose (the one holding the prefix), which vLLM honours.
+// it chose (the one holding the prefix), which vLLM honours. With APIKey
+// the router itself checks the bearer token on /v1 paths as vLLM does; with
+// AdminToken, /v1/route needs that token instead.
 //
-// # Retries
+// # Retries, timeouts and circuit breakers
 //
-// A request is retried on another pod when connecting fails or the pod
-// answers 5xx, as long as nothing has been written to the client; once the
-// status line is out the response is the pod's, errors included, because a
-// client cannot be told to forget half a stream. A pod that refused or
-// dropped a connection is left out of the candidates for EjectFor, so the
-// requests that follow do not each pay a failed attempt while discovery
-// has not yet noticed the pod is gone.
+// A request is retried on another pod when connecting fails, the pod
+// answers 5xx, or its response sends no byte in time, as long as nothing
+// has been written to the client: the router waits for a response's first
+// body bytes before answering, so a pod that stalls before streaming costs
+// a retry, not a failure. Once bytes are out the response is the pod's,
+// errors included, because a client cannot be told to forget half a
+// stream: a stream that stalls past Upstream.StreamIdleTimeout is cut.
+// Streams and passthrough requests wait Upstream.ResponseHeaderTimeout for
+// headers (vLLM sends a stream's before generating); Upstream.RequestTimeout
+// bounds everything.
+//
+// Each pod has a circuit breaker fed by every attempt: Upstream.Breaker.Failures
+// failures in a row (one refused connection) open it, which takes the pod
+// out of scoring for OpenFor; then one probe request goes through, and its
+// outcome closes the circuit or reopens it for twice as long (up to
+// MaxOpenFor). Discovery never notices a pod that hangs or fails every
+// request while its /metrics answers; the breaker does.
 //
 // # Admission
 //
@@ -32,7 +47,10 @@
 // MaxBodyBytes, else 413. A pod takes at most MaxInFlightPerPod requests
 // from this router; when every pod is at its cap a request waits in a
 // queue of MaxQueue for QueueTimeout, and is shed with 429 when the queue is
-// full or the wait runs out. A body that is not a request vLLM would accept
+// full or the wait runs out. Waiters are served first in, first out: a
+// freed slot goes to the oldest waiter that may use it, and the slot is
+// taken before the picker records its decision. A body that is not a
+// request vLLM would accept, or that breaks one of package chat's bounds,
 // gets 400 with the reason. A client that goes away cancels the upstream
 // request, which frees the engine's slot.
 //
@@ -40,31 +58,11 @@
 //
 // `llmd-router serve` (router/cmd/llmd-router) assembles the routing core
 // and this front from flags, LLMD_* variables and the YAML of package
-// config, in that order of precedence; `--sim-replicas 8 --listen
-// 127.0.0.1:9000` routes to `llmd-router sim --replicas 8` at its default
-// ports. Logs are slog JSON; /metrics has this package's series (Metrics),
-// the core's (CoreCollector) and the tokenizer canary's; on SIGTERM /readyz
+// config, in that order of precedence; `--pods-file` routes to the
+// replicas whose JSON lines `llmd-router sim` prints. Logs are slog JSON;
+// /metrics has this package's series (Metrics, Collector), the core
+// packages' own collectors and the tokenizer canary's; on SIGTERM /readyz
 // fails, the listener closes and open streams finish before exit.
 //
-// # Measured (Go 1.26, 2 vCPUs shared with other builds, load average 3-17)
-//
-//	go test -run '^$' -bench ServeAddedLatency -benchtime 1x ./router/cmd/llmd-router/
-//	  512 concurrent streams x 8 rounds (64-token prompts, 16 output tokens)
-//	  on 8 simulated replicas at time scale 100; router pinned to CPU 0,
-//	  simulator and client to CPU 1; four runs with the in-flight scorer:
-//	    router's own share of time to first byte (llmd_router_overhead_seconds):
-//	      p50 0.031 ms, p99 0.11-0.19 ms (every run, any scorer or load)
-//	    client-side, routed minus direct: TTFT p50 -8 to +12 ms, p99 -107 to +8 ms;
-//	      direct TTFT is p50 ~130 ms, p99 ~300 ms on the simulator's saturated
-//	      core, so these differences are that core's queueing and the engines'
-//	      step timing, and do not resolve the 0.5 ms / 2 ms goal
-//	    with the default llm-d scorers (LLMD_BENCH_SCORER=default): p50 +80 ms in
-//	      one run (50 ms-old scraped load herds a burst onto one pod), -5.6 ms in
-//	      another; at time scale 1000 (simulator CPU-bound): p50 +22 ms
-//	    at 64 streams (LLMD_BENCH_CONCURRENCY=64): TTFT p50 +2.8 ms (time scale
-//	      100, engine steps of several ms) and +5.7 ms (time scale 1000, the
-//	      simulator CPU-bound), router's own share unchanged
-//	    router CPU (utime+stime over the routed phase): 140-185 µs per request
-//	      of 17 relayed SSE events; perf: mostly read/write syscalls and context
-//	      switches, request parsing (package chat) ~8%
+// Measured figures live in BENCHMARKS.md at the repository root.
 package proxy

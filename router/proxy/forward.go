@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
@@ -43,19 +45,35 @@ var errNoPods = errors.New("no ready pod to route to")
 // the client: the only honest signal left is to cut the connection.
 var errUpstreamBroken = errors.New("upstream response broke mid-body")
 
+// Reasons an attempt or a request is cut by the router's own timeouts.
+var (
+	errHeaderTimeout  = errors.New("no response headers within the response-header timeout")
+	errStalled        = errors.New("no response bytes within the stream idle timeout")
+	errRequestTimeout = errors.New("request ran past the request timeout")
+)
+
 // forward sends the request to the pods choose names until one answers
 // without a transport error or 5xx, or attempts run out. body is the whole
-// request body, resent on each attempt.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Time, body []byte, choose chooser) {
+// request body, resent on each attempt; waitHeaders says the pod sends its
+// headers before doing the work (a stream, a passthrough), so the
+// response-header timeout applies.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Time, body []byte, waitHeaders bool, choose chooser) {
+	ctx := r.Context()
+	u := &s.cfg.Upstream
+	if u.RequestTimeout.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, u.RequestTimeout.Duration, errRequestTimeout)
+		defer cancel()
+	}
 	var tried []string
 	var lastErr error
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
-		sl, err := choose(r.Context(), tried)
+		sl, err := choose(ctx, tried)
 		if err != nil {
 			s.answerChoice(w, r, err, lastErr)
 			return
 		}
-		err = s.tryPod(w, r, arrived, sl, body, attempt == s.cfg.MaxAttempts)
+		err = s.tryPod(ctx, w, r, arrived, sl, body, waitHeaders, attempt == s.cfg.MaxAttempts)
 		if err == nil {
 			return
 		}
@@ -64,6 +82,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Ti
 			// Closing the connection without the final chunk is how the
 			// client learns the body is incomplete.
 			panic(http.ErrAbortHandler)
+		}
+		if ctx.Err() != nil && r.Context().Err() == nil {
+			// The request timeout: every pod would be cut the same way.
+			writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("%v after %s, last: %v", errRequestTimeout, u.RequestTimeout, err))
+			return
 		}
 		s.cfg.Metrics.retry()
 		s.log.Info("attempt failed, retrying on another pod", "pod", sl.pod, "path", r.URL.Path, "attempt", attempt, "err", err)
@@ -81,6 +104,8 @@ func (s *Server) answerChoice(w http.ResponseWriter, r *http.Request, err, lastE
 	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):
 		s.log.Info("shed", "path", r.URL.Path, "reason", err)
 		writeError(w, http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, errRequestTimeout):
+		writeError(w, http.StatusGatewayTimeout, err.Error())
 	case lastErr != nil:
 		writeError(w, http.StatusBadGateway, fmt.Sprintf("no pod left to try, last: %v", lastErr))
 	default:
@@ -91,53 +116,118 @@ func (s *Server) answerChoice(w http.ResponseWriter, r *http.Request, err, lastE
 // tryPod makes one attempt on sl.pod. It returns nil when the response
 // (whatever its status) went to the client or the client left, an error
 // worth retrying when nothing was written, and errUpstreamBroken when the
-// body broke after the status line went out.
-func (s *Server) tryPod(w http.ResponseWriter, r *http.Request, arrived time.Time, sl slot, body []byte, last bool) error {
+// body broke after the status line went out. Every outcome feeds the pod's
+// circuit breaker.
+func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Request, arrived time.Time, sl slot, body []byte, waitHeaders, last bool) error {
 	defer sl.release()
 	target, ok := s.cfg.Fleet.Target(sl.pod)
 	if !ok {
 		return fmt.Errorf("pod %s left the fleet", sl.pod)
 	}
 	defer s.cfg.Fleet.Begin(sl.pod)()
-	ctx := r.Context()
-	up, err := upstreamRequest(ctx, r, target, body)
+	outcome := attemptNeutral
+	defer func(done func(attempt)) { done(outcome) }(s.br.begin(sl.pod))
+
+	// The attempt's own context carries the header and idle timeouts, so
+	// cutting a pod that stalls leaves the request free to go elsewhere.
+	actx, cut := context.WithCancelCause(ctx)
+	defer cut(nil)
+	up, err := upstreamRequest(actx, r, target, body)
 	if err != nil {
 		return err
 	}
 	if sl.dpRank >= 0 {
 		up.Header.Set(DPRankHeader, strconv.Itoa(sl.dpRank))
 	}
+	var headerTimer *time.Timer
+	if d := s.cfg.Upstream.ResponseHeaderTimeout.Duration; waitHeaders && d > 0 {
+		headerTimer = time.AfterFunc(d, func() { cut(errHeaderTimeout) })
+	}
 	start := time.Now()
 	before := start.Sub(arrived) // reading, routing, queueing and failed attempts
 	resp, err := s.cfg.Transport.RoundTrip(up)
+	if headerTimer != nil {
+		headerTimer.Stop()
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+		if r.Context().Err() != nil {
+			return nil // the client left
 		}
-		s.ej.eject(sl.pod)
+		if cause := context.Cause(actx); cause != nil {
+			err = cause
+		}
+		if ctx.Err() == nil {
+			outcome = attemptFailed
+			if isRefused(err) {
+				outcome = attemptRefused
+			}
+		}
 		return fmt.Errorf("sending to %s: %w", sl.pod, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 500 && !last {
-		// Read a little so the connection can be reused; the body is
-		// the pod's complaint, kept for the log.
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s answered %s: %s", sl.pod, resp.Status, bytes.TrimSpace(msg))
+	if resp.StatusCode >= 500 {
+		outcome = attemptFailed
+		if !last {
+			// Read a little so the connection can be reused; the body is
+			// the pod's complaint, kept for the log.
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("%s answered %s: %s", sl.pod, resp.Status, bytes.TrimSpace(msg))
+		}
+	}
+	rd := &idleReader{r: resp.Body, d: s.cfg.Upstream.StreamIdleTimeout.Duration, cut: cut}
+	defer rd.stop()
+	// Wait for the first body bytes before answering: until then the
+	// client has seen nothing, and a pod that stalls is still a retry.
+	first, rerr := rd.first(&bufs)
+	defer first.free()
+	if rerr != nil && rerr != io.EOF {
+		if r.Context().Err() != nil {
+			return nil
+		}
+		if ctx.Err() == nil {
+			outcome = attemptFailed
+		}
+		return fmt.Errorf("reading the response of %s: %w", sl.pod, causeOf(actx, rerr))
 	}
 	h := w.Header()
 	copyHeader(h, resp.Header)
+	for k := range resp.Trailer {
+		h.Add("Trailer", k)
+	}
 	h.Set(PodHeader, sl.pod)
 	w.WriteHeader(resp.StatusCode)
-	err = s.copyBody(w, resp.Body, start, before, r.URL.Path)
+	err = s.copyBody(w, rd, first, rerr, start, before, r.URL.Path)
 	took := time.Since(start)
 	s.cfg.Metrics.upstreamDone(r.URL.Path, resp.StatusCode, took)
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.Debug("served", "path", r.URL.Path, "pod", sl.pod, "status", resp.StatusCode, "upstream", took, "err", err)
 	}
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("%w: %s: %w", errUpstreamBroken, sl.pod, err)
+	switch {
+	case err != nil && r.Context().Err() == nil:
+		if ctx.Err() == nil {
+			outcome = attemptFailed
+		}
+		return fmt.Errorf("%w: %s: %w", errUpstreamBroken, sl.pod, causeOf(actx, err))
+	case err == nil && resp.StatusCode < 500:
+		for k, vv := range resp.Trailer {
+			h[k] = vv
+		}
+		outcome = attemptOK
 	}
 	return nil
+}
+
+// causeOf names the router's timeout when it is why err happened.
+func causeOf(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return err
+}
+
+// isRefused reports a connection nobody accepted.
+func isRefused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // upstreamRequest builds the request to target: same method, path, query,
@@ -152,42 +242,116 @@ func upstreamRequest(ctx context.Context, r *http.Request, target discovery.Pod,
 		return nil, fmt.Errorf("building upstream request to %s: %w", target.Name, err)
 	}
 	copyHeader(up.Header, r.Header)
+	setForwarded(up.Header, r)
 	up.ContentLength = int64(len(body))
 	return up, nil
 }
 
+// setForwarded appends the client's address to X-Forwarded-For and sets
+// X-Forwarded-Proto and -Host, as proxies do, so the engine's access log
+// and any policy behind the router see the client rather than the router.
+func setForwarded(h http.Header, r *http.Request) {
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		h.Set("X-Forwarded-For", ip)
+	}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	h.Set("X-Forwarded-Proto", proto)
+	h.Set("X-Forwarded-Host", r.Host)
+}
+
 var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// idleReader reads a response body, cutting the attempt (through cut)
+// when no byte arrives for d: a pod that stalls mid-stream would otherwise
+// hold the client, the slot and the connection until the request timeout.
+type idleReader struct {
+	r     io.Reader
+	d     time.Duration
+	cut   context.CancelCauseFunc
+	timer *time.Timer
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	if ir.d > 0 {
+		if ir.timer == nil {
+			ir.timer = time.AfterFunc(ir.d, func() { ir.cut(errStalled) })
+		} else {
+			ir.timer.Reset(ir.d)
+		}
+	}
+	n, err := ir.r.Read(p)
+	if ir.timer != nil {
+		ir.timer.Stop()
+	}
+	return n, err
+}
+
+func (ir *idleReader) stop() {
+	if ir.timer != nil {
+		ir.timer.Stop()
+	}
+}
+
+// chunk is a pooled buffer holding the first bytes of a body.
+type chunk struct {
+	bp *[]byte
+	n  int
+}
+
+func (c chunk) bytes() []byte { return (*c.bp)[:c.n] }
+func (c chunk) free()         { bufs.Put(c.bp) }
+
+// first reads until the body yields its first bytes or ends.
+func (ir *idleReader) first(pool *sync.Pool) (chunk, error) {
+	c := chunk{bp: pool.Get().(*[]byte)}
+	for {
+		n, err := ir.Read(*c.bp)
+		c.n = n
+		if n > 0 || err != nil {
+			return c, err
+		}
+	}
+}
+
 // copyBody passes the body through as it arrives, flushing after every
-// read so each SSE chunk leaves when the engine sent it. It observes the
-// time to the first byte, and the router's own share of the client's wait
-// for it: before (the time until the upstream request was sent) plus the
-// time to relay the first chunk. A write error means the client left,
-// which is not the upstream's fault and returns nil; a read error is
-// returned.
-func (s *Server) copyBody(w http.ResponseWriter, body io.Reader, start time.Time, before time.Duration, path string) error {
+// read so each SSE chunk leaves when the engine sent it; first is what was
+// read before the headers went out, with the error that read ended on. It
+// observes the time to the first byte, and the router's own share of the
+// client's wait for it: before (the time until the upstream request was
+// sent) plus the time to relay the first chunk. A write error means the
+// client left, which is not the upstream's fault and returns nil; a read
+// error is returned.
+func (s *Server) copyBody(w http.ResponseWriter, body io.Reader, first chunk, ferr error, start time.Time, before time.Duration, path string) error {
 	rc := http.NewResponseController(w)
-	bp := bufs.Get().(*[]byte)
-	defer bufs.Put(bp)
-	buf := *bp
-	first := true
+	if first.n > 0 {
+		got := time.Now()
+		s.cfg.Metrics.firstByte(path, got.Sub(start))
+		if _, err := w.Write(first.bytes()); err != nil {
+			return nil
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+		s.cfg.Metrics.overhead(path, before+time.Since(got))
+	}
+	if ferr == io.EOF {
+		return nil
+	}
+	buf := *first.bp
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
-			var got time.Time
-			if first {
-				got = time.Now()
-				s.cfg.Metrics.firstByte(path, got.Sub(start))
-			}
 			if _, err := w.Write(buf[:n]); err != nil {
 				return nil
 			}
 			if err := rc.Flush(); err != nil {
 				return nil
-			}
-			if first {
-				s.cfg.Metrics.overhead(path, before+time.Since(got))
-				first = false
 			}
 		}
 		switch {

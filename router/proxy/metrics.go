@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -34,6 +35,7 @@ type Metrics struct {
 	ttft      *prometheus.HistogramVec
 	responses *prometheus.CounterVec
 	overheads *prometheus.HistogramVec
+	waits     *prometheus.HistogramVec
 }
 
 // latencyBuckets span a cached short answer (ms) to a long stream queued
@@ -67,8 +69,11 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 			[]string{"endpoint"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmd_router_upstream_responses_total",
 			Help: "Responses passed on from pods, by endpoint and status code."}, []string{"endpoint", "code"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmd_router_queue_wait_seconds",
+			Help:    "Time a request waited for a pod under its in-flight cap, by how the wait ended (admitted, shed, left).",
+			Buckets: latencyBuckets}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.matched, m.untok, m.retries, m.upstream, m.ttft, m.responses, m.overheads} {
+	for _, c := range []prometheus.Collector{m.decisions, m.matched, m.untok, m.retries, m.upstream, m.ttft, m.responses, m.overheads, m.waits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering serving metrics: %w", err)
 		}
@@ -144,4 +149,19 @@ func (m *Metrics) overhead(path string, d time.Duration) {
 	if m != nil {
 		m.overheads.WithLabelValues(endpoint(path)).Observe(d.Seconds())
 	}
+}
+
+// queueWait records one wait for a slot and how it ended.
+func (m *Metrics) queueWait(err error, d time.Duration) {
+	if m == nil {
+		return
+	}
+	outcome := "admitted"
+	switch {
+	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):
+		outcome = "shed"
+	case err != nil:
+		outcome = "left"
+	}
+	m.waits.WithLabelValues(outcome).Observe(d.Seconds())
 }

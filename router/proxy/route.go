@@ -25,7 +25,7 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.forward(w, r, arrived, body, s.routeChooser(req))
+	s.forward(w, r, arrived, body, req.Stream, s.routeChooser(req))
 }
 
 // prompt turns body into a routing request, answering 400 for a body the
@@ -45,40 +45,74 @@ func (s *Server) prompt(w http.ResponseWriter, path string, body []byte) (*scori
 }
 
 // routeChooser picks with the scorers among the untried pods under their
-// in-flight cap, queueing while every one is at it.
+// in-flight cap, queueing while every one is at it. The slot is taken
+// before the picker commits its decision, so the index's speculative
+// "this pod holds the prefix" is only ever recorded for the pod the
+// request goes to.
 func (s *Server) routeChooser(req *scoring.Request) chooser {
 	var deadline time.Time
 	var buf []scoring.Pod
 	return func(ctx context.Context, tried []string) (slot, error) {
+		held := "" // a slot handed over while queued
+		drop := func() {
+			if held != "" {
+				s.adm.release(held)
+				held = ""
+			}
+		}
 		for {
-			buf = s.ej.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
+			buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 			if len(buf) == 0 {
+				drop()
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
 			}
-			open, wake := s.adm.underCap(buf)
+			var heldPod []scoring.Pod
+			if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
+				heldPod = append(heldPod, buf[i])
+			} else {
+				drop() // the pod left or its breaker opened while we queued
+			}
+			open := s.adm.underCap(buf)
+			if len(heldPod) > 0 && !slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == held }) {
+				open = append(open, heldPod...)
+			}
 			if len(open) == 0 {
 				if deadline.IsZero() {
 					deadline = time.Now().Add(s.cfg.QueueTimeout)
 				}
-				if err := s.adm.wait(ctx, wake, deadline); err != nil {
+				queued := time.Now()
+				pod, err := s.adm.wait(ctx, tried, deadline)
+				s.cfg.Metrics.queueWait(err, time.Since(queued))
+				if err != nil {
 					if ctx.Err() == nil {
 						s.cfg.Metrics.decision(outcomeShed)
 					}
 					return slot{}, err
 				}
+				held = pod
 				continue
 			}
-			d, err := s.cfg.Picker.Pick(req, open)
+			d, err := s.cfg.Picker.PickAdmitted(req, open, func(pod string) bool {
+				if pod == held {
+					held = ""
+					return true
+				}
+				return s.adm.acquire(pod)
+			})
+			if errors.Is(err, scoring.ErrNotAdmitted) {
+				continue // another request took the pod's last slot since underCap
+			}
+			drop() // the picker preferred another pod to the one handed over
 			if err != nil {
 				return slot{}, err
-			}
-			if !s.adm.acquire(d.Pod) {
-				continue // another request took the pod's last slot since underCap
 			}
 			if len(tried) == 0 {
 				s.cfg.Metrics.decided(&d)
 			}
+			// Any completion stores blocks once prompt and output fill one;
+			// d.Blocks cannot tell, being 0 until events taught the block size.
+			s.cfg.Fleet.ExpectEvents(d.Pod)
 			return slot{pod: d.Pod, dpRank: d.DPRank, release: func() { s.adm.release(d.Pod) }}, nil
 		}
 	}
@@ -92,9 +126,10 @@ func untried(pods []scoring.Pod, tried []string) []scoring.Pod {
 	return slices.DeleteFunc(pods, func(p scoring.Pod) bool { return slices.Contains(tried, p.Name) })
 }
 
-// passthrough forwards any other request to the ready pod with the fewest
-// requests in flight from this router: model lists, /tokenize and the like
-// are the same on every pod and cost little, so they skip scoring and caps.
+// passthrough forwards the allowed engine endpoints (passthroughPaths) to
+// the ready pod with the fewest requests in flight from this router: model
+// lists, /tokenize and the like are the same on every pod and cost little,
+// so they skip scoring and caps.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
@@ -103,8 +138,8 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf []scoring.Pod
-	s.forward(w, r, arrived, body, func(_ context.Context, tried []string) (slot, error) {
-		buf = s.ej.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
+	s.forward(w, r, arrived, body, true, func(_ context.Context, tried []string) (slot, error) {
+		buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 		if len(buf) == 0 {
 			return slot{}, errNoPods
 		}

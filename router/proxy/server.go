@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
@@ -22,6 +24,10 @@ type Fleet interface {
 	Target(pod string) (discovery.Pod, bool)
 	Begin(pod string) (end func())
 	Synced() bool
+	// ExpectEvents notes a completion sent to pod, which the engine must
+	// answer with KV events; Silences lists the pods that did not.
+	ExpectEvents(pod string)
+	Silences() []discovery.Silence
 }
 
 var _ Fleet = (*discovery.Fleet)(nil)
@@ -56,10 +62,20 @@ type Config struct {
 	QueueTimeout time.Duration
 	// MaxAttempts bounds the pods one request is tried on (default 3).
 	MaxAttempts int
-	// EjectFor keeps a pod that refused or dropped a connection out of the
-	// candidates for this long (default 2s, discovery's staleness limit);
-	// negative disables it.
-	EjectFor time.Duration
+	// Upstream holds the timeouts of requests to pods and the per-pod
+	// circuit breakers (package config documents each and its default;
+	// unset ones take it). Streams and passthrough requests wait
+	// ResponseHeaderTimeout for headers, since vLLM sends a stream's before
+	// generating; a non-streaming completion's come with its whole answer.
+	Upstream config.Upstream
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on
+	// every /v1 path, as vLLM's --api-key requires it (the pods, started
+	// with the same key, check it again).
+	APIKey string
+	// AdminToken, when set, is required as a bearer token on the router's
+	// own endpoints that reveal routing state (/v1/route) instead of
+	// APIKey.
+	AdminToken string
 }
 
 // Defaults of Config.
@@ -69,17 +85,18 @@ const (
 	DefaultQueueTimeout = 30 * time.Second
 	DefaultMaxAttempts  = 3
 	DefaultBodyTimeout  = 60 * time.Second
-	DefaultEjectFor     = 2 * time.Second
 )
 
 // Server is the HTTP handler of the serving front.
 type Server struct {
 	cfg   Config
 	adm   *admission
-	ej    *ejector
+	br    *breakers
 	mux   *http.ServeMux
 	log   *slog.Logger
 	drain atomic.Bool
+
+	apiKey, adminToken *keyCheck
 }
 
 // New returns a Server; Fleet, Picker and Prompter are required.
@@ -108,26 +125,33 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	if cfg.EjectFor == 0 {
-		cfg.EjectFor = DefaultEjectFor
-	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue, cfg.QueueTimeout),
-		ej: newEjector(cfg.EjectFor)}
+	cfg.Upstream.Default()
+	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
+		br: newBreakers(cfg.Upstream.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST "+chat.PathCompletions, s.routed)
-	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.routed)
-	s.mux.HandleFunc("POST /v1/route", s.explain)
+	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
+	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.guard(false, s.routed))
+	s.mux.HandleFunc("POST /v1/route", s.guard(true, s.explain))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.HandleFunc("GET /readyz", s.ready)
 	if cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", cfg.Metrics.Handler())
 	}
-	s.mux.HandleFunc("/", s.passthrough)
+	for path, method := range passthroughPaths {
+		s.mux.HandleFunc(method+" "+path, s.guard(false, s.passthrough))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s %s is not served by the router", r.Method, r.URL.Path))
+	})
 	return s, nil
 }
+
+// Forget drops what the server keeps about a pod that left the fleet (its
+// circuit breaker); discovery calls it through FleetConfig.OnRemove.
+func (s *Server) Forget(pod string) { s.br.forget(pod) }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
@@ -137,7 +161,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *Server) Drain() { s.drain.Store(true) }
 
 // ready answers /readyz: 200 once discovery has delivered its first view of
-// the fleet, 503 before that and while draining.
+// the fleet, 503 before that and while draining. The body lists what is
+// wrong but does not stop serving: pods publishing no KV events (the
+// router still routes on load, blind to their caches).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	switch {
 	case s.drain.Load():
@@ -145,7 +171,12 @@ func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	case !s.cfg.Fleet.Synced():
 		http.Error(w, "discovery has not synced", http.StatusServiceUnavailable)
 	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "ready\n")
+		for _, sl := range s.cfg.Fleet.Silences() {
+			_, _ = fmt.Fprintf(w, "warning: %s\n", sl)
+		}
 	}
 }
 

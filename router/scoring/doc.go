@@ -29,9 +29,10 @@
 //
 // # Requests
 //
-// A Prompter turns a request body into token ids (Request); Chat does it for
-// the whole OpenAI surface through package chat (templates, request
-// normalisation, LoRA adapters). A request that cannot be tokenized
+// A Prompter turns a request body into token ids (Request); package
+// prompt's Chat does it for the whole OpenAI surface through package chat
+// (templates, request normalisation, LoRA adapters). A request that cannot
+// be tokenized
 // still routes, on load alone (prefix and spread see no blocks), and is
 // counted in Stats.Untokenizable.
 //
@@ -44,13 +45,5 @@
 // Explain answers the same question without committing anything, for the
 // /v1/route endpoint. The package is cgo-free (TestImportBoundaries).
 //
-// # Measured (Go 1.26, 2 vCPUs shared with other builds, load average ~10)
-//
-//	go test -run '^$' -bench Decision -benchtime 3000x -cpu 1 ./router/scoring/
-//	  one decision for a /v1/chat/completions body templated to 2,176 Qwen3
-//	  tokens, 8 pods, index of ~1M keys, llm-d scorers (prefix, kv-usage, queue):
-//	    thread CPU  p50 222 µs, p99 478 µs
-//	    wall clock  p50 222 µs, p99 ~14 ms (waiting for a core on the loaded machine)
-//	    of which template + BPE ~205 µs, keys + lookup + scoring + speculation ~15 µs
-//	  all seven scorers: CPU p50 228 µs, p99 554 µs; pick ~34 µs
+// Measured figures live in BENCHMARKS.md at the repository root.
 package scoring

@@ -104,15 +104,27 @@ type scratch struct {
 // index gets speculative entries for the request's blocks on it, and
 // learning scorers observe the choice.
 func (p *Picker) Pick(r *Request, pods []Pod) (Decision, error) {
-	return p.decide(r, pods, true)
+	return p.decide(r, pods, true, nil)
+}
+
+// ErrNotAdmitted is PickAdmitted's answer when admit refused the chosen pod.
+var ErrNotAdmitted = errors.New("the chosen pod was not admitted")
+
+// PickAdmitted is Pick with a gate: admit is asked to take the chosen pod
+// (the proxy takes its in-flight slot there) before anything is committed.
+// When it refuses, nothing is recorded, so the index never holds a
+// speculative entry for a pod the request did not go to, and PickAdmitted
+// returns ErrNotAdmitted.
+func (p *Picker) PickAdmitted(r *Request, pods []Pod, admit func(pod string) bool) (Decision, error) {
+	return p.decide(r, pods, true, admit)
 }
 
 // Explain decides without committing anything: what Pick would answer now.
 func (p *Picker) Explain(r *Request, pods []Pod) (Decision, error) {
-	return p.decide(r, pods, false)
+	return p.decide(r, pods, false, nil)
 }
 
-func (p *Picker) decide(r *Request, pods []Pod, commit bool) (Decision, error) {
+func (p *Picker) decide(r *Request, pods []Pod, commit bool, admit func(pod string) bool) (Decision, error) {
 	if len(pods) == 0 {
 		return Decision{}, ErrNoPods
 	}
@@ -143,6 +155,9 @@ func (p *Picker) decide(r *Request, pods []Pod, commit bool) (Decision, error) {
 		}
 	}
 	d.Pod = pods[d.Chosen].Name
+	if commit && admit != nil && !admit(d.Pod) {
+		return d, ErrNotAdmitted
+	}
 	d.DPRank = p.rank(d.Pod, s.Hits[d.Chosen], commit)
 	if commit {
 		p.commit(s, sc.keys, d.Chosen, d.DPRank)
@@ -228,8 +243,13 @@ func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) {
 }
 
 // Forget drops what the picker and its learning scorers remember of a pod
-// that left the fleet.
+// that left the fleet, and the pod's engines in the index: a pod followed
+// without KV events, or speculated on after its events stopped, would
+// otherwise keep one of the index's engine slots for good.
 func (p *Picker) Forget(pod string) {
+	if p.ix != nil {
+		p.ix.DropPod(pod)
+	}
 	p.mu.Lock()
 	delete(p.lastPicked, pod)
 	delete(p.nextRank, pod)

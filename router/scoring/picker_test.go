@@ -307,3 +307,28 @@ func TestDataParallelRanks(t *testing.T) {
 		t.Errorf("without data parallelism: %+v", d)
 	}
 }
+
+// TestPickAdmittedCommitsOnlyWhatIsAdmitted: when the gate refuses the
+// chosen pod, the index gets no speculative entry and the pod is not
+// recorded as chosen; when it admits, both happen.
+func TestPickAdmittedCommitsOnlyWhatIsAdmitted(t *testing.T) {
+	ix := index.New(index.Config{BlockSize: bs})
+	p := picker(t, ix, config.Scorer{Type: "prefix", Weight: 1})
+	req := &Request{Tokens: seq(7, 4*bs)}
+	pods := []Pod{{Name: "a", Load: fresh(0, 0, 0, 0)}, {Name: "b", Load: fresh(0, 0, 0, 0)}}
+	var asked []string
+	refuse := func(pod string) bool { asked = append(asked, pod); return false }
+	if _, err := p.PickAdmitted(req, pods, refuse); !errors.Is(err, ErrNotAdmitted) {
+		t.Fatalf("refused pick: %v, want ErrNotAdmitted", err)
+	}
+	if s := ix.Stats(); s.Speculative != 0 || p.Stats().Decisions != 0 {
+		t.Fatalf("a refused pick committed: %d speculative entries, %d decisions", s.Speculative, p.Stats().Decisions)
+	}
+	d, err := p.PickAdmitted(req, pods, func(pod string) bool { return pod == asked[0] })
+	if err != nil || d.Pod != asked[0] {
+		t.Fatalf("admitted pick: %v, %v; want %s (nothing committed, so the same choice)", d.Pod, err, asked[0])
+	}
+	if s := ix.Stats(); s.Speculative != 4 || p.Stats().Decisions != 1 {
+		t.Errorf("admitted pick: %d speculative entries (want 4), %d decisions", s.Speculative, p.Stats().Decisions)
+	}
+}

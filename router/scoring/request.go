@@ -1,9 +1,6 @@
 package scoring
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // Request is the part of a client request that routing reads.
 type Request struct {
@@ -19,6 +16,8 @@ type Request struct {
 	// Text is the raw prompt text when the caller has it, for scorers that
 	// hash characters rather than tokens (the routing-history scorer).
 	Text string
+	// Stream says the client asked for a stream of server-sent events.
+	Stream bool
 	// Untokenizable, when not empty, says why the request has no token ids:
 	// it routes on load alone and is counted.
 	Untokenizable string
@@ -35,12 +34,7 @@ var ErrUntokenizable = errors.New("untokenizable request")
 // wrapping ErrUntokenizable leaves a routable Request with Untokenizable
 // set; any other error means the body is malformed (HTTP 400).
 //
-// Chat implements it over package chat for the whole request surface.
+// prompt.Chat implements it over package chat for the whole request surface.
 type Prompter interface {
 	Prompt(path string, body []byte) (*Request, error)
-}
-
-// untokenizable builds the routable Request for a prompt without token ids.
-func untokenizable(reason string) (*Request, error) {
-	return &Request{Untokenizable: reason}, fmt.Errorf("%w: %s", ErrUntokenizable, reason)
 }

@@ -80,19 +80,5 @@
 // token in the raw text and ignores single_word; those follow Hugging Face's
 // semantics here and have their own tests.
 //
-// # Measured
-//
-// On the shared 2-core CI machine (Intel Xeon, Go 1.26.8, node 20, -cpu 1,
-// load average about 3 from other builds). The latency benchmarks also report
-// the thread's CPU time, which stays meaningful when other builds preempt the
-// benchmark and stretch the wall-clock tail:
-//
-//	go test -run '^$' -bench 'EncodeVersusJS|EncodeFamily' -benchtime 5x -cpu 1 ./router/tokenizer/
-//	go test -run '^$' -bench 'Cold2176|UniqueSuffix' -benchtime 1000x -cpu 1 ./router/tokenizer/
-//
-//	Qwen3, 3.7 MB of real text:  59.9 MB/s; JS reference 0.89 MB/s in the same run (67x;
-//	                             between 38x and 78x over runs at load averages up to 16)
-//	scanners vs regexp2:         Qwen3 55.7 vs 3.9, Llama 3 57.6 vs 4.2, DeepSeek V3 45.0 vs 3.4 MB/s
-//	cold 2,176-token prompt:     wall p50 0.58 ms; CPU p50 0.55 ms, p99 1.8 ms
-//	2,176-token shared prefix + unique suffix: wall p50 120 µs, p99 287 µs; CPU p99 274 µs
+// Measured figures live in BENCHMARKS.md at the repository root.
 package tokenizer

@@ -23,6 +23,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents/zmqtransport"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
 	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
@@ -61,12 +62,17 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	lim := o.limits
 	lim.Fleet, lim.Picker, lim.Prompter, lim.Metrics, lim.Logger = core.fleet, core.picker, core.prompter, metrics, log
+	lim.Upstream = cfg.Upstream
 	srv, err := proxy.New(lim)
 	if err != nil {
 		return err
 	}
-	if err := reg.Register(&proxy.CoreCollector{Index: core.index, Ingestor: core.ingestor, Fleet: core.fleet, Server: srv}); err != nil {
-		return fmt.Errorf("registering core metrics: %w", err)
+	core.server = srv
+	for _, c := range []prometheus.Collector{index.Collector{Index: core.index}, kvevents.Collector{Ingestor: core.ingestor},
+		discovery.Collector{Fleet: core.fleet}, scoring.Collector{Picker: core.picker}, proxy.Collector{Server: srv}} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering core metrics: %w", err)
+		}
 	}
 
 	runCtx, stopCore := context.WithCancel(context.Background())
@@ -125,7 +131,9 @@ type core struct {
 	ingestor *kvevents.Ingestor
 	picker   *scoring.Picker
 	fleet    *discovery.Fleet
-	prompter *scoring.Chat
+	prompter *prompt.Chat
+	// server is set once the proxy exists, before discovery runs.
+	server *proxy.Server
 }
 
 // newCore assembles index, ingestion, scorers, prompter and fleet from cfg.
@@ -134,7 +142,7 @@ func newCore(cfg *config.Config, log *slog.Logger) (*core, error) {
 	if err != nil {
 		return nil, err
 	}
-	prompter, err := scoring.ChatFromConfig(cfg)
+	prompter, err := prompt.ChatFromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -149,8 +157,17 @@ func newCore(cfg *config.Config, log *slog.Logger) (*core, error) {
 	c.picker = scoring.NewPicker(c.index, ws)
 	c.picker.SetDataParallelSize(cfg.Discovery.DataParallelSize)
 	c.fleet = discovery.NewFleet(discovery.FleetConfig{Addresses: discovery.Addresses{Discovery: cfg.Discovery, Model: cfg.Model},
-		Ingestor: c.ingestor, Metrics: cfg.Metrics, OnRemove: c.picker.Forget})
+		Ingestor: c.ingestor, Metrics: cfg.Metrics, OnRemove: c.forget, SilentAfter: cfg.Discovery.KVEventsSilentAfter.Duration,
+		Logger: log.With("component", "discovery")})
 	return c, nil
+}
+
+// forget drops what the core and the proxy keep about a pod that left.
+func (c *core) forget(pod string) {
+	c.picker.Forget(pod)
+	if c.server != nil {
+		c.server.Forget(pod)
+	}
 }
 
 // source is the configured discovery: a static list or a Kubernetes watch.

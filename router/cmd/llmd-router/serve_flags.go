@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -22,9 +21,7 @@ type serveOptions struct {
 	configPath, listen, model, tokJSON, tokConfig, kubeconfig string
 	loraAdapters                                              string
 	blockSize, dataParallel                                   int
-	simReplicas, simPort, simKVPort                           int
-	simHost, podsFile                                         string
-	simNoReplay                                               bool
+	podsFile                                                  string
 
 	limits                                proxy.Config
 	readHeaderTimeout, idleTimeout, drain time.Duration
@@ -57,18 +54,15 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.IntVar(&o.blockSize, "block-size", 0, "vLLM --block-size (0 learns it from KV events)")
 	fs.IntVar(&o.dataParallel, "data-parallel-size", 0, "every pod's vLLM --data-parallel-size (0 or 1: none; rank r publishes KV events on the ports + r)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for Kubernetes discovery (default: in-cluster)")
-	fs.IntVar(&o.simReplicas, "sim-replicas", 0, "route to this many `llmd-router sim` replicas at their default addresses (static discovery)")
-	fs.StringVar(&o.simHost, "sim-host", "127.0.0.1", "with --sim-replicas: the simulator's --host")
-	fs.IntVar(&o.simPort, "sim-port", 8001, "with --sim-replicas: the simulator's --port (replica i serves HTTP on port+i)")
-	fs.IntVar(&o.simKVPort, "sim-kv-port", 5557, "with --sim-replicas: the simulator's --kv-port (replica i publishes on kv-port+2i, replays on kv-port+2i+1)")
-	fs.BoolVar(&o.simNoReplay, "sim-no-replay", false, "with --sim-replicas: the simulator runs with --no-replay")
 	fs.StringVar(&o.podsFile, "pods-file", "", "static pods from a file of the JSON lines `llmd-router sim` prints (any --port)")
 	fs.Int64Var(&o.limits.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body; larger gets 413")
 	fs.IntVar(&o.limits.MaxInFlightPerPod, "max-in-flight-per-pod", 0, "requests this router keeps open on one pod (0: no cap)")
 	fs.IntVar(&o.limits.MaxQueue, "max-queue", proxy.DefaultMaxQueue, "requests waiting while every pod is at its cap; beyond it 429")
 	fs.DurationVar(&o.limits.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "longest wait for a pod under its cap before 429")
 	fs.IntVar(&o.limits.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "pods one request is tried on")
-	fs.DurationVar(&o.limits.EjectFor, "eject-for", proxy.DefaultEjectFor, "a pod that refused or dropped a connection gets no requests for this long (negative: never)")
+
+	fs.StringVar(&o.limits.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1 paths, as vLLM's --api-key does (prefer LLMD_API_KEY: flags show in ps)")
+	fs.StringVar(&o.limits.AdminToken, "admin-token", "", "bearer token /v1/route requires instead of the API key (prefer LLMD_ADMIN_TOKEN)")
 	fs.DurationVar(&o.limits.BodyTimeout, "body-timeout", proxy.DefaultBodyTimeout, "longest read of one request body; slower gets 408")
 	fs.DurationVar(&o.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest read of a request's headers")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle longer are closed")
@@ -124,11 +118,11 @@ func (o *serveOptions) routerConfig() (*config.Config, error) {
 	override("tokenizer-config", func() { c.Tokenizer.Config = o.tokConfig })
 	override("block-size", func() { c.BlockSize = o.blockSize })
 	override("data-parallel-size", func() { c.Discovery.DataParallelSize = o.dataParallel })
-	static, err := o.staticPods()
-	if err != nil {
-		return nil, err
-	}
-	if static != nil {
+	if o.podsFile != "" {
+		static, err := readPodsFile(o.podsFile)
+		if err != nil {
+			return nil, err
+		}
 		c.Discovery.Kubernetes = nil
 		c.Discovery.Static = static
 	}
@@ -137,30 +131,6 @@ func (o *serveOptions) routerConfig() (*config.Config, error) {
 		return nil, fmt.Errorf("router config: %w", err)
 	}
 	return c, nil
-}
-
-// staticPods lists the pods --sim-replicas or --pods-file name, nil if
-// neither is given.
-func (o *serveOptions) staticPods() ([]config.StaticPod, error) {
-	switch {
-	case o.simReplicas > 0 && o.podsFile != "":
-		return nil, errors.New("--sim-replicas and --pods-file both name the pods: give one")
-	case o.simReplicas > 0:
-		var out []config.StaticPod
-		for i := range o.simReplicas {
-			addr := func(port int) string { return o.simHost + ":" + strconv.Itoa(port) }
-			p := config.StaticPod{Name: "sim-" + strconv.Itoa(i), IP: o.simHost, HTTP: "http://" + addr(o.simPort+i),
-				KVEvents: "tcp://" + addr(o.simKVPort+2*i)}
-			if !o.simNoReplay {
-				p.Replay = "tcp://" + addr(o.simKVPort+2*i+1)
-			}
-			out = append(out, p)
-		}
-		return out, nil
-	case o.podsFile != "":
-		return readPodsFile(o.podsFile)
-	}
-	return nil, nil
 }
 
 // readPodsFile reads the replica lines `llmd-router sim` prints.

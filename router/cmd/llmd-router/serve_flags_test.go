@@ -43,7 +43,13 @@ discovery:
 		t.Errorf("max queue %d from LLMD_MAX_QUEUE=7", o.limits.MaxQueue)
 	}
 
-	o, err = parseServeFlags([]string{"--sim-replicas", "2", "--sim-port", "9000", "--sim-kv-port", "6000"}, io.Discard, func(string) string { return "" })
+	pods := filepath.Join(dir, "pods.jsonl")
+	if err := os.WriteFile(pods, []byte(`{"pod":"sim-0","http":"http://127.0.0.1:9000","kv":"tcp://127.0.0.1:6000","replay":"tcp://127.0.0.1:6001"}
+{"pod":"sim-1","http":"http://127.0.0.1:9001","kv":"tcp://127.0.0.1:6002"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseServeFlags([]string{"--pods-file", pods}, io.Discard, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +57,8 @@ discovery:
 		t.Fatal(err)
 	}
 	want := []config.StaticPod{
-		{Name: "sim-0", IP: "127.0.0.1", HTTP: "http://127.0.0.1:9000", KVEvents: "tcp://127.0.0.1:6000", Replay: "tcp://127.0.0.1:6001"},
-		{Name: "sim-1", IP: "127.0.0.1", HTTP: "http://127.0.0.1:9001", KVEvents: "tcp://127.0.0.1:6002", Replay: "tcp://127.0.0.1:6003"},
+		{Name: "sim-0", HTTP: "http://127.0.0.1:9000", KVEvents: "tcp://127.0.0.1:6000", Replay: "tcp://127.0.0.1:6001"},
+		{Name: "sim-1", HTTP: "http://127.0.0.1:9001", KVEvents: "tcp://127.0.0.1:6002"},
 	}
 	if !reflect.DeepEqual(c.Discovery.Static, want) || c.Listen != config.DefaultListen {
 		t.Errorf("sim pods %+v listen %q", c.Discovery.Static, c.Listen)
@@ -63,9 +69,8 @@ discovery:
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--sim-replicas", "1", "--pods-file", "x"}, nil, "give one"},
 		{nil, nil, "discovery: set kubernetes or static"},
-		{[]string{"--sim-replicas", "1"}, map[string]string{"LLMD_MAX_QUEUE": "many"}, "LLMD_MAX_QUEUE"},
+		{[]string{"--pods-file", pods}, map[string]string{"LLMD_MAX_QUEUE": "many"}, "LLMD_MAX_QUEUE"},
 		{[]string{"--pods-file", filepath.Join(dir, "missing")}, nil, "reading pods file"},
 	} {
 		o, err := parseServeFlags(tc.args, io.Discard, func(k string) string { return tc.env[k] })

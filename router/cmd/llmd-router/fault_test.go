@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// The standing fault suite: real router and replica processes, a steady
+// stream load, one fault injected a second in, and for each fault the
+// figures the router is judged by: requests that failed before streaming
+// (none may, except while the router itself is down), streams broken
+// mid-way (only those on the sick pod may), seconds until the sick pod's
+// circuit opened and until its last failed attempt (the probe after the
+// open period, or the last request before the scorers moved off), seconds
+// until it served again once the fault ended, and how far the router's
+// index agrees with the engines' caches after a quiet period. Grouped as SGLang groups its gateway tests: reliability (pods
+// fail), routing (the index under faults), security is the proxy
+// package's (hostile bodies, surface, keys).
+
+const faultBlock = 16 // the simulator's default block size
+
+// faultConfig is the router config of the suite: timeouts short enough to
+// see within seconds, the "kv@" topic prefix (each pod has its own
+// socket, so the prefix matches its publisher whatever address fronts its
+// HTTP), a one-second silence limit. The pods come from --pods-file.
+func faultConfig(t *testing.T, topic string) string {
+	t.Helper()
+	files := testenv.Tokenizer(t, "qwen3")
+	yaml := fmt.Sprintf(`model: %s
+block_size: 16
+tokenizer: {json: %q, config: %q}
+discovery:
+  static: [{name: replaced-by-pods-file, ip: 127.0.0.1}]
+  topic: %q
+  kv_events_silent_after: 1s
+upstream:
+  response_header_timeout: 1s
+  stream_idle_timeout: 2s
+  breaker: {failures: 3, open_for: 1s, max_open_for: 2s}
+`, simModelName, files.TokenizerJSON, files.TokenizerConfig, topic)
+	path := filepath.Join(t.TempDir(), "router.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// faultRow is one line of the table.
+type faultRow struct {
+	group, fault              string
+	requests, failedBefore    int
+	brokeMidStream            int
+	eject, recover, agreement string
+}
+
+// loadGen keeps workers streaming completions over 64 repeating prefixes
+// until stopped, recording every outcome with the time it ended.
+type loadGen struct {
+	mu    sync.Mutex
+	outs  []outcome
+	ends  []time.Time
+	sent  atomic.Int64
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+func faultPrompt(n int64) []uint32 { return tokens(48+int(n%3)*16, uint32(n%64)) }
+
+func startLoad(t *testing.T, url func() string, workers int) *loadGen {
+	g := &loadGen{stopc: make(chan struct{})}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for range workers {
+		g.wg.Go(func() {
+			for {
+				select {
+				case <-g.stopc:
+					return
+				default:
+				}
+				n := g.sent.Add(1)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				o := stream(ctx, client, url(), completion(t, faultPrompt(n), 16, true))
+				cancel()
+				if o.err != nil && !o.started {
+					// As a client would: a refused connection is not
+					// retried in a tight loop.
+					time.Sleep(100 * time.Millisecond)
+				}
+				g.mu.Lock()
+				g.outs = append(g.outs, o)
+				g.ends = append(g.ends, time.Now())
+				g.mu.Unlock()
+			}
+		})
+	}
+	return g
+}
+
+func (g *loadGen) stop() { close(g.stopc); g.wg.Wait() }
+
+// tally counts failures before streaming and streams broken mid-way.
+func (g *loadGen) tally(row *faultRow) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	row.requests = len(g.outs)
+	for _, o := range g.outs {
+		switch {
+		case o.err == nil:
+		case o.started && o.status == http.StatusOK:
+			row.brokeMidStream++
+		default:
+			row.failedBefore++
+		}
+	}
+}
+
+// servedBy reports whether pod completed a request that ended after t0.
+func (g *loadGen) servedBy(pod string, t0 time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, o := range g.outs {
+		if o.err == nil && o.pod == pod && g.ends[i].After(t0) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitSeconds polls cond every 20 ms for up to limit and returns the
+// seconds it took, or "not within <limit>".
+func waitSeconds(start time.Time, limit time.Duration, cond func() bool) string {
+	for time.Since(start) < limit {
+		if cond() {
+			return fmt.Sprintf("%.2f", time.Since(start).Seconds())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "not within " + limit.String()
+}
+
+// ejection watches pod for window after start and returns when its circuit
+// first opened and when its last failed attempt happened (the breaker's
+// half-open probe, or the last request before the scorers moved off).
+func ejection(t *testing.T, r *router, pod string, start time.Time, window time.Duration) string {
+	failures := func(fams map[string]*dto.MetricFamily) float64 {
+		return sum(fams, "llmd_router_pod_failed_attempts_total", "pod", pod)
+	}
+	base := max(failures(metrics(t, r.url+"/metrics")), 0)
+	last, lastAt, opened := base, time.Duration(-1), time.Duration(-1)
+	for time.Since(start) < window {
+		fams := metrics(t, r.url+"/metrics")
+		if n := failures(fams); n > last {
+			last, lastAt = n, time.Since(start)
+		}
+		if opened < 0 && sum(fams, "llmd_router_pod_circuit", "pod", pod, "state", "open") == 1 {
+			opened = time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	secs := func(d time.Duration) string {
+		if d < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", d.Seconds())
+	}
+	return secs(opened) + " / " + secs(lastAt)
+}
+
+func circuit(t *testing.T, r *router, pod, state string) bool {
+	return r.gauge(t, "llmd_router_pod_circuit", "pod", pod, "state", state) == 1
+}
+
+// agreement probes, after a quiet period longer than the speculation TTL,
+// the prompts the load used: for each prompt and pod where either side
+// claims a cached block, the blocks the router's index says the pod holds
+// (/v1/route) against the blocks the engine serves from cache when the
+// prompt is sent to it directly (its prefix-cache hit counter).
+func agreement(t *testing.T, r *router, infos []sim.ReplicaInfo) string {
+	t.Helper()
+	time.Sleep(2500 * time.Millisecond)
+	agree, total := 0, 0
+	for n := int64(0); n < 24; n++ {
+		prompt := faultPrompt(n * 7)
+		body := completion(t, prompt, 1, false)
+		e := explain(t, r.url, body)
+		for _, info := range infos {
+			routerBlocks := -1
+			for _, s := range e.Scores {
+				if s.Pod == info.Pod {
+					routerBlocks = min(s.Hit.Blocks, (len(prompt)-1)/faultBlock)
+				}
+			}
+			if resp, err := http.Get(info.HTTP + "/health"); err != nil {
+				continue // the replica is gone
+			} else {
+				resp.Body.Close()
+			}
+			before := sum(metrics(t, info.HTTP+"/metrics"), "vllm:prefix_cache_hits_total")
+			send(t, info.HTTP+"/v1/completions", body)
+			engineBlocks := int(sum(metrics(t, info.HTTP+"/metrics"), "vllm:prefix_cache_hits_total")-before) / faultBlock
+			if routerBlocks == 0 && engineBlocks == 0 {
+				continue // neither claims the prompt: agreeing on nothing proves nothing
+			}
+			total++
+			if routerBlocks == engineBlocks {
+				agree++
+			}
+		}
+	}
+	if total == 0 {
+		return "no pod left"
+	}
+	return fmt.Sprintf("%d%% (%d/%d)", 100*agree/total, agree, total)
+}
+
+// stormFront is a stand-in for a pod whose engine answers every request
+// with 500 while its process and /metrics stay up: it forwards to a real
+// replica until storm is set.
+func stormFront(t *testing.T, replica string) (*httptest.Server, *atomic.Bool) {
+	u, err := url.Parse(replica)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	var storm atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if storm.Load() && r.URL.Path != "/metrics" {
+			_, _ = io.Copy(io.Discard, r.Body)
+			http.Error(w, "engine core died", http.StatusInternalServerError)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &storm
+}
+
+// lossyRelay republishes a replica's KV events, dropping each message with
+// probability loss: the router sees gaps and must replay from the replica.
+func lossyRelay(t *testing.T, kvAddr string, loss float64) string {
+	sub, err := zmq.NewSocket(zmq.SUB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := zmq.NewSocket(zmq.PUB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetSubscribe(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetRcvtimeo(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Connect(kvAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Bind("tcp://127.0.0.1:*"); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := pub.GetLastEndpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			msg, err := sub.RecvMessageBytes(0)
+			if err != nil {
+				continue
+			}
+			if rng.Float64() >= loss {
+				_, _ = pub.SendMessage(msg)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done; sub.Close(); pub.Close() })
+	return addr
+}
+
+// TestFaultSuite runs every fault and prints the table.
+func TestFaultSuite(t *testing.T) {
+	var rows []faultRow
+	add := func(r faultRow) { rows = append(rows, r) }
+	t.Cleanup(func() {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\n%-12s %-26s %8s %14s %10s %13s %10s  %s\n", "group", "fault", "requests", "failed before", "broke mid", "open/last s", "recover s", "index agreement after quiet")
+		for _, r := range rows {
+			fmt.Fprintf(&b, "%-12s %-26s %8d %14d %10d %13s %10s  %s\n", r.group, r.fault, r.requests, r.failedBefore, r.brokeMidStream, r.eject, r.recover, r.agreement)
+		}
+		t.Log(b.String())
+	})
+	const pods, workers = 4, 12
+	// run starts replicas and a router, runs the load for 4 s with inject
+	// called 1 s in, and tallies the row; inject returns what recovers the
+	// fault (nil for none), called 2 s after the fault.
+	run := func(t *testing.T, row faultRow, topic string, prepare func([]sim.ReplicaInfo) []sim.ReplicaInfo,
+		inject func(r *router, procs []*proc, infos []sim.ReplicaInfo) (recover func())) {
+		infos, procs := startReplicas(t, pods, "--time-scale", "10")
+		routed := infos
+		if prepare != nil {
+			routed = prepare(infos)
+		}
+		r := startRouter(t, routed, "--config", faultConfig(t, topic))
+		var cur atomic.Pointer[router]
+		cur.Store(r)
+		g := startLoad(t, func() string { return cur.Load().url }, workers)
+		time.Sleep(time.Second)
+		faulted := time.Now()
+		victim := routed[0].Pod
+		ejected := make(chan string, 1)
+		go func() { ejected <- ejection(t, cur.Load(), victim, faulted, 2*time.Second) }()
+		recoverFn := inject(r, procs, infos)
+		time.Sleep(2 * time.Second)
+		row.eject = <-ejected
+		row.recover = "-"
+		if recoverFn != nil {
+			recovered := time.Now()
+			recoverFn()
+			row.recover = waitSeconds(recovered, 5*time.Second, func() bool {
+				return circuit(t, cur.Load(), victim, "closed") && g.servedBy(victim, recovered)
+			})
+		} else {
+			time.Sleep(time.Second)
+		}
+		g.stop()
+		g.tally(&row)
+		row.agreement = agreement(t, r, routed)
+		add(row)
+		if row.failedBefore > 0 {
+			t.Errorf("%s: %d requests failed before streaming", row.fault, row.failedBefore)
+		}
+	}
+
+	t.Run("reliability/pod SIGKILL mid-run", func(t *testing.T) {
+		run(t, faultRow{group: "reliability", fault: "pod SIGKILL mid-run"}, "kv@", nil,
+			func(_ *router, procs []*proc, _ []sim.ReplicaInfo) func() {
+				_ = procs[0].cmd.Process.Signal(syscall.SIGKILL)
+				return nil
+			})
+	})
+	t.Run("reliability/pod hang", func(t *testing.T) {
+		run(t, faultRow{group: "reliability", fault: "pod hang (SIGSTOP 2 s)"}, "kv@", nil,
+			func(_ *router, procs []*proc, _ []sim.ReplicaInfo) func() {
+				_ = procs[0].cmd.Process.Signal(syscall.SIGSTOP)
+				return func() { _ = procs[0].cmd.Process.Signal(syscall.SIGCONT) }
+			})
+	})
+	t.Run("reliability/5xx storm", func(t *testing.T) {
+		var storm *atomic.Bool
+		run(t, faultRow{group: "reliability", fault: "5xx storm (2 s)"}, "kv@",
+			func(infos []sim.ReplicaInfo) []sim.ReplicaInfo {
+				out := append([]sim.ReplicaInfo(nil), infos...)
+				var front *httptest.Server
+				front, storm = stormFront(t, infos[0].HTTP)
+				out[0].HTTP = front.URL
+				return out
+			},
+			func(*router, []*proc, []sim.ReplicaInfo) func() {
+				storm.Store(true)
+				return func() { storm.Store(false) }
+			})
+	})
+	t.Run("reliability/engine restart", func(t *testing.T) {
+		run(t, faultRow{group: "reliability", fault: "engine restart"}, "kv@", nil,
+			func(_ *router, procs []*proc, infos []sim.ReplicaInfo) func() {
+				_ = procs[0].cmd.Process.Signal(syscall.SIGKILL)
+				<-procs[0].done
+				return func() {
+					http0, _ := url.Parse(infos[0].HTTP)
+					kv0 := strings.TrimPrefix(infos[0].KV, "tcp://127.0.0.1:")
+					var one []sim.ReplicaInfo
+					start(t, "", 1, &one, "sim", "--replicas", "1", "--port", http0.Port(), "--kv-port", kv0,
+						"--seed", "1", "--time-scale", "10")
+				}
+			})
+	})
+	t.Run("reliability/router restart under load", func(t *testing.T) {
+		row := faultRow{group: "reliability", fault: "router restart under load", eject: "-"}
+		infos, _ := startReplicas(t, pods, "--time-scale", "10")
+		cfg := faultConfig(t, "kv@")
+		r := startRouter(t, infos, "--config", cfg)
+		var cur atomic.Pointer[router]
+		cur.Store(r)
+		g := startLoad(t, func() string { return cur.Load().url }, workers)
+		time.Sleep(time.Second)
+		killed := time.Now()
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.done
+		addr := strings.TrimPrefix(r.url, "http://")
+		r2 := startServe(t, pods, "--pods-file", podsFile(t, infos), "--config", cfg, "--listen", addr)
+		cur.Store(r2)
+		row.recover = fmt.Sprintf("%.2f", time.Since(killed).Seconds()) // killed to the new router ready
+		time.Sleep(2 * time.Second)
+		g.stop()
+		g.tally(&row)
+		row.agreement = agreement(t, r2, infos)
+		add(row)
+	})
+	t.Run("routing/10% KV-event loss", func(t *testing.T) {
+		run(t, faultRow{group: "routing", fault: "10% KV-event loss"}, "kv@",
+			func(infos []sim.ReplicaInfo) []sim.ReplicaInfo {
+				out := append([]sim.ReplicaInfo(nil), infos...)
+				for i := range out {
+					out[i].KV = lossyRelay(t, infos[i].KV, 0.10)
+				}
+				return out
+			},
+			func(*router, []*proc, []sim.ReplicaInfo) func() { return nil })
+		rows[len(rows)-1].eject = "-"
+	})
+	t.Run("routing/topic mismatch", func(t *testing.T) {
+		row := faultRow{group: "routing", fault: "topic mismatch", eject: "-"}
+		infos, _ := startReplicas(t, pods, "--time-scale", "10")
+		r := startRouter(t, infos, "--config", faultConfig(t, "not-the-engines-topic"))
+		g := startLoad(t, func() string { return r.url }, workers)
+		began := time.Now()
+		// "recover" here is the time until the router reports the silence.
+		row.recover = waitSeconds(began, 5*time.Second, func() bool {
+			resp, err := http.Get(r.url + "/readyz")
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return strings.Contains(string(b), "published no KV events") && strings.Contains(string(b), "not-the-engines-topic") &&
+				r.gauge(t, "llmd_router_pod_kv_events_silent") == pods
+		})
+		g.stop()
+		g.tally(&row)
+		if !strings.Contains(r.stderr.String(), "pod publishes no KV events") {
+			t.Error("no warning logged for the silent pods")
+		}
+		row.recover = "reported in " + row.recover
+		row.agreement = agreement(t, r, infos)
+		add(row)
+		if row.failedBefore > 0 {
+			t.Errorf("%d requests failed before streaming", row.failedBefore)
+		}
+	})
+}

@@ -1,0 +1,48 @@
+package discovery
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	cm "github.com/llmd-dev/terraform-provider-llmd/router/constmetric"
+)
+
+// Collector exports the fleet's view at scrape time: the pods, this
+// router's requests open on each, whose load is stale, which publish no KV
+// events, and scrape and discovery errors.
+type Collector struct{ Fleet *Fleet }
+
+var _ prometheus.Collector = Collector{}
+
+var (
+	descPods       = cm.Desc("llmd_router_pods", "Ready pods discovery reports.")
+	descInFlight   = cm.Desc("llmd_router_pod_in_flight", "Requests this router has open on the pod.", "pod")
+	descStale      = cm.Desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
+	descSilent     = cm.Desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")
+	descScrapeErrs = cm.Desc("llmd_router_pod_scrape_errors_total", "Failed /metrics scrapes of the pod.", "pod")
+	descUpdateErrs = cm.Desc("llmd_router_discovery_update_errors_total", "Discovery reports the router could not follow completely.")
+)
+
+// Describe implements prometheus.Collector.
+func (Collector) Describe(ch chan<- *prometheus.Desc) {
+	cm.Describe(ch, descPods, descInFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs)
+}
+
+// Collect implements prometheus.Collector.
+func (c Collector) Collect(ch chan<- prometheus.Metric) {
+	e := cm.Emitter(ch)
+	pods := c.Fleet.Pods(nil)
+	e.Gauge(descPods, float64(len(pods)))
+	silent := map[string]bool{}
+	for _, sl := range c.Fleet.Silences() {
+		silent[sl.Pod] = true
+	}
+	for _, p := range pods {
+		e.Gauge(descInFlight, float64(p.Load.InFlight), p.Name)
+		e.Gauge(descStale, cm.Bool(!p.Load.Fresh), p.Name)
+		e.Gauge(descSilent, cm.Bool(silent[p.Name]), p.Name)
+	}
+	for _, h := range c.Fleet.Health() {
+		e.Counter(descScrapeErrs, h.ScrapeErrs, h.Pod)
+	}
+	e.Counter(descUpdateErrs, c.Fleet.UpdateErrors())
+}

@@ -1,0 +1,108 @@
+package prompt_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// qwenCatalog serves the real Qwen3 tokenizer and chat template as model
+// "qwen", with one LoRA adapter on top, built the way the router builds it
+// from its configuration.
+func qwenCatalog(t testing.TB) *chat.Catalog {
+	t.Helper()
+	files := testenv.Tokenizer(t, "qwen3")
+	p, err := prompt.ChatFromConfig(&config.Config{Model: "qwen", LoRAAdapters: []string{"sql-adapter"},
+		Tokenizer: config.Tokenizer{JSON: files.TokenizerJSON, Config: files.TokenizerConfig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Catalog
+}
+
+// TestChatWithoutTokenizer: a router configured without tokenizer files
+// routes every request on load alone, and still refuses malformed bodies.
+func TestChatWithoutTokenizer(t *testing.T) {
+	p, err := prompt.ChatFromConfig(&config.Config{Model: "qwen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Prompt(chat.PathCompletions, []byte(`{"model":"qwen","prompt":[1,2,3]}`))
+	if !errors.Is(err, scoring.ErrUntokenizable) || r == nil || r.Untokenizable != "unknown_model" {
+		t.Errorf("got %+v, %v", r, err)
+	}
+	if _, err := p.Prompt(chat.PathCompletions, []byte(`[`)); err == nil || errors.Is(err, scoring.ErrUntokenizable) {
+		t.Errorf("malformed body: %v", err)
+	}
+	if _, err := prompt.ChatFromConfig(&config.Config{Model: "qwen", Tokenizer: config.Tokenizer{JSON: "/nonexistent", Config: "/nonexistent"}}); err == nil {
+		t.Error("loaded a tokenizer from a missing file")
+	}
+}
+
+// TestChatPrompter reads every request form through package chat with the
+// real Qwen3 files. The ids of the text prompt are the JS reference's
+// (TESTING.md), not this code's.
+func TestChatPrompter(t *testing.T) {
+	cat := qwenCatalog(t)
+	p := &prompt.Chat{Catalog: cat}
+	_, _, qwen, err := cat.Resolve("qwen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := []uint32{9707, 11, 847, 5562, 374, 18838}
+	for _, tc := range []struct {
+		name, path, body string
+		tokens           []uint32
+		lora             string
+		untokenizable    string
+		invalid          bool
+		salted           bool
+	}{
+		{name: "text", path: chat.PathCompletions, body: `{"model":"qwen","prompt":"Hello, my dog is cute"}`, tokens: hello},
+		{name: "text batch", path: chat.PathCompletions, body: `{"model":"qwen","prompt":["Hello, my dog is cute","x"]}`, tokens: hello},
+		{name: "ids", path: chat.PathCompletions, body: `{"model":"qwen","prompt":[5,6,7]}`, tokens: []uint32{5, 6, 7}},
+		{name: "lora", path: chat.PathCompletions, body: `{"model":"sql-adapter","prompt":[1,2]}`, tokens: []uint32{1, 2}, lora: "sql-adapter"},
+		{name: "chat", path: chat.PathChatCompletions, body: `{"model":"qwen","messages":[{"role":"user","content":"Hello, my dog is cute"}]}`},
+		{name: "cache salt", path: chat.PathCompletions, body: `{"model":"qwen","prompt":"a","cache_salt":"s"}`, tokens: []uint32{64}, salted: true},
+		{name: "unknown model", path: chat.PathCompletions, body: `{"model":"other","prompt":"a"}`, untokenizable: "unknown_model"},
+		{name: "image", path: chat.PathChatCompletions, body: `{"model":"qwen","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}`, untokenizable: "?"},
+		{name: "not json", path: chat.PathCompletions, body: `{"prompt":`, invalid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := p.Prompt(tc.path, []byte(tc.body))
+			switch {
+			case tc.invalid:
+				if err == nil || errors.Is(err, scoring.ErrUntokenizable) || r != nil {
+					t.Fatalf("invalid body: %+v, %v", r, err)
+				}
+			case tc.untokenizable != "":
+				if !errors.Is(err, scoring.ErrUntokenizable) || r == nil || r.Untokenizable == "" || len(r.Tokens) > 0 ||
+					(tc.untokenizable != "?" && r.Untokenizable != tc.untokenizable) {
+					t.Fatalf("want a routable request untokenizable for %q, got %+v, %v", tc.untokenizable, r, err)
+				}
+			case tc.tokens == nil: // chat: the template frames the message
+				if err != nil {
+					t.Fatal(err)
+				}
+				text, err := qwen.Tokenizer().Decode(r.Tokens, false)
+				if err != nil || !strings.HasPrefix(text, "<|im_start|>user\nHello, my dog is cute<|im_end|>") {
+					t.Fatalf("chat prompt renders as %q (%v)", text, err)
+				}
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(r.Tokens, tc.tokens) || r.LoRA != tc.lora || (len(r.Extra) == 1) != tc.salted {
+					t.Fatalf("got %v lora %q extra %q, want %v lora %q salted %v", r.Tokens, r.LoRA, r.Extra, tc.tokens, tc.lora, tc.salted)
+				}
+			}
+		})
+	}
+}

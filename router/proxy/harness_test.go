@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
+	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+	"github.com/llmd-dev/terraform-provider-llmd/router/prompt"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// The tests of this package run the real Server over the real discovery
+// fleet, picker, index and Qwen tokenizer, in front of stand-in pods:
+// httptest servers answering as vLLM would, or as a sick vLLM does.
+
+var (
+	qwenOnce  sync.Once
+	qwenModel *chat.Model
+	qwenErr   error
+)
+
+// qwen loads the Qwen3 tokenizer and template once per test process.
+func qwen(t testing.TB) *chat.Model {
+	files := testenv.Tokenizer(t, "qwen3")
+	qwenOnce.Do(func() {
+		qwenModel, qwenErr = chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{})
+	})
+	if qwenErr != nil {
+		t.Fatal(qwenErr)
+	}
+	return qwenModel
+}
+
+// okPod is a stand-in pod that reads the request and answers 200 with a
+// small JSON body, as vLLM answers a completion.
+func okPod(t testing.TB) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/metrics" {
+			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"cmpl-1","object":"text_completion","choices":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newServer builds a Server routing to pods (name -> base URL) with the
+// default scorers, the Qwen3 model under the name "m", and cfg's limits.
+func newServer(t testing.TB, pods map[string]string, cfg Config) (*Server, *discovery.Fleet) {
+	cat := chat.NewCatalog()
+	cat.AddModel("m", qwen(t))
+	ws, err := scoring.FromConfig(config.Scoring{Scorers: config.DefaultScorers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := discovery.NewFleet(discovery.FleetConfig{Metrics: config.Metrics{
+		Interval: config.Duration{Duration: 50 * time.Millisecond}, StaleAfter: config.Duration{Duration: 2 * time.Second},
+		Timeout: config.Duration{Duration: time.Second}}})
+	list := make([]discovery.Pod, 0, len(pods))
+	for name, url := range pods {
+		list = append(list, discovery.Pod{Name: name, HTTP: url})
+	}
+	if err := fleet.Update(list); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fleet.Update(nil) })
+	cfg.Fleet = fleet
+	cfg.Picker = scoring.NewPicker(index.New(index.Config{BlockSize: 16}), ws)
+	cfg.Prompter = &prompt.Chat{Catalog: cat}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fleet
+}
