@@ -3,7 +3,6 @@ package provider
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,26 +31,27 @@ import (
 
 const routerRes = "llmd_prefix_router.test"
 
-// devRouterImage stands for the router image in tests: the provider under
-// test is a development build, which pins none. The test runs the router
-// binary built from this commit (testenv.RouterBinary) where the image's
-// container would run; the image's own root filesystem takes its place once
-// the image issue lands.
+// devRouterImage names the router image in tests: the provider under test is
+// a development build, which pins none. The pods it declares are played by
+// the image built from this commit (testenv.RouterImageRootfs), started from
+// its own root filesystem.
 const devRouterImage = "ghcr.io/llmd-dev/llmd-router:dev"
 
-// playedRouter is one router pod played by `llmd-router serve`.
+// playedRouter is one router pod played by the router image.
 type playedRouter struct {
 	pod, url string
 }
 
-// playRouterPods starts, for every running router pod, `llmd-router serve`
-// exactly as the pod spec says: its args and env, the ConfigMap's file (with
-// the claim's mount point mapped onto a directory holding the Qwen tokenizer
-// files testenv provides, and the pod's IP as the listen host, the
-// container's network namespace), and a kubeconfig holding a token of the
-// pod's own ServiceAccount minted through the TokenRequest API, so discovery
-// lists and watches the fleet's pods through the real API server under the
-// Role the resource made.
+// playRouterPods starts, for every running router pod, the router image's
+// entrypoint from the image's own root filesystem exactly as the pod spec
+// says: its args and env, the ConfigMap's file at its mount path, the Qwen
+// tokenizer files testenv provides at the fleet's paths under the claim's
+// mount, and the pod's own ServiceAccount token (minted through the
+// TokenRequest API) where the kubelet mounts it, so the router's in-cluster
+// configuration lists and watches the fleet's pods through the real API
+// server under the Role the resource made. One thing differs from a pod: the
+// process shares this machine's network, so the config listens on the pod's
+// IP rather than on every address.
 func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int) []playedRouter {
 	t.Helper()
 	ctx := context.Background()
@@ -89,27 +89,24 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 	if claim == "" || cfg.Tokenizer.JSON == "" || !strings.HasPrefix(cfg.Tokenizer.JSON, mounts["weights"]+"/") {
 		t.Fatalf("tokenizer %s is not on the claim %q mounted at %s", cfg.Tokenizer.JSON, claim, mounts["weights"])
 	}
-	// The claim's content, as far as the router reads it: the tokenizer files at the fleet's paths.
-	volume := t.TempDir()
-	files := testenv.Tokenizer(t, "qwen3")
-	for from, to := range map[string]string{files.TokenizerJSON: cfg.Tokenizer.JSON, files.TokenizerConfig: cfg.Tokenizer.Config} {
-		dst := filepath.Join(volume, strings.TrimPrefix(to, mounts["weights"]))
-		b, err := os.ReadFile(from)
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(dst), 0o755)
-		}
-		if err == nil {
-			err = os.WriteFile(dst, b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.Tokenizer.JSON = filepath.Join(volume, strings.TrimPrefix(cfg.Tokenizer.JSON, mounts["weights"]))
-	cfg.Tokenizer.Config = filepath.Join(volume, strings.TrimPrefix(cfg.Tokenizer.Config, mounts["weights"]))
 	if len(ctr.Env) != 0 {
 		t.Fatalf("the router container declares env %v the test does not play", ctr.Env)
 	}
+	if ctr.Image != devRouterImage || len(ctr.Command) != 0 {
+		t.Fatalf("router container runs %s %v, want the image %s's own entrypoint", ctr.Image, ctr.Command, devRouterImage)
+	}
+	// The claim's content, as far as the router reads it: the tokenizer files at the fleet's paths.
+	tokFiles := testenv.Tokenizer(t, "qwen3")
+	files := map[string][]byte{}
+	for from, to := range map[string]string{tokFiles.TokenizerJSON: cfg.Tokenizer.JSON, tokFiles.TokenizerConfig: cfg.Tokenizer.Config} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[to] = b
+	}
+	img := testenv.RouterImageRootfs(t)
+	host, apiPort, _ := strings.Cut(strings.TrimPrefix(c.Host, "https://"), ":")
 
 	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/router=" + name})
 	if err != nil {
@@ -123,7 +120,6 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 		if p.Spec.ServiceAccountName != spec.ServiceAccountName || p.Spec.NodeSelector["llmd.dev/pool"] != "system" {
 			t.Fatalf("pod %s runs as %q on %v", p.Name, p.Spec.ServiceAccountName, p.Spec.NodeSelector)
 		}
-		dir := t.TempDir()
 		_, port, _ := strings.Cut(cfg.Listen, ":")
 		podCfg := *cfg
 		podCfg.Listen = p.Status.PodIP + ":" + port
@@ -137,19 +133,15 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 		if err != nil {
 			t.Fatalf("minting pod %s's ServiceAccount token: %v", p.Name, err)
 		}
-		kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: %q, certificate-authority-data: %q}\n"+
-			"users:\n- name: sa\n  user: {token: %q}\ncontexts:\n- name: c\n  context: {cluster: c, user: sa}\ncurrent-context: c\n",
-			c.Host, base64.StdEncoding.EncodeToString(c.CAData), tok.Status.Token)
-		for file, content := range map[string]string{"router.yaml": string(yaml), "kubeconfig": kubeconfig} {
-			if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o600); err != nil {
-				t.Fatal(err)
-			}
+		podFiles := map[string][]byte{configPath: yaml,
+			"/var/run/secrets/kubernetes.io/serviceaccount/token":     []byte(tok.Status.Token),
+			"/var/run/secrets/kubernetes.io/serviceaccount/ca.crt":    c.CAData,
+			"/var/run/secrets/kubernetes.io/serviceaccount/namespace": []byte(ns)}
+		for k, v := range files {
+			podFiles[k] = v
 		}
-		args := slices.Clone(ctr.Args)
-		args[slices.Index(args, "--config")+1] = filepath.Join(dir, "router.yaml")
-		// In the pod, serve finds the ServiceAccount token by in-cluster config; here it comes by kubeconfig.
-		args = append(args, "--kubeconfig", filepath.Join(dir, "kubeconfig"))
-		proc := testenv.StartRouter(t, 1, args...)
+		proc := img.Start(t, testenv.Container{Args: ctr.Args, PodIP: p.Status.PodIP, Files: podFiles,
+			Env: []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + apiPort}})
 		url := "http://" + podCfg.Listen
 		waitUntil(t, "router pod "+p.Name+" to see the fleet", func() bool {
 			resp, err := http.Get(url + "/readyz")
@@ -158,7 +150,7 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 			}
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
-		}, proc)
+		}, proc.Logs)
 		out = append(out, playedRouter{pod: p.Name, url: url})
 	}
 	if len(out) != want {
@@ -169,12 +161,12 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 
 func ptrTo[T any](v T) *T { return &v }
 
-func waitUntil(t *testing.T, what string, ok func() bool, proc *testenv.RouterProcess) {
+func waitUntil(t *testing.T, what string, ok func() bool, logs func() string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: gave up after 30s\n%s", what, proc.Stderr())
+			t.Fatalf("waiting for %s: gave up after 30s\n%s", what, logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -264,6 +256,7 @@ resource "llmd_inference_cluster" "test" {
     min_size     = 3
     max_size     = 3
   }
+  model_storage = { deletion_protection = false }
 }
 
 resource "llmd_model_fleet" "test" {
@@ -271,11 +264,7 @@ resource "llmd_model_fleet" "test" {
   name      = "qwen"
   namespace = %q
   replicas  = 3
-  storage = {
-    file_system_id = "fs-0123456789abcdef0"
-    dns_name       = "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"
-    mount_name     = "abcdefgh"
-  }
+  storage   = llmd_inference_cluster.test.model_storage
 }
 
 resource "llmd_prefix_router" "test" {

@@ -174,9 +174,10 @@ func (r Router) Validate() error {
 	return err
 }
 
-// Args are the serve arguments besides the config file's content.
+// Args follow the image's entrypoint (`llmd-router serve`): the serve
+// flags besides the config file's content.
 func (r Router) Args() []string {
-	return []string{"serve", "--config", path.Join(RouterConfigDir, RouterConfigFile),
+	return []string{"--config", path.Join(RouterConfigDir, RouterConfigFile),
 		"--log-level", r.LogLevel,
 		"--max-in-flight-per-pod", fmt.Sprint(r.Limits.MaxInFlightPerPod),
 		"--max-queue", fmt.Sprint(r.Limits.MaxQueue),
