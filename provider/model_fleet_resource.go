@@ -15,8 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
@@ -325,27 +323,20 @@ func (r *modelFleetResource) Read(ctx context.Context, req resource.ReadRequest,
 		return
 	}
 	id := state.ID.ValueString()
-	namespace, name, _ := strings.Cut(id, "/")
-	c, err := conn.client(ctx, r.data)
+	c, dep, err := liveDeployment(ctx, conn, r.data, id)
 	if err != nil {
 		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
 		return
 	}
-	dep, err := c.Typed.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		tflog.Warn(ctx, "the fleet's Deployment is gone; removing the fleet from state", map[string]any{"id": id})
+	if dep == nil {
 		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
 		return
 	}
 	if state.Model.IsNull() {
 		// Import: the Deployment carries the settings it was applied with.
-		raw, ok := dep.Annotations[settingsAnnotation]
-		if !ok {
-			resp.Diagnostics.AddError("Importing model fleet "+id, "Deployment "+id+" has no "+settingsAnnotation+" annotation: it was not made by llmd_model_fleet")
+		raw, err := importedSettings(dep, settingsAnnotation, "llmd_model_fleet")
+		if err != nil {
+			resp.Diagnostics.AddError("Importing model fleet "+id, err.Error())
 			return
 		}
 		resp.Diagnostics.Append(state.restore(ctx, raw)...)
@@ -359,23 +350,12 @@ func (r *modelFleetResource) Read(ctx context.Context, req resource.ReadRequest,
 		return
 	}
 	objs, err := d.withMonitoring(c)
+	if err == nil {
+		state.RenderedHash, err = refreshedHash(ctx, c, objs, d.hash)
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
 		return
-	}
-	drift, err := c.Drift(ctx, objs)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
-		return
-	}
-	state.RenderedHash = types.StringValue(d.hash)
-	if len(drift) > 0 {
-		var what []string
-		for _, df := range drift {
-			what = append(what, df.String())
-		}
-		tflog.Warn(ctx, "the fleet's objects changed behind Terraform's back", map[string]any{"drift": what})
-		state.RenderedHash = types.StringValue("drift: " + strings.Join(what, "; "))
 	}
 	if state.Inventory.IsNull() {
 		state.Inventory = inventoryList(kube.Refs(objs))
