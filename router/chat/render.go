@@ -55,32 +55,66 @@ func boolField(req *Dict, name string, def bool) (bool, error) {
 // add the tokenizer's special tokens when encoding it (add_special_tokens,
 // false by default for chat).
 func (m *Model) renderChat(req *Dict) (string, bool, error) {
-	addGen, err := boolField(req, "add_generation_prompt", true)
+	call, err := m.prepareChat(req)
 	if err != nil {
 		return "", false, err
+	}
+	text, err := call.tmpl.Render(call.vars)
+	if err != nil {
+		return "", false, err
+	}
+	text, err = call.finish(text)
+	return text, call.addSpecial, err
+}
+
+// chatCall is a chat request ready for the template engine: the template
+// vLLM picks and the variables transformers renders it with. Keeping it
+// apart from the rendering lets a test feed the same input to another
+// engine (ardanlabs_compare_test.go).
+type chatCall struct {
+	tmpl *Template
+	vars *Dict
+	// final is the last message when continue_final_message is set.
+	final      *Dict
+	addSpecial bool
+}
+
+// finish applies continue_final_message to the rendered text.
+func (c chatCall) finish(text string) (string, error) {
+	if c.final == nil {
+		return text, nil
+	}
+	return applyContinue(text, c.final.m["content"])
+}
+
+// prepareChat runs vLLM's and transformers' steps before the template.
+func (m *Model) prepareChat(req *Dict) (chatCall, error) {
+	addGen, err := boolField(req, "add_generation_prompt", true)
+	if err != nil {
+		return chatCall{}, err
 	}
 	cont, err := boolField(req, "continue_final_message", false)
 	if err != nil {
-		return "", false, err
+		return chatCall{}, err
 	}
 	addSpecial, err := boolField(req, "add_special_tokens", false)
 	if err != nil {
-		return "", false, err
+		return chatCall{}, err
 	}
 	if addGen && cont {
-		return "", false, fmt.Errorf("%w: Cannot set both `continue_final_message` and `add_generation_prompt` to True.", ErrInvalidRequest)
+		return chatCall{}, fmt.Errorf("%w: Cannot set both `continue_final_message` and `add_generation_prompt` to True.", ErrInvalidRequest)
 	}
 	tools, err := normalizeTools(req.m["tools"])
 	if err != nil {
-		return "", false, err
+		return chatCall{}, err
 	}
 	tmpl, err := m.template(req.m["chat_template"], tools != nil)
 	if err != nil {
-		return "", false, err
+		return chatCall{}, err
 	}
 	conv, err := normalizeMessages(req.m["messages"], tmpl.format)
 	if err != nil {
-		return "", false, err
+		return chatCall{}, err
 	}
 
 	// vLLM's kwargs: its own fields, then server defaults, then the
@@ -98,20 +132,20 @@ func (m *Model) renderChat(req *Dict) (string, bool, error) {
 	case *Dict:
 		for _, k := range extra.keys {
 			if k == "chat_template" || k == "tokenize" {
-				return "", false, fmt.Errorf("%w: Found unexpected chat template kwargs from request: %s", ErrInvalidRequest, k)
+				return chatCall{}, fmt.Errorf("%w: Found unexpected chat template kwargs from request: %s", ErrInvalidRequest, k)
 			}
 			if k == "tools" {
 				if extra.m[k], err = normalizeTools(extra.m[k]); err != nil {
-					return "", false, err
+					return chatCall{}, err
 				}
 			}
 			kw.Set(k, extra.m[k])
 		}
 	default:
-		return "", false, fmt.Errorf("%w: chat_template_kwargs must be an object", ErrInvalidRequest)
+		return chatCall{}, fmt.Errorf("%w: chat_template_kwargs must be an object", ErrInvalidRequest)
 	}
 	if truthy(kw.m["add_generation_prompt"]) && truthy(kw.m["continue_final_message"]) {
-		return "", false, fmt.Errorf("%w: continue_final_message and add_generation_prompt are not compatible", ErrInvalidRequest)
+		return chatCall{}, fmt.Errorf("%w: continue_final_message and add_generation_prompt are not compatible", ErrInvalidRequest)
 	}
 
 	// transformers renders with special_tokens_map, then the kwargs it does
@@ -129,16 +163,11 @@ func (m *Model) renderChat(req *Dict) (string, bool, error) {
 	vars.Set("tools", kw.m["tools"])
 	vars.Set("documents", kw.m["documents"])
 	vars.Set("add_generation_prompt", kw.m["add_generation_prompt"])
-	text, err := tmpl.Render(vars)
-	if err != nil {
-		return "", false, err
-	}
+	call := chatCall{tmpl: tmpl, vars: vars, addSpecial: addSpecial}
 	if truthy(kw.m["continue_final_message"]) && len(conv) > 0 {
-		if text, err = applyContinue(text, conv[len(conv)-1].(*Dict).m["content"]); err != nil {
-			return "", false, err
-		}
+		call.final = conv[len(conv)-1].(*Dict)
 	}
-	return text, addSpecial, nil
+	return call, nil
 }
 
 // fromGo converts a Go value (as encoding/json decodes it) into a template
