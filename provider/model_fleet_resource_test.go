@@ -37,13 +37,23 @@ func fleetSetup(t *testing.T, nodes int) (*testenv.Cluster, *testenv.Moto) {
 	moto := motoSetup(t)
 	c := testenv.StartCluster(t)
 	testenv.ServePodIPs(t)
-	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: strings.ToLower(strings.TrimPrefix(t.Name(), "TestAcc")), Count: nodes, GPUs: 1})
+	currentNodeGroup = strings.ToLower(strings.TrimPrefix(t.Name(), "TestAcc"))
+	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: currentNodeGroup, Count: nodes, GPUs: 1})
 	return c, moto
 }
 
+// currentNodeGroup is the node group of the running fleet test's nodes
+// (acceptance tests of this package run one at a time).
+var currentNodeGroup string
+
 // directFleetConfig is a fleet on the local control plane through the
-// resource-level kubernetes block (a cluster made elsewhere).
+// resource-level kubernetes block (a cluster made elsewhere). Its pods select
+// the test's own nodes (fleetSetup's node group), so what one test leaves
+// behind never takes another test's GPUs on the shared control plane.
 func directFleetConfig(c *testenv.Cluster, moto *testenv.Moto, name, ns, body string) string {
+	if !strings.Contains(body, "scheduling") {
+		body += "\n  scheduling = { node_selector = { \"eks.amazonaws.com/nodegroup\" = \"" + currentNodeGroup + "\" } }\n"
+	}
 	return providerConfig(moto, "") + fmt.Sprintf(`
 resource "llmd_model_fleet" "test" {
   kubernetes = {

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -398,6 +400,11 @@ func TestFaultSuite(t *testing.T) {
 				return func() {
 					http0, _ := url.Parse(infos[0].HTTP)
 					kv0 := strings.TrimPrefix(infos[0].KV, "tcp://127.0.0.1:")
+					// The router keeps redialling the dead engine's ports; a TCP dial to a
+					// closed port in the ephemeral range can connect to itself and hold the
+					// port a moment. Start the new engine once its ports are free again.
+					kvPort, _ := strconv.Atoi(kv0)
+					waitPortsFree(t, http0.Port(), kv0, strconv.Itoa(kvPort+1))
 					var one []sim.ReplicaInfo
 					start(t, "", 1, &one, "sim", "--replicas", "1", "--port", http0.Port(), "--kv-port", kv0,
 						"--seed", "1", "--time-scale", "10")
@@ -467,4 +474,26 @@ func TestFaultSuite(t *testing.T) {
 			t.Errorf("%d requests failed before streaming", row.failedBefore)
 		}
 	})
+}
+
+// waitPortsFree waits up to 5 s until every port can be bound on 127.0.0.1.
+func waitPortsFree(t *testing.T, ports ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		free := true
+		for _, p := range ports {
+			l, err := net.Listen("tcp", "127.0.0.1:"+p)
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ports %v still in use 5 s after the engine died", ports)
+		}
+	}
 }
