@@ -175,6 +175,10 @@ func startCluster() (*Cluster, error) {
 	cm, err := startProcess("kube-controller-manager", kubebin, append([]string{"kube-controller-manager",
 		"--service-account-private-key-file", keys.SAKey, "--root-ca-file", keys.CACert,
 		"--use-service-account-credentials=false", "--controllers=*,-nodeipam,-cloud-node-lifecycle",
+		// kwok renews node leases, but on a loaded machine a renewal can come
+		// late; past the default 40 s grace the controller marks every pod on the
+		// node not ready, and kwok never makes a Running pod ready again.
+		"--node-monitor-grace-period=10m",
 	}, common...), nil)
 	if err != nil {
 		return nil, err
