@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Difference is one desired object whose live state differs in fields llmd
@@ -45,14 +46,30 @@ const maxDriftFields = 8
 func (c *Client) Drift(ctx context.Context, objs []Object) ([]Difference, error) {
 	var out []Difference
 	for _, o := range objs {
-		ri, err := c.resource(o.Ref)
+		d, err := c.driftOf(ctx, o)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", o.Describe(), err)
+			return nil, err
 		}
+		if d != nil {
+			out = append(out, *d)
+		}
+	}
+	return out, nil
+}
+
+// driftOf compares one object. The live read and the dry run must see the
+// same version of the object: a controller writing in between (the
+// Deployment controller's revision annotation) would otherwise look like
+// drift, so a changed resourceVersion reads both again.
+func (c *Client) driftOf(ctx context.Context, o Object) (*Difference, error) {
+	ri, err := c.resource(o.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", o.Describe(), err)
+	}
+	for attempt := 0; ; attempt++ {
 		live, err := ri.Get(ctx, o.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			out = append(out, Difference{Object: o.Ref, Missing: true})
-			continue
+			return &Difference{Object: o.Ref, Missing: true}, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", o.Describe(), err)
@@ -66,12 +83,15 @@ func (c *Client) Drift(ctx context.Context, objs []Object) ([]Difference, error)
 		if err != nil {
 			return nil, fmt.Errorf("comparing %s with its desired state: %w", o.Describe(), err)
 		}
-		fields := diffPaths("", comparable(live.Object), comparable(applied), nil)
-		if len(fields) > 0 || conflict != nil {
-			out = append(out, Difference{Object: o.Ref, Fields: fields, Conflict: conflict})
+		if rv, _, _ := unstructured.NestedString(applied, "metadata", "resourceVersion"); rv != live.GetResourceVersion() && attempt < 3 {
+			continue
 		}
+		fields := diffPaths("", comparable(live.Object), comparable(applied), nil)
+		if len(fields) == 0 && conflict == nil {
+			return nil, nil
+		}
+		return &Difference{Object: o.Ref, Fields: fields, Conflict: conflict}, nil
 	}
-	return out, nil
 }
 
 // comparable drops what changes on every write and is not desired state.
