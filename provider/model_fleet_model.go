@@ -288,3 +288,10 @@ func baselineEndpoint(f workloads.Fleet) string {
 	}
 	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", f.BaselineName(), f.Namespace, f.Baseline.Port)
 }
+
+func (m *modelFleetModel) fields() anchoredFields {
+	return anchoredFields{id: &m.ID, name: &m.Name, namespace: &m.Namespace, renderedHash: &m.RenderedHash,
+		cluster: &m.Cluster, kubernetes: &m.Kubernetes, inventory: &m.Inventory, timeouts: &m.Timeouts}
+}
+
+func (m *modelFleetModel) imported() bool { return m.Model.IsNull() }

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
@@ -156,58 +157,25 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
+func (r *modelFleetResource) kind() anchoredKind[modelFleetModel] {
+	return anchoredKind[modelFleetModel]{what: "model fleet", label: "llmd.dev/fleet",
+		annotation: settingsAnnotation, typeName: "llmd_model_fleet", refresh: r.refresh,
+		createTimeout: defaultFleetCreateTimeout, updateTimeout: defaultFleetUpdateTimeout, deleteTimeout: defaultFleetDeleteTimeout,
+		apply: func(ctx context.Context, plan modelFleetModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*modelFleetModel, error) {
+			return r.apply(ctx, plan, previous, writeOnlyString(ctx, config, "hf_token", diags))
+		}}
+}
+
 func (r *modelFleetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan modelFleetModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Create(ctx, defaultFleetCreateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	state, err := r.apply(ctx, plan, nil, writeOnlyString(ctx, req.Config, "hf_token", &resp.Diagnostics))
-	if err != nil {
-		// No state: the next apply's create adopts the objects already applied
-		// (server-side apply of the same names), where tainted state would delete them.
-		resp.Diagnostics.AddError("Creating model fleet "+plan.Namespace.ValueString()+"/"+plan.Name.ValueString(),
-			explain(err)+"\n\nThe objects already applied are kept (labelled llmd.dev/fleet="+plan.Name.ValueString()+"); apply again to resume.")
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	createAnchored(ctx, r.kind(), req, resp)
 }
 
 func (r *modelFleetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, prior modelFleetModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Update(ctx, defaultFleetUpdateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var previous []kube.Ref
-	resp.Diagnostics.Append(inventoryRefs(ctx, prior.Inventory, &previous)...)
-	state, err := r.apply(ctx, plan, previous, writeOnlyString(ctx, req.Config, "hf_token", &resp.Diagnostics))
-	if err != nil {
-		resp.Diagnostics.AddError("Updating model fleet "+plan.ID.ValueString(), explain(err))
-		// Keep what is known to exist, and a hash that makes the next plan apply again.
-		prior.RenderedHash = types.StringValue("incomplete: the last apply failed")
-		if state != nil {
-			prior.Inventory = mergeInventories(prior.Inventory, state.Inventory)
-		}
-		resp.Diagnostics.Append(resp.State.Set(ctx, &prior)...)
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	updateAnchored(ctx, r.kind(), req, resp)
+}
+
+func (r *modelFleetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	deleteAnchored(ctx, r.data, r.kind(), req, resp)
 }
 
 // apply applies the planned fleet, prunes what the previous inventory holds
@@ -312,87 +280,21 @@ func explain(err error) string {
 }
 
 func (r *modelFleetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state modelFleetModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading model fleet", err.Error())
-		return
-	}
-	id := state.ID.ValueString()
-	c, dep, err := liveDeployment(ctx, conn, r.data, id)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
-		return
-	}
-	if dep == nil {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if state.Model.IsNull() {
-		// Import: the Deployment carries the settings it was applied with.
-		raw, err := importedSettings(dep, settingsAnnotation, "llmd_model_fleet")
-		if err != nil {
-			resp.Diagnostics.AddError("Importing model fleet "+id, err.Error())
-			return
-		}
-		resp.Diagnostics.Append(state.restore(ctx, raw)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-	}
+	readAnchored(ctx, r.data, r.kind(), req, resp)
+}
+
+// refresh is the fleet's part of a refresh: its desired objects and hash,
+// and the computed attributes the live cluster gives.
+func (r *modelFleetResource) refresh(ctx context.Context, c *kube.Client, dep *appsv1.Deployment, state *modelFleetModel) ([]kube.Object, string, error) {
 	d, err := state.desired(ctx)
 	if err != nil {
-		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
-		return
+		return nil, "", err
 	}
 	objs, err := d.withMonitoring(c)
-	if err == nil {
-		state.RenderedHash, err = refreshedHash(ctx, c, objs, d.hash)
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading model fleet "+id, err.Error())
-		return
-	}
-	if state.Inventory.IsNull() {
-		state.Inventory = inventoryList(kube.Refs(objs))
-	}
 	state.RouterTarget = routerTargetObject(d.fleet.Target())
 	state.BaselineEndpoint = types.StringValue(baselineEndpoint(d.fleet))
 	state.ReadyReplicas = types.Int64Value(int64(dep.Status.ReadyReplicas))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *modelFleetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state modelFleetModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := state.Timeouts.Delete(ctx, defaultFleetDeleteTimeout)
-	resp.Diagnostics.Append(diags...)
-	if diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var refs []kube.Ref
-	resp.Diagnostics.Append(inventoryRefs(ctx, state.Inventory, &refs)...)
-	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
-	if err != nil {
-		resp.Diagnostics.AddError("Deleting model fleet", err.Error())
-		return
-	}
-	c, err := conn.client(ctx, r.data)
-	if err == nil {
-		err = c.Delete(ctx, refs)
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Deleting model fleet "+state.ID.ValueString(), err.Error())
-	}
+	return objs, d.hash, err
 }
 
 // ImportState takes `<cluster>/<namespace>/<name>`: the EKS cluster's name

@@ -312,3 +312,10 @@ func pinnedRouterImage(version string) string {
 	}
 	return buildinfo.ImageRepository + ":" + v
 }
+
+func (m *prefixRouterModel) fields() anchoredFields {
+	return anchoredFields{id: &m.ID, name: &m.Name, namespace: &m.Namespace, renderedHash: &m.RenderedHash,
+		cluster: &m.Cluster, kubernetes: &m.Kubernetes, inventory: &m.Inventory, timeouts: &m.Timeouts}
+}
+
+func (m *prefixRouterModel) imported() bool { return m.Fleet.IsNull() }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
@@ -206,57 +209,25 @@ func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.Modi
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
+func (r *prefixRouterResource) kind() anchoredKind[prefixRouterModel] {
+	return anchoredKind[prefixRouterModel]{what: "prefix router", label: "llmd.dev/router",
+		annotation: routerSettingsAnnotation, typeName: "llmd_prefix_router", refresh: r.refresh,
+		createTimeout: defaultRouterCreateTimeout, updateTimeout: defaultRouterUpdateTimeout, deleteTimeout: defaultRouterDeleteTimeout,
+		apply: func(ctx context.Context, plan prefixRouterModel, previous []kube.Ref, _ tfsdk.Config, _ *diag.Diagnostics) (*prefixRouterModel, error) {
+			return r.apply(ctx, plan, previous)
+		}}
+}
+
 func (r *prefixRouterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan prefixRouterModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Create(ctx, defaultRouterCreateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	state, err := r.apply(ctx, plan, nil)
-	if err != nil {
-		// No state: the next apply's create adopts what was applied (server-side apply of the same names).
-		resp.Diagnostics.AddError("Creating prefix router "+plan.Namespace.ValueString()+"/"+plan.Name.ValueString(),
-			explain(err)+"\n\nThe objects already applied are kept (labelled llmd.dev/router="+plan.Name.ValueString()+"); apply again to resume.")
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	createAnchored(ctx, r.kind(), req, resp)
 }
 
 func (r *prefixRouterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, prior prefixRouterModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Update(ctx, defaultRouterUpdateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var previous []kube.Ref
-	resp.Diagnostics.Append(inventoryRefs(ctx, prior.Inventory, &previous)...)
-	state, err := r.apply(ctx, plan, previous)
-	if err != nil {
-		resp.Diagnostics.AddError("Updating prefix router "+plan.ID.ValueString(), explain(err))
-		// Keep what is known to exist, and a hash that makes the next plan apply again.
-		prior.RenderedHash = types.StringValue("incomplete: the last apply failed")
-		if state != nil {
-			prior.Inventory = mergeInventories(prior.Inventory, state.Inventory)
-		}
-		resp.Diagnostics.Append(resp.State.Set(ctx, &prior)...)
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	updateAnchored(ctx, r.kind(), req, resp)
+}
+
+func (r *prefixRouterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	deleteAnchored(ctx, r.data, r.kind(), req, resp)
 }
 
 // apply applies the planned router, prunes what the previous inventory holds
@@ -325,92 +296,25 @@ func loadBalancerHostname(ctx context.Context, c *kube.Client, rt workloads.Rout
 }
 
 func (r *prefixRouterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state prefixRouterModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading prefix router", err.Error())
-		return
-	}
-	id := state.ID.ValueString()
-	c, dep, err := liveDeployment(ctx, conn, r.data, id)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
-		return
-	}
-	if dep == nil {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if state.Fleet.IsNull() {
-		// Import: the Deployment carries the settings it was applied with.
-		raw, err := importedSettings(dep, routerSettingsAnnotation, "llmd_prefix_router")
-		if err != nil {
-			resp.Diagnostics.AddError("Importing prefix router "+id, err.Error())
-			return
-		}
-		resp.Diagnostics.Append(state.restore(ctx, raw)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-	}
+	readAnchored(ctx, r.data, r.kind(), req, resp)
+}
+
+// refresh is the router's part of a refresh: its desired objects and hash,
+// and the computed attributes the live cluster gives.
+func (r *prefixRouterResource) refresh(ctx context.Context, c *kube.Client, _ *appsv1.Deployment, state *prefixRouterModel) ([]kube.Object, string, error) {
 	d, err := state.desired(ctx)
 	if err != nil {
-		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
-		return
+		return nil, "", err
 	}
 	objs, err := d.withMonitoring(c)
-	if err == nil {
-		state.RenderedHash, err = refreshedHash(ctx, c, objs, d.hash)
-	}
 	if err != nil {
-		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
-		return
-	}
-	if state.Inventory.IsNull() {
-		state.Inventory = inventoryList(kube.Refs(objs))
+		return nil, "", err
 	}
 	state.ConfigHash = types.StringValue(d.configHash)
 	state.URL = types.StringValue(d.router.URL())
 	host, err := loadBalancerHostname(ctx, c, d.router)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading prefix router "+id, err.Error())
-		return
-	}
 	state.LoadBalancerHostname = types.StringValue(host)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *prefixRouterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state prefixRouterModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := state.Timeouts.Delete(ctx, defaultRouterDeleteTimeout)
-	resp.Diagnostics.Append(diags...)
-	if diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var refs []kube.Ref
-	resp.Diagnostics.Append(inventoryRefs(ctx, state.Inventory, &refs)...)
-	conn, err := decodeConnection(ctx, state.Cluster, state.Kubernetes)
-	if err != nil {
-		resp.Diagnostics.AddError("Deleting prefix router", err.Error())
-		return
-	}
-	c, err := conn.client(ctx, r.data)
-	if err == nil {
-		err = c.Delete(ctx, refs)
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Deleting prefix router "+state.ID.ValueString(), err.Error())
-	}
+	return objs, d.hash, err
 }
 
 // ImportState takes `<cluster>/<namespace>/<name>`, as llmd_model_fleet does.
