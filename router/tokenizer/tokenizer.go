@@ -128,6 +128,11 @@ func (t *Tokenizer) appendEncode(dst []uint32, text string, addSpecial bool, c *
 	if !utf8.ValidString(text) {
 		return dst, fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrUntokenizable, invalidAt(text))
 	}
+	if dst == nil && len(text) > 1<<12 {
+		// Prose runs 4 to 5 bytes a token: sizing for 3 saves the copies and
+		// garbage of growing a long prompt's ids from nothing.
+		dst = make([]uint32, 0, len(text)/3)
+	}
 	sc := t.pool.Get().(*scratch)
 	defer t.pool.Put(sc)
 	if addSpecial {
