@@ -22,6 +22,10 @@ type Options struct {
 	// model's (--trust-request-chat-template); without it vLLM refuses such
 	// requests.
 	TrustRequestTemplate bool
+	// TokenCacheBytes is the router's own setting, not vLLM's: the byte
+	// budget of the tokenizer's prefix cache (tokenizer.PrefixCache); 0
+	// tokenizes every prompt from scratch.
+	TokenCacheBytes int64
 }
 
 // Model renders and tokenizes requests for one served base model exactly as
@@ -32,6 +36,8 @@ type Model struct {
 	special   *Dict
 	defaults  *Dict
 	trust     bool
+	// cache holds recent prompts' ids; nil when Options.TokenCacheBytes is 0.
+	cache *tokenizer.PrefixCache
 	// overrides caches compiled per-request templates by source text.
 	overrides sync.Map
 }
@@ -63,6 +69,9 @@ func NewModel(tok *tokenizer.Tokenizer, tokenizerConfig []byte, opts Options) (*
 		cfg.templates = map[string]string{"default": opts.ChatTemplate}
 	}
 	m := &Model{tok: tok, templates: map[string]*Template{}, special: cfg.special, defaults: NewDict(), trust: opts.TrustRequestTemplate}
+	if opts.TokenCacheBytes > 0 {
+		m.cache = tok.NewPrefixCache(opts.TokenCacheBytes)
+	}
 	for name, src := range cfg.templates {
 		t, err := Compile(src)
 		if err != nil {
@@ -82,6 +91,18 @@ func NewModel(tok *tokenizer.Tokenizer, tokenizerConfig []byte, opts Options) (*
 
 // Tokenizer returns the model's tokenizer.
 func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+
+// TokenCache returns the model's prefix cache, nil when it has none.
+func (m *Model) TokenCache() *tokenizer.PrefixCache { return m.cache }
+
+// encode tokenizes prompt text, through the prefix cache when there is one
+// (the same ids either way).
+func (m *Model) encode(text string, addSpecial bool) ([]uint32, error) {
+	if m.cache != nil {
+		return m.cache.Encode(text, addSpecial)
+	}
+	return m.tok.Encode(text, addSpecial)
+}
 
 // template picks the template as transformers' get_chat_template does: a
 // request template that names one of the model's templates selects it, any

@@ -99,7 +99,7 @@ func (m *Model) Tokenize(r *Request) ([][]uint32, error) {
 		if len(text) > MaxTokenizeBytes {
 			return nil, tooLong(len(text))
 		}
-		ids, err := m.tok.Encode(text, addSpecial)
+		ids, err := m.encode(text, addSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("encoding rendered chat: %w", err)
 		}
@@ -122,7 +122,7 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 		if budget -= len(s); budget < 0 {
 			return nil, tooLong(MaxTokenizeBytes - budget)
 		}
-		ids, err := m.tok.Encode(s, addSpecial)
+		ids, err := m.encode(s, addSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("encoding prompt: %w", err)
 		}

@@ -76,6 +76,10 @@ type Tokenizer struct {
 	// Config is the path of tokenizer_config.json (chat template, BOS/EOS
 	// rules); needed with JSON.
 	Config string `json:"config,omitempty"`
+	// CacheBytes bounds the cache of recently tokenized prompt text (the
+	// rendered messages), so a prompt repeating a recent one's prefix is not
+	// tokenized again; 0 turns it off, unset is DefaultTokenizerCacheBytes.
+	CacheBytes *int64 `json:"cache_bytes,omitempty"`
 }
 
 // Discovery selects pods from Kubernetes or from a static list (exactly one).

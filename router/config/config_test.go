@@ -35,6 +35,9 @@ func TestDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c.Scoring.Scorers, DefaultScorers()) {
 		t.Errorf("scorers %+v", c.Scoring.Scorers)
 	}
+	if n := c.Tokenizer.CacheBytes; n == nil || *n != DefaultTokenizerCacheBytes {
+		t.Errorf("tokenizer.cache_bytes %v, want the default %d", n, DefaultTokenizerCacheBytes)
+	}
 	if got := c.Discovery.TopicFor("10.0.0.7", c.Discovery.Ports.HTTP, c.Model); got != "kv@10.0.0.7:8000@Qwen/Qwen2.5-7B-Instruct" {
 		t.Errorf("topic %q", got)
 	}
@@ -52,13 +55,25 @@ func TestExplicitReplayOff(t *testing.T) {
 	}
 }
 
+// TestTokenizerCacheOff keeps an explicit "cache_bytes: 0": off, not the
+// default.
+func TestTokenizerCacheOff(t *testing.T) {
+	c, err := Parse([]byte(minimal + "tokenizer: {cache_bytes: 0}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Tokenizer.CacheBytes; n == nil || *n != 0 {
+		t.Errorf("tokenizer.cache_bytes %v, want 0", n)
+	}
+}
+
 // TestRoundTrip renders a config as the provider would and parses it back.
 func TestRoundTrip(t *testing.T) {
 	c, err := Parse([]byte(`
 model: m
 lora_adapters: [sql]
 listen: 127.0.0.1:9000
-tokenizer: {json: /models/q/tokenizer.json, config: /models/q/tokenizer_config.json}
+tokenizer: {json: /models/q/tokenizer.json, config: /models/q/tokenizer_config.json, cache_bytes: 1048576}
 block_size: 16
 discovery:
   static:
@@ -106,6 +121,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"static", "model: m\ndiscovery: {static: [{name: a}, {name: a, ip: x, http: 'ftp://x', kv_events: 'udp://x'}]}",
 			[]string{"discovery.static[0].ip: must be set", `discovery.static[1].name: "a" is listed twice`,
 				"discovery.static[1].http: must be an http(s) URL", "discovery.static[1].kv_events: must be a tcp:// address"}},
+		{"tokenizer cache", minimal + "tokenizer: {cache_bytes: -1}\n", []string{"tokenizer.cache_bytes: must be >= 0 (0 turns the cache off)"}},
 		{"data parallel", minimal + "  data_parallel_size: 9\n", []string{"discovery.data_parallel_size: must be 0 to 8"}},
 		{"ports", minimal + "  ports: {http: 70000, kv_events: -1, replay: -2}\n",
 			[]string{"discovery.ports.http: must be a port", "discovery.ports.kv_events: must be a port", "discovery.ports.replay: must be a port"}},

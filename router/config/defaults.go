@@ -22,6 +22,11 @@ const (
 	DefaultKVEventsSilentAfter = 30 * time.Second
 )
 
+// DefaultTokenizerCacheBytes bounds the tokenizer's prefix cache: about 150
+// recent prompts of 220 KB (text plus ids), 3% of the router pod's default
+// 2 GiB memory limit.
+const DefaultTokenizerCacheBytes = 64 << 20
+
 // Upstream defaults. vLLM answers a stream's headers within milliseconds, so
 // 30 s only ever cuts a pod that hangs; a request queued behind a full batch
 // sends no byte until its first token, which under overload takes minutes,
@@ -77,6 +82,10 @@ func (c *Config) Default() {
 	setDuration(&c.Metrics.StaleAfter, DefaultStaleAfter)
 	setDuration(&c.Metrics.Timeout, DefaultScrapeTimeout)
 	setDuration(&c.Index.SpeculationTTL, DefaultSpeculationTTL)
+	if c.Tokenizer.CacheBytes == nil {
+		n := int64(DefaultTokenizerCacheBytes)
+		c.Tokenizer.CacheBytes = &n
+	}
 	c.Upstream.Default()
 	if len(c.Scoring.Scorers) == 0 {
 		c.Scoring.Scorers = DefaultScorers()

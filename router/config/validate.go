@@ -19,6 +19,9 @@ func (c *Config) Validate() error {
 	if (c.Tokenizer.JSON == "") != (c.Tokenizer.Config == "") {
 		bad("tokenizer", "set both json and config, or neither")
 	}
+	if n := c.Tokenizer.CacheBytes; n != nil && *n < 0 {
+		bad("tokenizer.cache_bytes", "must be >= 0 (0 turns the cache off), got %d", *n)
+	}
 	adapters := map[string]int{}
 	for i, a := range c.LoRAAdapters {
 		key := fmt.Sprintf("lora_adapters[%d]", i)

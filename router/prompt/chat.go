@@ -11,6 +11,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
 
 // untokenizable builds the routable Request for a prompt without token ids.
@@ -35,6 +36,9 @@ type Chat struct {
 	Catalog *chat.Catalog
 	// Guard is the served model's parity canary; nil keeps every request in process.
 	Guard *canary.Guard
+	// Cache is the served model's tokenizer prefix cache, for Collector;
+	// nil when off.
+	Cache *tokenizer.PrefixCache
 }
 
 // engineTokenizeTimeout bounds a request's wait for a pod's tokenizer on the
@@ -107,16 +111,21 @@ func (c *Chat) tokenize(r *chat.Request) (*chat.Tokens, error) {
 // model's tokenizer files and its LoRA adapters. Without tokenizer files
 // every request routes on load alone (reason "unknown_model").
 func ChatFromConfig(cfg *config.Config) (*Chat, error) {
-	cat := chat.NewCatalog()
+	c := &Chat{Catalog: chat.NewCatalog()}
 	if cfg.Tokenizer.JSON != "" {
-		m, err := chat.LoadModel(cfg.Tokenizer.JSON, cfg.Tokenizer.Config, chat.Options{})
+		opts := chat.Options{TokenCacheBytes: config.DefaultTokenizerCacheBytes}
+		if n := cfg.Tokenizer.CacheBytes; n != nil {
+			opts.TokenCacheBytes = *n
+		}
+		m, err := chat.LoadModel(cfg.Tokenizer.JSON, cfg.Tokenizer.Config, opts)
 		if err != nil {
 			return nil, fmt.Errorf("loading the tokenizer of %s: %w", cfg.Model, err)
 		}
-		cat.AddModel(cfg.Model, m)
+		c.Catalog.AddModel(cfg.Model, m)
+		c.Cache = m.TokenCache()
 	}
 	for _, a := range cfg.LoRAAdapters {
-		cat.AddAdapter(a, cfg.Model)
+		c.Catalog.AddAdapter(a, cfg.Model)
 	}
-	return &Chat{Catalog: cat}, nil
+	return c, nil
 }

@@ -8,4 +8,9 @@
 //
 // While the tokenizer parity canary (package chat/canary) reports that the
 // in-process ids differ from the engine's, requests are tokenized by a pod.
+//
+// The served model's prompts go through the tokenizer's prefix cache
+// (tokenizer.PrefixCache, bounded by tokenizer.cache_bytes), so a request
+// repeating a recent one's rendered messages is not tokenized again;
+// Collector exports its counters.
 package prompt

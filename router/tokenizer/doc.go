@@ -58,6 +58,17 @@
 // returned slice (AppendEncode avoids even that) and cache entries for pieces
 // it has not seen.
 //
+// PrefixCache (prefixcache.go, resume.go) keeps the ids of recently encoded
+// segments, the text between added tokens, under a byte budget with LRU
+// eviction, so the router does not re-tokenize a prompt prefix it saw
+// recently (DESIGN.md, decision 7). A repeated segment is answered whole; a
+// segment sharing at least 4 KB with a cached one resumes from a marked
+// first-stage piece edge whose scanner reach lies inside the shared bytes,
+// which makes the ids those of an uncached encoding (resume.go has the
+// argument; the tests compare both on prefix-sharing texts cut inside white
+// space, digits, contractions, multi-byte runes and at special tokens). On
+// regexp2, whose reads cannot be bounded, only whole segments are reused.
+//
 // # Exactness
 //
 // The tests run the JS port of transformers.js (@lenml/tokenizers 3.7.2, with

@@ -21,6 +21,7 @@ type Tokenizer struct {
 	added      []AddedToken
 	special    map[uint32]bool
 	template   template
+	resume     resumer           // the first stage's matcher when the split can resume (resume.go), else nil
 	tokens     map[string]uint32 // token as spelled in tokenizer.json -> id
 	names      []string          // id -> token as spelled in tokenizer.json
 	bytes      [][]byte          // id -> the bytes it decodes to
@@ -39,6 +40,8 @@ type scratch struct {
 	pairs         []merge
 	cache         map[string]cachedIDs // see cache.go
 	arena         []uint32
+	first         []string // first-stage pieces on the resumable path (resume.go)
+	strides       []uint64 // a segment's prefix hashes (prefixcache.go)
 }
 
 // Load reads a Hugging Face tokenizer.json of the byte-level BPE family.
@@ -91,6 +94,7 @@ func parse(data []byte, fast bool) (*Tokenizer, error) {
 	if !byteLevel {
 		return nil, fmt.Errorf("%w: pre_tokenizer has no ByteLevel step (only byte-level BPE is supported)", ErrUnsupported)
 	}
+	t.resume = resumableSplit(t.stages)
 	if t.template, err = buildPostProcessor(spec.PostProcessor); err != nil {
 		return nil, err
 	}
@@ -115,8 +119,19 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]uint32, error) {
 
 // AppendEncode is Encode appending to dst, for callers that reuse buffers.
 func (t *Tokenizer) AppendEncode(dst []uint32, text string, addSpecial bool) ([]uint32, error) {
+	return t.appendEncode(dst, text, addSpecial, nil)
+}
+
+// appendEncode is AppendEncode, reusing and filling c (nil: no cache) for
+// the text between added tokens.
+func (t *Tokenizer) appendEncode(dst []uint32, text string, addSpecial bool, c *PrefixCache) ([]uint32, error) {
 	if !utf8.ValidString(text) {
 		return dst, fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrUntokenizable, invalidAt(text))
+	}
+	if dst == nil && len(text) > 1<<12 {
+		// Prose runs 4 to 5 bytes a token: sizing for 3 saves the copies and
+		// garbage of growing a long prompt's ids from nothing.
+		dst = make([]uint32, 0, len(text)/3)
 	}
 	sc := t.pool.Get().(*scratch)
 	defer t.pool.Put(sc)
@@ -139,7 +154,11 @@ func (t *Tokenizer) AppendEncode(dst []uint32, text string, addSpecial bool) ([]
 				dst = append(dst, t.normalized.tokens[p.token].ID)
 				continue
 			}
-			dst = t.encodeText(dst, p.text, sc)
+			if c != nil {
+				dst = c.encodeText(dst, p.text, sc)
+			} else {
+				dst = t.encodeText(dst, p.text, sc)
+			}
 		}
 	}
 	if addSpecial {
@@ -154,13 +173,23 @@ func (t *Tokenizer) encodeText(dst []uint32, s string, sc *scratch) []uint32 {
 	if s == "" {
 		return dst
 	}
+	return t.encodePieces(dst, t.preTokenize(s, t.stages, sc), sc)
+}
+
+// preTokenize runs stages on s; the pieces live in sc until the next call.
+func (t *Tokenizer) preTokenize(s string, stages []preTokenizer, sc *scratch) []string {
 	pieces := append(sc.pieces[:0], s)
-	for _, st := range t.stages {
+	for _, st := range stages {
 		out := st.apply(sc.spare[:0], pieces, sc)
 		sc.spare = pieces
 		pieces = out
 	}
 	sc.pieces = pieces
+	return pieces
+}
+
+// encodePieces runs BPE on each pre-tokenized piece.
+func (t *Tokenizer) encodePieces(dst []uint32, pieces []string, sc *scratch) []uint32 {
 	for _, p := range pieces {
 		switch {
 		case len(p) <= 1 || len(p) > maxCachedPiece:

@@ -69,7 +69,8 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	core.server = srv
 	for _, c := range []prometheus.Collector{index.Collector{Index: core.index}, kvevents.Collector{Ingestor: core.ingestor},
-		discovery.Collector{Fleet: core.fleet}, scoring.Collector{Picker: core.picker}, proxy.Collector{Server: srv}} {
+		discovery.Collector{Fleet: core.fleet}, scoring.Collector{Picker: core.picker}, proxy.Collector{Server: srv},
+		prompt.Collector{Chat: core.prompter}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering core metrics: %w", err)
 		}
