@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"reflect"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func TestEventsReadByPythonSubscriber(t *testing.T) {
 	f := startFleet(t, 1, ReplicaConfig{Model: "m", Engine: DefaultEngineConfig(), TimeScale: 100})
 	info := f.Infos[0]
 	cmd := exec.Command(py, "testdata/kvsub.py", info.KV, info.Replay)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives a killed test binary
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

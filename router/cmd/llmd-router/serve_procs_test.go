@@ -95,6 +95,7 @@ func start(t testing.TB, cpus string, lines int, out any, args ...string) *proc 
 	if cpus != "" {
 		cmd = exec.Command("taskset", append([]string{"-c", cpus, binary(t)}, args...)...)
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives a killed test binary
 	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,6 +235,7 @@ func newPyPub(t testing.TB, opt pubOptions) *pyPub {
 		args = append(args, "--connect", p.ep.Addr)
 	}
 	cmd := exec.Command(py, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives a killed test binary
 	cmd.Stderr = os.Stderr
 	in := must(cmd.StdinPipe())(t)
 	out := must(cmd.StdoutPipe())(t)
