@@ -45,7 +45,7 @@ func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
 	case PolicyApprox:
 		return approxScorers(), false, true
 	case PolicyLLMD:
-		return config.DefaultScorers(), true, true
+		return config.LLMDScorers(), true, true
 	case PolicyBest:
 		return BestScorers(), true, true
 	}

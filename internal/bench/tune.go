@@ -42,7 +42,7 @@ func TuningCandidates() []Candidate {
 	const p, q, kv, inf, sp, c = scoring.PrefixType, scoring.QueueType, scoring.KVUsageType, scoring.InFlightType,
 		scoring.SpreadType, scoring.CostType
 	return []Candidate{
-		{"llmd", config.DefaultScorers()},
+		{"llmd", config.LLMDScorers()},
 		{"llmd+inflight", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), sc(inf, 2)}},
 		{"prefix+inflight", []config.Scorer{sc(p, 3), sc(inf, 2)}},
 		{"prefix+inflight+spread", []config.Scorer{sc(p, 3), sc(inf, 2), sc(sp, 1)}},

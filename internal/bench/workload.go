@@ -82,7 +82,7 @@ func (w Workload) check() error {
 	case DatasetNone:
 		need(w.PrefixLen+w.SuffixLen > 0, "--prefix-repetition-prefix-len plus -suffix-len must be > 0")
 	default:
-		errs = append(errs, fmt.Sprintf("--dataset %q: want %s, %s, %s or %s", w.Dataset,
+		errs = append(errs, fmt.Sprintf("--dataset: unknown dataset %q (want %s, %s, %s or %s)", w.Dataset,
 			DatasetPrefixRepetition, DatasetZipf, DatasetNone, DatasetMultiTurn))
 	}
 	if len(errs) > 0 {
