@@ -21,12 +21,10 @@ const (
 // AllPolicies is every policy in report order: baselines first.
 var AllPolicies = []string{PolicyRR, PolicyRandom, PolicyApprox, PolicyLLMD, PolicyBest}
 
-// BestScorers is this router's chosen configuration, picked on held-out
-// workloads and seeds as doc.go describes (never on the seed workload).
-func BestScorers() []config.Scorer {
-	return []config.Scorer{{Type: scoring.PrefixType, Weight: 2}, {Type: scoring.CostType, Weight: 2},
-		{Type: scoring.InFlightType, Weight: 1}}
-}
+// BestScorers is this router's choice, its default (config.DefaultScorers),
+// picked on live runs of held-out workloads and seeds as doc.go describes
+// (never on the seed workload).
+func BestScorers() []config.Scorer { return config.DefaultScorers() }
 
 // approxScorers is the Gateway API Inference Extension's default
 // configuration with routing-history prefix affinity in place of precise
