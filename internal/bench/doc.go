@@ -127,7 +127,7 @@
 // The fix bounds the cause: scorer load-bound (router/scoring) scores 0 for
 // a pod that has reached ceil(factor x (in-flight total + 1) / pods) of the
 // router's own in-flight requests (exact at decision time, unlike 50 ms
-// scrapes), 1 otherwise; weighted 10, above the other scorers together, it
+// scrapes), but never less than 16, 1 otherwise; weighted 10, above the other scorers together, it
 // is a hard cap, and prefix affinity decides among the pods under it, so a
 // hot prefix spills to a second pod instead of queueing behind one.
 //

@@ -18,7 +18,8 @@
 //	           queue and running batch                                     cost.go
 //	history    routing-history character-block affinity (GIE's default),
 //	           the benchmark's "approx" baseline                           history.go
-//	load-bound 0 for pods at ceil(factor x mean+) in-flight, else 1:
+//	load-bound 0 for pods at max(ceil(factor x mean+), min_in_flight)
+//	           of the router's in-flight requests, else 1:
 //	           bounded-load spill, a hard bound when weighted above
 //	           the others together                                         loadbound.go
 //

@@ -10,7 +10,7 @@ const LoadBoundType = "load-bound"
 // Zadimoghaddam, 2016): a pod whose count of this router's in-flight
 // requests has reached
 //
-//	bound = ceil(factor x (in_flight_total + 1) / pods)
+//	bound = max(ceil(factor x (in_flight_total + 1) / pods), min_in_flight)
 //
 // scores 0, every other pod 1, so no pod takes more than the bound. Given a
 // weight above the sum of the other scorers' weights it is a hard bound:
@@ -25,19 +25,29 @@ const LoadBoundType = "load-bound"
 //
 // Parameters:
 //   - factor (default 1.25, > 1): how far above the mean a pod may go.
+//   - min_in_flight (default 16): the bound never falls below it. At the
+//     start of a burst the mean is a request or two, and a bound of 1 or
+//     2 would spill the second request of a prefix to another pod, which
+//     then computes the prefix again; a pod with a handful of requests
+//     is not the herd the bound is for.
 type LoadBound struct {
 	factor float64
+	floor  int
 }
 
 var _ Scorer = (*LoadBound)(nil)
 
 // NewLoadBound returns a bounded-load scorer; a factor <= 1 takes the
-// default (a bound at the mean would leave no pod room for the request).
-func NewLoadBound(factor float64) *LoadBound {
+// default (a bound at the mean would leave no pod room for the request),
+// as does a minInFlight <= 0.
+func NewLoadBound(factor float64, minInFlight int) *LoadBound {
 	if factor <= 1 {
 		factor = 1.25
 	}
-	return &LoadBound{factor: factor}
+	if minInFlight <= 0 {
+		minInFlight = 16
+	}
+	return &LoadBound{factor: factor, floor: minInFlight}
 }
 
 // Type implements Scorer.
@@ -49,7 +59,7 @@ func (b *LoadBound) Score(s *State, out []float64) {
 	for _, p := range s.Pods {
 		total += p.Load.InFlight
 	}
-	bound := int(math.Ceil(b.factor * float64(total+1) / float64(len(s.Pods))))
+	bound := max(int(math.Ceil(b.factor*float64(total+1)/float64(len(s.Pods)))), b.floor)
 	for i, p := range s.Pods {
 		out[i] = 0
 		if p.Load.InFlight < bound {
