@@ -60,7 +60,7 @@ const MaxDataParallelSize = 8
 // "Choosing the default"); it changes only on repeated live runs
 // (DESIGN.md decision 8).
 func DefaultScorers() []Scorer {
-	return append(LLMDScorers(), Scorer{Type: "load-bound", Weight: 10, Params: map[string]float64{"factor": 1.5, "kv_gate": 0.9}})
+	return append(LLMDScorers(), Scorer{Type: "load-bound", Weight: 10, Params: map[string]float64{"factor": 1.5}})
 }
 
 // LLMDScorers is llm-d's precise prefix-cache configuration, kept as a

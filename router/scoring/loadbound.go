@@ -30,31 +30,24 @@ const LoadBoundType = "load-bound"
 //     2 would spill the second request of a prefix to another pod, which
 //     then computes the prefix again; a pod with a handful of requests
 //     is not the herd the bound is for.
-//   - kv_gate (default 0, 0..1): when above 0, a pod over the bound is
-//     capped only while its scraped KV use is at least kv_gate (a stale
-//     scrape counts as full). Requests that share a pod's prefixes cost it
-//     little cache, so a pod far above the mean in requests can still be
-//     serving them well; it herds when its cache is full and it evicts the
-//     prefixes it was chosen for. The gate keeps the cap from spilling
-//     prefixes, and their hits, off pods that have room.
 type LoadBound struct {
-	factor, gate float64
-	floor        int
+	factor float64
+	floor  int
 }
 
 var _ Scorer = (*LoadBound)(nil)
 
 // NewLoadBound returns a bounded-load scorer; a factor <= 1 takes the
 // default (a bound at the mean would leave no pod room for the request),
-// as does a minInFlight <= 0; kvGate is clamped to [0, 1].
-func NewLoadBound(factor float64, minInFlight int, kvGate float64) *LoadBound {
+// as does a minInFlight <= 0.
+func NewLoadBound(factor float64, minInFlight int) *LoadBound {
 	if factor <= 1 {
 		factor = 1.25
 	}
 	if minInFlight <= 0 {
 		minInFlight = 16
 	}
-	return &LoadBound{factor: factor, floor: minInFlight, gate: min(max(kvGate, 0), 1)}
+	return &LoadBound{factor: factor, floor: minInFlight}
 }
 
 // Type implements Scorer.
@@ -68,11 +61,9 @@ func (b *LoadBound) Score(s *State, out []float64) {
 	}
 	bound := max(int(math.Ceil(b.factor*float64(total+1)/float64(len(s.Pods)))), b.floor)
 	for i, p := range s.Pods {
-		l := p.Load
-		full := b.gate == 0 || !l.Fresh || l.KVUsage >= b.gate
-		out[i] = 1
-		if l.InFlight >= bound && full {
-			out[i] = 0
+		out[i] = 0
+		if p.Load.InFlight < bound {
+			out[i] = 1
 		}
 	}
 }

@@ -41,7 +41,7 @@ func TestLoadBoundScores(t *testing.T) {
 			pods[i] = Pod{Name: string(rune('a' + i)), Load: fresh(0, 0, n, 0)}
 		}
 		out := make([]float64, len(pods))
-		NewLoadBound(tc.factor, tc.floor, 0).Score(&State{Pods: pods}, out)
+		NewLoadBound(tc.factor, tc.floor).Score(&State{Pods: pods}, out)
 		for i := range out {
 			if out[i] != tc.want[i] {
 				t.Errorf("factor %g floor %d in flight %v: scores %v, want %v", tc.factor, tc.floor, tc.inFlight, out, tc.want)
@@ -80,23 +80,6 @@ func TestLoadBoundSpillsAHotPrefix(t *testing.T) {
 		}
 		if d.Pod != tc.want {
 			t.Errorf("warm at %d in flight, others %v: picked %s, want %s\n%v", tc.warm[0], tc.others, d.Pod, tc.want, d)
-		}
-	}
-}
-
-// TestLoadBoundKVGate: with kv_gate, a pod over the bound is capped only
-// while its cache is full (or its scrape stale); one over the bound with
-// room keeps its requests, so its prefixes keep their hits.
-func TestLoadBoundKVGate(t *testing.T) {
-	pods := []Pod{{Name: "full", Load: fresh(0, 0, 40, 0.95)}, {Name: "roomy", Load: fresh(0, 0, 40, 0.6)},
-		{Name: "stale", Load: Load{InFlight: 40}}, {Name: "idle", Load: fresh(0, 0, 0, 0.1)}}
-	// 120 in flight on 4 pods: bound ceil(1.25 x 121 / 4) = 38, all three over it.
-	out := make([]float64, len(pods))
-	NewLoadBound(1.25, 1, 0.9).Score(&State{Pods: pods}, out)
-	want := []float64{0, 1, 0, 1}
-	for i := range out {
-		if out[i] != want[i] {
-			t.Errorf("%s: %v, want %v (all scores %v)", pods[i].Name, out[i], want[i], out)
 		}
 	}
 }
