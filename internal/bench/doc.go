@@ -88,16 +88,34 @@
 // # make demo
 //
 // `make demo` runs live mode with --demo-scale: the seed workload (8
-// replicas, 150 prefixes x 2,048 tokens, suffix 128, output 256,
-// concurrency 512, rate inf) with 1,800 prompts instead of 9,000 (12 per
-// prefix instead of 60) and the replicas at 2.5x real time. Measured on 2
-// shared cores with other builds running: 5 min 9 s and 4 min 21 s for
-// two runs of `make demo` (build included), largest replica lag 1.4% and
-// 0.1% of a run (limit 5%). Fewer prompts per prefix lower the hit-rate
-// ceiling (11 of 12 prompts per prefix can hit) and make ramp-up and drain
-// a larger share of the run. Live runs are not deterministic (next
-// section): best was 2.43x and 2.69x rr in those two runs, llmd 2.24x and
-// 2.27x, approx 0.98x and 1.75x. The table is in README.md.
+// replicas, 150 prefixes x 2,048 tokens, suffix 128, output 256, text
+// prompts, block size 64, concurrency 512, rate inf) with 1,800 prompts
+// instead of 9,000 (12 per prefix instead of 60) and the replicas at 2.5x
+// real time. Fewer prompts per prefix lower the hit-rate ceiling (11 of 12
+// prompts per prefix can hit 2,048 of 2,176 tokens: 86.3%) and make
+// ramp-up and drain a larger share of the run. Live runs are not
+// deterministic: the routed policies depend on how the opening burst of
+// 512 requests, and each later wave, interleaves with the router's 50 ms
+// scrapes and its speculative entries. The table is in README.md; the
+// figures below are single runs of
+//
+//	llmd-router bench --mode live --demo-scale --policies rr,llmd,best \
+//	  --tokenizer T/tokenizer.json --tokenizer-config T/tokenizer_config.json --json seed.json
+//
+// on 2 cores shared with other agents' builds (HEAVY_EXCLUSIVE: no other
+// heavy job, but not an idle machine), 2 min 17 s to 4 min 32 s each:
+//
+//	run  rr tok/s  llmd           best (the default)  best P99 TTFT
+//	1    2487      6287 (2.53x)   6192 (2.49x)        12.9 s (llmd 13.1 s)   cap without floor
+//	2    2499      6706 (2.68x)   6222 (2.49x)        12.3 s (llmd 12.5 s)   cap with floor 16
+//
+// Neither herded (max pod / mean 1.06-1.09). On this workload llmd, when
+// it does not herd, sits at the hit-rate ceiling (84.3% and 86.1%); the
+// cap spills prefixes in the waves where every connection's next request
+// arrives at once (a pod briefly holds 95-117 requests against a mean of
+// 64), which costs best 2-3 points of hit rate (83.5%, 83.2%): the price
+// of never herding. The collapse it prevents (0.74x rr, one pod at 393 of
+// 1,800 requests) came in one of five earlier llmd runs.
 //
 // # Choosing the default (DESIGN.md decision 8)
 //
@@ -167,6 +185,14 @@
 // (79.8% against llmd's 86.0%, the workload's ceiling being 86.3%): spills
 // recompute prefixes, so the cap must bite only on real imbalance.
 //
+// Two variants of the cap were tried after the table above: a floor of 16
+// (min_in_flight) so that the bound, ceil(1.5 x 1 / 8) = 1 at a burst's
+// first request, never spills a prefix's second request (kept: zipf seed
+// 2 then gave best 6529 tok/s, max pod 1.21x, against llmd's 6446 and a
+// herd at 1.81x), and a gate capping a pod only while its KV use was at
+// least 90% (dropped: zipf herded, 1.64x the mean, and the demo workload
+// fell to 5591 tok/s against llmd's 6623 in the same run).
+//
 // The virtual-time grid (BenchmarkTuneBest) cannot tell these apart: its
 // opening burst is decided on one idle scrape, so nothing herds there, and
 // it checks only that the default scores within 2% of its winner:
@@ -174,6 +200,11 @@
 //	go test -run '^$' -bench TuneBest -benchtime 1x -v ./internal/bench/
 //
 // # Measured (Go 1.26, 2 vCPUs shared with other builds)
+//
+// Virtual mode still runs the simulator's engine at block size 16 with
+// token ids (runVirtualPolicy), and `best` below is the old prefix 2 :
+// cost 2 : in-flight 1: these figures predate the text prompts, block
+// size 64 and the new default.
 //
 // Full seed workload, virtual mode, all five policies, 19 s of wall time:
 //
