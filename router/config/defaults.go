@@ -49,7 +49,8 @@ const MaxDataParallelSize = 8
 
 // DefaultScorers is used when the file lists none: llm-d's precise
 // prefix-cache mix (LLMDScorers) under a bounded-load cap: no pod takes
-// more than 1.5x the mean of this router's in-flight requests (scorer
+// more than 1.5x the mean of this router's in-flight requests, nor is
+// capped below 16 (scorer
 // load-bound, weighted above the other three together, so it acts as a
 // bound and prefix affinity decides among the pods under it). Without the
 // cap, a pod that came to hold more than its share of prefixes keeps every
