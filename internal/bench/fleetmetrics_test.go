@@ -17,14 +17,15 @@ vllm:prefix_cache_queries_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 4352 1700
 vllm:prefix_cache_hits_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 2048
 vllm:request_success_total{finished_reason="length",model_name="m"} 3
 vllm:request_success_total{finished_reason="stop",model_name="m"} 2
-vllm:num_requests_running{model_name="m"} 99
+vllm:num_requests_running{model_name="m"} 12
+vllm:generation_tokens_total{model_name="m"} 99
 llmd_sim_lag_max_seconds 0.125
 `
 	m, err := parsePodMetrics(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := podMetrics{Waiting: 7, KVUsage: 0.25, Queries: 4352, Hits: 2048, Success: 5, LagMax: 0.125}
+	want := podMetrics{Waiting: 7, Running: 12, KVUsage: 0.25, Queries: 4352, Hits: 2048, Success: 5, LagMax: 0.125}
 	if m != want {
 		t.Errorf("parsed %+v, want %+v", m, want)
 	}

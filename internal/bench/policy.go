@@ -21,12 +21,10 @@ const (
 // AllPolicies is every policy in report order: baselines first.
 var AllPolicies = []string{PolicyRR, PolicyRandom, PolicyApprox, PolicyLLMD, PolicyBest}
 
-// BestScorers is this router's chosen configuration, picked on held-out
-// workloads and seeds as doc.go describes (never on the seed workload).
-func BestScorers() []config.Scorer {
-	return []config.Scorer{{Type: scoring.PrefixType, Weight: 2}, {Type: scoring.CostType, Weight: 2},
-		{Type: scoring.InFlightType, Weight: 1}}
-}
+// BestScorers is this router's choice, its default (config.DefaultScorers),
+// picked on live runs of held-out workloads and seeds as doc.go describes
+// (never on the seed workload).
+func BestScorers() []config.Scorer { return config.DefaultScorers() }
 
 // approxScorers is the Gateway API Inference Extension's default
 // configuration with routing-history prefix affinity in place of precise
@@ -45,12 +43,23 @@ func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
 	case PolicyApprox:
 		return approxScorers(), false, true
 	case PolicyLLMD:
-		return config.DefaultScorers(), true, true
+		return config.LLMDScorers(), true, true
 	case PolicyBest:
 		return BestScorers(), true, true
 	}
+	if name, ok := strings.CutPrefix(policy, candidatePrefix); ok {
+		for _, c := range TuningCandidates() {
+			if c.Name == name {
+				return c.Scorers, true, true
+			}
+		}
+	}
 	return nil, false, false
 }
+
+// candidatePrefix names a tuning candidate as a policy ("cand:prefix+cost"),
+// so live runs can try the grid one candidate at a time.
+const candidatePrefix = "cand:"
 
 // ParsePolicies splits a --policies list and checks every name.
 func ParsePolicies(list string) ([]string, error) {
@@ -61,7 +70,8 @@ func ParsePolicies(list string) ([]string, error) {
 			continue
 		}
 		if !isPolicy(p) {
-			return nil, fmt.Errorf("unknown policy %q (want %s)", p, strings.Join(AllPolicies, ", "))
+			return nil, fmt.Errorf("unknown policy %q (want %s, or %s<tuning candidate>)", p, strings.Join(AllPolicies, ", "),
+				candidatePrefix)
 		}
 		out = append(out, p)
 	}
@@ -72,6 +82,9 @@ func ParsePolicies(list string) ([]string, error) {
 }
 
 func isPolicy(p string) bool {
+	if _, _, ok := RouterScorers(p); ok {
+		return true
+	}
 	for _, q := range AllPolicies {
 		if p == q {
 			return true

@@ -22,6 +22,9 @@ var builders = map[string]struct {
 	InFlightType: {nil, func([]float64) Scorer { return NewInFlight() }},
 	KVUsageType:  {nil, func([]float64) Scorer { return NewKVUsage() }},
 	SpreadType:   {nil, func([]float64) Scorer { return NewSpread() }},
+	LoadBoundType: {[]string{"factor", "min_in_flight"}, func(p []float64) Scorer {
+		return NewLoadBound(or(p[0], 0), int(or(p[1], 0)))
+	}},
 	CostType: {[]string{"budget_tokens", "step_seconds", "waiting_tokens"}, func(p []float64) Scorer {
 		return NewCost(or(p[0], 0), or(p[1], 0), or(p[2], 0))
 	}},
