@@ -107,7 +107,7 @@ func (l lagReport) check(opts LiveOptions) error {
 // runLivePolicy runs one policy on a fresh fleet.
 func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy string, opts LiveOptions, dir string,
 	progress io.Writer) (Summary, lagReport, error) {
-	ec := sim.DefaultEngineConfig()
+	ec := sim.SeedEngineConfig()
 	ec.Seed = w.Seed
 	fleet, err := sim.StartFleet(sim.FleetConfig{Replica: sim.ReplicaConfig{Model: opts.Model, Engine: ec,
 		TimeScale: opts.TimeScale, Form: kvevents.FormMap, BufferSteps: 10000}, Replicas: w.Replicas, Host: "127.0.0.1"})
@@ -225,7 +225,7 @@ func liveTarget(ctx context.Context, policy string, w Workload, bases []string, 
 	if !ok {
 		return nil, nil, fmt.Errorf("unknown policy %q", policy)
 	}
-	rp, err := startRouter(ctx, opts, dir, policy, scorers, sim.DefaultEngineConfig().BlockSize, infos)
+	rp, err := startRouter(ctx, opts, dir, policy, scorers, sim.SeedEngineConfig().BlockSize, infos)
 	if err != nil {
 		if strings.Contains(err.Error(), "not implemented yet") {
 			return nil, nil, fmt.Errorf("%w (%s)", errRouterMissing, opts.Router)

@@ -10,16 +10,45 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
 
-// eventDelay is how long KV events take from a step's end to the router's
-// index in virtual mode: publish, loopback network and decode, as the
-// simulator's own calibration assumes.
+// RouterLag is what separates the live router's decisions from the
+// fleet's state, as virtual mode models it, in simulated seconds.
+type RouterLag struct {
+	// Scrape is the /metrics polling period.
+	Scrape float64 `json:"scrape_s"`
+	// EventDelay is from a step's end to its KV events in the index.
+	EventDelay float64 `json:"event_delay_s"`
+	// SpeculationTTL is how long an unconfirmed speculative entry lives.
+	SpeculationTTL float64 `json:"speculation_ttl_s"`
+	// PerRequest is the router's processing time per request (read,
+	// tokenize, score, forward), spent in arrival order: it spreads a burst.
+	PerRequest float64 `json:"per_request_s"`
+}
+
+// eventDelay is how long KV events take in wall time from a step's end to
+// the router's index: publish, loopback ZeroMQ and decode.
 const eventDelay = 0.01
 
+// routerCostPerRequest is the live router's wall time per request on this
+// project's 2-core test machine, with the replicas, the client and the
+// router sharing it: the 512-request opening burst of `make demo` takes
+// about a second to be forwarded (doc.go, "Live against virtual").
+const routerCostPerRequest = 0.002
+
+// LiveLag is the lag of `llmd-router serve` with its defaults (50 ms
+// scrapes, 2 s speculation TTL) in front of replicas running timeScale
+// simulated seconds per wall-clock second: every wall-clock delay of the
+// router stretches by the time scale in simulated time.
+func LiveLag(timeScale float64) RouterLag {
+	return RouterLag{Scrape: config.DefaultScrapeInterval.Seconds() * timeScale, EventDelay: eventDelay * timeScale,
+		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: routerCostPerRequest * timeScale}
+}
+
 // RunVirtual runs every policy on the workload in the simulator's virtual
-// time, the policies in parallel (each run is deterministic and single
-// threaded, so parallelism changes only the wall time).
-func RunVirtual(w Workload, policies []string) (Report, error) {
-	rep := Report{Mode: "virtual", Workload: w.Normalize(), Policies: make([]Summary, len(policies))}
+// time with the router's lag, the policies in parallel (each run is
+// deterministic and single threaded, so parallelism changes only the wall
+// time).
+func RunVirtual(w Workload, policies []string, lag RouterLag) (Report, error) {
+	rep := Report{Mode: "virtual", Workload: w.Normalize(), Policies: make([]Summary, len(policies)), Lag: &lag}
 	errs := make([]error, len(policies))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -30,7 +59,7 @@ func RunVirtual(w Workload, policies []string) (Report, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rep.Policies[i], errs[i] = runVirtualPolicy(w, p, scorers)
+			rep.Policies[i], errs[i] = runVirtualLagged(w, p, scorers, lag)
 		}()
 	}
 	wg.Wait()
@@ -42,8 +71,15 @@ func RunVirtual(w Workload, policies []string) (Report, error) {
 	return rep, nil
 }
 
-// runVirtualPolicy runs one policy, with scorers for router policies.
+// runVirtualPolicy runs one policy, with scorers for router policies,
+// behind a router in real time (the tuning runs).
 func runVirtualPolicy(w Workload, policy string, scorers []config.Scorer) (Summary, error) {
+	return runVirtualLagged(w, policy, scorers, LiveLag(1))
+}
+
+// runVirtualLagged runs one policy with the given router lag. rr and
+// random are placements without a router: they pay no router cost.
+func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag RouterLag) (Summary, error) {
 	ds, err := w.SimDataset()
 	if err != nil {
 		return Summary{}, err
@@ -52,8 +88,13 @@ func runVirtualPolicy(w Workload, policy string, scorers []config.Scorer) (Summa
 	if err != nil {
 		return Summary{}, err
 	}
-	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: sim.DefaultEngineConfig(), Replicas: w.Replicas, Workload: ds,
-		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: eventDelay,
+	perRequest := lag.PerRequest
+	if _, _, routed := RouterScorers(policy); !routed {
+		perRequest = 0
+	}
+	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: sim.SeedEngineConfig(), Replicas: w.Replicas, Workload: ds,
+		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: lag.EventDelay,
+		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest,
 		Form: kvevents.FormMap, Seed: w.Seed})
 	if err != nil {
 		if sp, ok := p.(*scoringPicker); ok && sp.err != nil {

@@ -21,11 +21,11 @@ func contended() Workload {
 // policy sees) and output throughput over the baseline.
 func TestVirtualPoliciesAreDeterministicAndSeparate(t *testing.T) {
 	w := contended()
-	a, err := RunVirtual(w, AllPolicies)
+	a, err := RunVirtual(w, AllPolicies, LiveLag(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := RunVirtual(w, AllPolicies)
+	b, err := RunVirtual(w, AllPolicies, LiveLag(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestVirtualPoliciesAreDeterministicAndSeparate(t *testing.T) {
 	}
 	other := w
 	other.Seed++
-	c, err := RunVirtual(other, []string{PolicyRR})
+	c, err := RunVirtual(other, []string{PolicyRR}, LiveLag(1))
 	if err != nil {
 		t.Fatal(err)
 	}
