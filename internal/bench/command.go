@@ -21,7 +21,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var (
 		mode        = fs.String("mode", "virtual", "virtual (discrete-event simulator) or live (simulated replicas, real router process)")
 		policies    = fs.String("policies", "rr,random,approx,llmd,best", "comma-separated policies: rr, random, approx, llmd, best")
-		dataset     = fs.String("dataset", seed.Dataset, "prefix_repetition, zipf or none")
+		dataset     = fs.String("dataset", seed.Dataset, "prefix_repetition, zipf, none or multi-turn (live: chat conversations)")
+		prompts     = fs.String("prompts", seed.Prompts, "live: text (vLLM's: decoded random ids, tokenized by router and replicas) or tokens (token ids)")
+		blockSize   = fs.Int("block-size", seed.BlockSize, "the replicas' KV block size (vLLM --block-size), given to the router too")
 		numPrompts  = fs.Int("num-prompts", seed.NumPrompts, "prompts per policy")
 		concurrency = fs.Int("max-concurrency", seed.MaxConcurrency, "client connections (requests in flight at most)")
 		rate        = fs.Float64("request-rate", 0, "Poisson arrivals per second (0: inf, every request ready at once)")
@@ -58,11 +60,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
 		SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
-		RequestRate: *rate, Seed: *seedFlag, Replicas: *replicas}
+		RequestRate: *rate, Seed: *seedFlag, Replicas: *replicas, Prompts: *prompts, BlockSize: *blockSize}
 	if *scaled {
 		w, live.TimeScale = DemoWorkload(w), DemoTimeScale
 	}
-	if _, err := w.SimDataset(); err != nil {
+	if err := w.check(); err != nil {
 		return err
 	}
 	var run func(Workload) (Report, error)

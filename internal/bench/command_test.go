@@ -98,6 +98,10 @@ func TestCommandRefusesBadArguments(t *testing.T) {
 		{[]string{"--json", "x.json", "--policies", "rr,fastest"}, `unknown policy "fastest"`},
 		{[]string{"--json", "x.json", "--mode", "dream"}, `--mode "dream"`},
 		{[]string{"--json", "x.json", "--dataset", "sharegpt"}, `unknown dataset "sharegpt"`},
+		{[]string{"--json", "x.json", "--prompts", "bytes"}, `--prompts "bytes"`},
+		{[]string{"--json", "x.json", "--block-size", "0"}, `--block-size must be > 0`},
+		{[]string{"--json", "x.json", "--dataset", "multi-turn", "--prompts", "tokens"}, `multi-turn sends chat messages`},
+		{[]string{"--json", "x.json", "--mode", "virtual", "--dataset", "multi-turn"}, `runs live only`},
 	} {
 		err := Command(context.Background(), c.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

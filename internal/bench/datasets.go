@@ -51,25 +51,33 @@ func (z Zipf) Build() (sim.Workload, error) {
 	}
 	rng := rand.New(rand.NewPCG(z.Seed, 0x7a697066))
 	w := &drawn{prefixLen: z.PrefixLen, suffixLen: z.SuffixLen, outputLen: z.OutputLen, seed: z.Seed,
-		prefixes: make([][]uint32, z.NumPrefixes), order: make([]int32, z.NumPrompts)}
+		prefixes: make([][]uint32, z.NumPrefixes)}
 	for i := range w.prefixes {
 		w.prefixes[i] = randomTokens(rng, make([]uint32, z.PrefixLen))
 	}
-	cum := make([]float64, z.NumPrefixes)
+	w.order = zipfOrder(rng, z.NumPrefixes, z.NumPrompts, z.S)
+	return w, nil
+}
+
+// zipfOrder draws n prompts' prefixes, prefix k (0-based rank of m) with
+// probability proportional to 1/(k+1)^s.
+func zipfOrder(rng *rand.Rand, m, n int, s float64) []int32 {
+	cum := make([]float64, m)
 	total := 0.0
 	for k := range cum {
-		total += 1 / math.Pow(float64(k+1), z.S)
+		total += 1 / math.Pow(float64(k+1), s)
 		cum[k] = total
 	}
-	for i := range w.order {
+	order := make([]int32, n)
+	for i := range order {
 		x := rng.Float64() * total
 		k := 0
 		for k < len(cum)-1 && cum[k] < x {
 			k++
 		}
-		w.order[i] = int32(k)
+		order[i] = int32(k)
 	}
-	return w, nil
+	return order
 }
 
 // Build implements sim.Dataset.

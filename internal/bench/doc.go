@@ -9,16 +9,47 @@
 //
 // Datasets (Workload): prefix_repetition as vLLM's (num prefixes, prefix
 // and suffix length, output length, prompts shuffled), zipf (prefix k
-// drawn with probability ~ 1/(k+1)^s, default s = 1.1) and none (every
-// prompt fresh random tokens, as long as the others). Prompts are token
-// ids and every request generates exactly output-len tokens (--ignore-eos).
+// drawn with probability ~ 1/(k+1)^s, default s = 1.1), none (every
+// prompt fresh random tokens, as long as the others) and, live only,
+// multi-turn (conversations: a system prompt of prefix-len tokens, then
+// per turn a user message of suffix-len tokens; each turn is a streamed
+// chat request carrying the whole conversation so far, the earlier
+// replies as the replica streamed them, sent once the previous turn's
+// reply is in, as agents send theirs; the router renders it with the
+// model's chat template). Every request generates exactly output-len
+// tokens (--ignore-eos).
+//
+// Prompts (--prompts) are text by default, built as vLLM's benchmark
+// builds them (PROTOCOLS.md section 5): every prefix and suffix is random
+// ids uniform in the vocabulary, decoded, re-encoded and padded or cut
+// until its text re-encodes to exactly the asked length (at most 10
+// rounds), and the prompt is the decoded text of prefix + suffix, so the
+// router and the replicas tokenize every request. The client builds them
+// with the model's tokenizer files (--tokenizer, which `make demo`
+// fetches) before any clock starts. --prompts tokens sends the token ids
+// instead (no tokenizer anywhere); virtual mode always runs token ids.
+// --block-size is the replicas' KV block size (64, as the seed ran),
+// given to the router as the provider gives it.
+//
 // Load: --max-concurrency keep-alive connections, --request-rate Poisson
-// arrivals (0 = inf), --num-prompts, --seed. The summary (Summary, the
+// arrivals (0 = inf; multi-turn: conversation starts), --num-prompts,
+// --seed. The summary (Summary, the
 // JSON "policies" entries) has vLLM's figures (duration, request, output
 // and total token throughput, mean/median/P99 TTFT, TPOT, ITL, E2EL; peak
 // output throughput and ITL in live mode only, where single tokens are
 // timed) plus what vLLM cannot see: the prompt-token prefix hit rate from
-// the replicas' counters, the fleet's waiting-queue peak and mean KV use.
+// the replicas' counters, the fleet's waiting-queue peak and mean KV use,
+// each pod's request count, and in live mode each pod's requests,
+// waiting, running and KV use over the run ("pods_over_time", sampled
+// every second of simulated time).
+//
+// # Herding
+//
+// Every run gets a verdict ("herd", the table's "max pod / mean"): a run
+// herds when one pod drew more than 1.5x the mean request count while
+// another pod had spare KV (use below 90%) and no queue in at least 10%
+// of the loaded samples in which the busiest pod had a queue
+// (DetectHerding). Virtual mode, without samples, judges on the ratio.
 //
 // # Policies
 //

@@ -14,7 +14,8 @@ import (
 // podMetrics is what the bench reads from one replica's /metrics: vLLM's
 // counters and gauges, and the simulator's lag.
 type podMetrics struct {
-	Waiting, KVUsage       float64
+	Waiting, Running       float64
+	KVUsage                float64
 	Queries, Hits, Preempt float64
 	Success                float64
 	LagMax                 float64
@@ -25,6 +26,7 @@ type podMetrics struct {
 // one name add up (request_success_total by finish reason).
 var wanted = map[string]func(m *podMetrics, v float64){
 	"vllm:num_requests_waiting":       func(m *podMetrics, v float64) { m.Waiting += v },
+	"vllm:num_requests_running":       func(m *podMetrics, v float64) { m.Running += v },
 	"vllm:kv_cache_usage_perc":        func(m *podMetrics, v float64) { m.KVUsage += v },
 	"vllm:prefix_cache_queries_total": func(m *podMetrics, v float64) { m.Queries += v },
 	"vllm:prefix_cache_hits_total":    func(m *podMetrics, v float64) { m.Hits += v },
@@ -133,17 +135,22 @@ func scrapeFleet(ctx context.Context, hc *http.Client, bases []string) ([]podMet
 }
 
 // fleetSampler samples the fleet's waiting total and KV use while a run
-// is loaded, as the virtual loop samples its engines.
+// is loaded, as the virtual loop samples its engines, and keeps every
+// pod's load over the whole run (Series).
 type fleetSampler struct {
 	peakWaiting int
 	kvSum       float64
 	samples     int
+	series      *Series
 	err         error
 }
 
 // run samples every interval until ctx ends; loaded says whether the client
-// still has requests to send (means cover only that part).
-func (s *fleetSampler) run(ctx context.Context, hc *http.Client, bases []string, interval time.Duration, loaded func() bool) {
+// still has requests to send (means cover only that part). Sample times are
+// simulated seconds from start.
+func (s *fleetSampler) run(ctx context.Context, hc *http.Client, bases []string, interval time.Duration, loaded func() bool,
+	start time.Time, timeScale float64) {
+	s.series = newSeries(len(bases))
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -159,13 +166,15 @@ func (s *fleetSampler) run(ctx context.Context, hc *http.Client, bases []string,
 			}
 			continue
 		}
+		isLoaded := loaded()
+		s.series.add(time.Since(start).Seconds()*timeScale, isLoaded, ms)
 		waiting, kv := 0.0, 0.0
 		for _, m := range ms {
 			waiting += m.Waiting
 			kv += m.KVUsage / float64(len(ms))
 		}
 		s.peakWaiting = max(s.peakWaiting, int(waiting))
-		if loaded() {
+		if isLoaded {
 			s.kvSum += kv
 			s.samples++
 		}

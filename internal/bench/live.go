@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
 
 // LiveOptions configure live mode.
@@ -60,11 +62,7 @@ func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOption
 		}
 		opts.Router = exe
 	}
-	ds, err := w.SimDataset()
-	if err != nil {
-		return rep, err
-	}
-	work, err := ds.Build()
+	prep, err := prepareLive(w, opts)
 	if err != nil {
 		return rep, err
 	}
@@ -75,7 +73,7 @@ func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOption
 	defer os.RemoveAll(dir)
 	for _, p := range policies {
 		start := time.Now()
-		s, lag, err := runLivePolicy(ctx, w, work, p, opts, dir, progress)
+		s, lag, err := runLivePolicy(ctx, w, prep, p, opts, dir, progress)
 		if err != nil {
 			return rep, fmt.Errorf("policy %s: %w", p, err)
 		}
@@ -104,13 +102,79 @@ func (l lagReport) check(opts LiveOptions) error {
 		l.seconds, 100*l.share, l.wall, 100*opts.MaxLag, opts.TimeScale)
 }
 
+// livePrep is what every policy's run shares: the model's chat renderer
+// and tokenizer (for text prompts, nil without tokenizer files) and the
+// built prompts.
+type livePrep struct {
+	model *chat.Model
+	text  *textWorkload // text completions
+	work  sim.Workload  // token-id completions
+}
+
+// prepareLive loads the tokenizer and builds the prompts before any clock
+// starts.
+func prepareLive(w Workload, opts LiveOptions) (*livePrep, error) {
+	if err := w.check(); err != nil {
+		return nil, err
+	}
+	prep := &livePrep{}
+	if opts.Tokenizer.JSON != "" {
+		var err error
+		if opts.Tokenizer.Config == "" {
+			return nil, fmt.Errorf("--tokenizer needs --tokenizer-config (the chat template and special tokens)")
+		}
+		if prep.model, err = chat.LoadModel(opts.Tokenizer.JSON, opts.Tokenizer.Config, chat.Options{}); err != nil {
+			return nil, fmt.Errorf("loading the model's tokenizer files: %w", err)
+		}
+	}
+	var tok *tokenizer.Tokenizer
+	if prep.model != nil {
+		tok = prep.model.Tokenizer()
+	}
+	switch {
+	case w.Dataset == DatasetMultiTurn:
+		if tok == nil {
+			return nil, fmt.Errorf("the %s workload sends chat messages: it needs --tokenizer and --tokenizer-config", w.Dataset)
+		}
+	case w.Prompts == PromptsText:
+		var err error
+		if prep.text, err = buildTextWorkload(w, tok); err != nil {
+			return nil, err
+		}
+	default:
+		ds, err := w.SimDataset()
+		if err != nil {
+			return nil, err
+		}
+		if prep.work, err = ds.Build(); err != nil {
+			return nil, err
+		}
+	}
+	return prep, nil
+}
+
+// requests returns a fresh request source for one policy's run.
+func (p *livePrep) requests(w Workload, timeScale float64) (requests, error) {
+	switch {
+	case w.Dataset == DatasetMultiTurn:
+		c, err := buildConversations(w, p.model.Tokenizer())
+		if err != nil {
+			return nil, err
+		}
+		c.arrivals, c.seed = arrivalOffsets(w, w.NumPrefixes, timeScale), w.Seed
+		return c, nil
+	case p.text != nil:
+		return &completions{work: p.text, text: p.text.Text, arrivals: arrivalOffsets(w, p.text.Len(), timeScale)}, nil
+	}
+	return &completions{work: p.work, arrivals: arrivalOffsets(w, p.work.Len(), timeScale)}, nil
+}
+
 // runLivePolicy runs one policy on a fresh fleet.
-func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy string, opts LiveOptions, dir string,
+func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy string, opts LiveOptions, dir string,
 	progress io.Writer) (Summary, lagReport, error) {
-	ec := sim.SeedEngineConfig()
-	ec.Seed = w.Seed
-	fleet, err := sim.StartFleet(sim.FleetConfig{Replica: sim.ReplicaConfig{Model: opts.Model, Engine: ec,
-		TimeScale: opts.TimeScale, Form: kvevents.FormMap, BufferSteps: 10000}, Replicas: w.Replicas, Host: "127.0.0.1"})
+	fleet, err := sim.StartFleet(sim.FleetConfig{Replica: sim.ReplicaConfig{Model: opts.Model, Engine: w.engineConfig(),
+		TimeScale: opts.TimeScale, Form: kvevents.FormMap, BufferSteps: 10000, Chat: prep.model}, Replicas: w.Replicas,
+		Host: "127.0.0.1"})
 	if err != nil {
 		return Summary{}, lagReport{}, fmt.Errorf("starting %d simulated replicas: %w", w.Replicas, err)
 	}
@@ -127,14 +191,21 @@ func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy st
 	if rp != nil {
 		defer rp.stop()
 	}
-	c := newClient(w, work, opts.Model, target, opts.TimeScale)
+	reqs, err := prep.requests(w, opts.TimeScale)
+	if err != nil {
+		return Summary{}, lagReport{}, err
+	}
+	c := newClient(w, reqs, opts.Model, target)
+	start := time.Now()
+	c.start = start
+	reqs.begin(ctx, start)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	sctx, stopSide := context.WithCancel(ctx)
 	var sampler fleetSampler
 	sideDone := make(chan struct{}, 2)
 	go func() {
 		sampler.run(sctx, hc, bases, max(100*time.Millisecond, time.Duration(float64(time.Second)/opts.TimeScale)),
-			func() bool { return int(c.next.Load()) < work.Len() })
+			func() bool { return reqs.taken() < reqs.Len() }, start, opts.TimeScale)
 		sideDone <- struct{}{}
 	}()
 	go func() {
@@ -162,14 +233,14 @@ func runLivePolicy(ctx context.Context, w Workload, work sim.Workload, policy st
 			return Summary{}, lagReport{}, fmt.Errorf("reading the router's counters: %w", err)
 		}
 	}
-	if c.firstErr != nil && int(c.failed.Load()) == work.Len() {
+	if c.firstErr != nil && len(c.recs) == 0 {
 		return Summary{}, lagReport{}, fmt.Errorf("every request failed, the first with: %w", c.firstErr)
 	}
 	ms, err := scrapeFleet(ctx, hc, bases)
 	if err != nil {
 		return Summary{}, lagReport{}, err
 	}
-	fl := Fleet{PeakWaiting: sampler.peakWaiting, PodRequests: make([]int, len(ms))}
+	fl := Fleet{PeakWaiting: sampler.peakWaiting, PodRequests: make([]int, len(ms)), Series: sampler.series}
 	if sampler.samples > 0 {
 		fl.MeanKVUsage = sampler.kvSum / float64(sampler.samples)
 	}
@@ -225,7 +296,7 @@ func liveTarget(ctx context.Context, policy string, w Workload, bases []string, 
 	if !ok {
 		return nil, nil, fmt.Errorf("unknown policy %q", policy)
 	}
-	rp, err := startRouter(ctx, opts, dir, policy, scorers, sim.SeedEngineConfig().BlockSize, infos)
+	rp, err := startRouter(ctx, opts, dir, policy, scorers, w.BlockSize, infos)
 	if err != nil {
 		if strings.Contains(err.Error(), "not implemented yet") {
 			return nil, nil, fmt.Errorf("%w (%s)", errRouterMissing, opts.Router)

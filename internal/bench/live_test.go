@@ -30,14 +30,15 @@ func buildRouter(t *testing.T) string {
 // request must stream back its tokens, the replicas' counters must show
 // the precise router keeping each prefix on one pod (8 misses of 8
 // prefixes) where pinned connections spread them, and the run must report
-// its time scale and lag.
+// its time scale and lag. Prompts are text, so the router and the replicas
+// tokenize every one.
 func TestLiveModeThroughRouterProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds llmd-router and runs live replicas (~1 min)")
 	}
 	tok := testenv.Tokenizer(t, "qwen3")
 	w := Workload{Dataset: DatasetPrefixRepetition, NumPrompts: 64, NumPrefixes: 8, PrefixLen: 1024, SuffixLen: 32,
-		OutputLen: 16, IgnoreEOS: true, MaxConcurrency: 4, Seed: 5, Replicas: 4}
+		OutputLen: 16, IgnoreEOS: true, MaxConcurrency: 4, Seed: 5, Replicas: 4, Prompts: PromptsText, BlockSize: 16}
 	opts := DefaultLiveOptions()
 	opts.TimeScale, opts.MaxLag, opts.Router = 5, 1, buildRouter(t)
 	opts.Tokenizer = config.Tokenizer{JSON: tok.TokenizerJSON, Config: tok.TokenizerConfig}
@@ -74,5 +75,48 @@ func TestLiveModeThroughRouterProcess(t *testing.T) {
 	}
 	if rep.Live == nil || rep.Live.TimeScale != 5 || rep.Live.WallSeconds <= 0 {
 		t.Errorf("live info: %+v", rep.Live)
+	}
+}
+
+// TestLiveMultiTurnChat runs the multi-turn workload through the router:
+// every turn is a chat request carrying the whole conversation so far, the
+// router renders it with the model's chat template, and since each turn
+// extends the previous one (reply included), each conversation stays on one
+// pod and most of every later turn's prompt is a cache hit.
+func TestLiveMultiTurnChat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds llmd-router and runs live replicas")
+	}
+	tok := testenv.Tokenizer(t, "qwen3")
+	w := Workload{Dataset: DatasetMultiTurn, NumPrompts: 24, NumPrefixes: 6, PrefixLen: 512, SuffixLen: 64,
+		OutputLen: 32, IgnoreEOS: true, MaxConcurrency: 6, Seed: 7, Replicas: 3, Prompts: PromptsText, BlockSize: 64}
+	opts := DefaultLiveOptions()
+	opts.TimeScale, opts.MaxLag, opts.Router = 5, 1, buildRouter(t)
+	opts.Tokenizer = config.Tokenizer{JSON: tok.TokenizerJSON, Config: tok.TokenizerConfig}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := RunLive(ctx, w, []string{PolicyLLMD}, opts, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Policies[0]
+	t.Logf("out %.0f tok/s  mean TTFT %.0f ms  hit %.3f  pods %v  router %v", s.OutputThroughput, s.MeanTTFT,
+		s.PrefixHitRate, s.PodRequests, s.Router)
+	if s.Completed != w.NumPrompts || s.Failed != 0 {
+		t.Fatalf("%d completed, %d failed; want %d, 0", s.Completed, s.Failed, w.NumPrompts)
+	}
+	if s.Router["untokenizable"] != 0 || s.Router["decisions"] != float64(w.NumPrompts) {
+		t.Errorf("router counters %v: every turn should be rendered and routed on its tokens", s.Router)
+	}
+	// Turn t (0-based) of 4 resends about 512 + t x (64 + 32) tokens plus the
+	// template's; all but the newest user message was computed by the
+	// previous turn on the same pod: about (0 + 579 + 675 + 771) / (590 +
+	// 686 + 782 + 878) = 0.69 at best, less the blocks the reply's re-encoding
+	// and the template's turn markers break.
+	if s.PrefixHitRate < 0.5 {
+		t.Errorf("hit rate %.3f: later turns should find their conversation on the pod that served it", s.PrefixHitRate)
+	}
+	if s.PodsOverTime == nil || len(s.PodsOverTime.T) == 0 || len(s.PodsOverTime.Pods) != w.Replicas {
+		t.Errorf("no per-pod series in the report: %+v", s.PodsOverTime)
 	}
 }

@@ -13,130 +13,112 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 )
 
 // client is the live load generator: MaxConcurrency workers, each one
 // keep-alive connection's worth of sequential requests, sending streamed
-// /v1/completions with token-id prompts, as `vllm bench serve` does with
+// completions (or chat completions) as `vllm bench serve` does with
 // --max-concurrency and --ignore-eos.
 type client struct {
 	w     Workload
-	work  sim.Workload
+	reqs  requests
 	model string
 	// target returns the base URL request i goes to on connection conn.
 	target func(conn, i int) string
 	http   *http.Client
 	// start is the wall time the run began; times are reported from it.
 	start time.Time
-	// arrivals[i] is request i's Poisson arrival offset (nil: all at once).
-	arrivals []time.Duration
 
-	next, done, failed, outTokens atomic.Int64
-	mu                            sync.Mutex
-	recs                          []Record
-	firstErr                      error
+	done, failed, outTokens atomic.Int64
+	mu                      sync.Mutex
+	recs                    []Record
+	firstErr                error
 }
 
-func newClient(w Workload, work sim.Workload, model string, target func(conn, i int) string, timeScale float64) *client {
-	c := &client{w: w, work: work, model: model, target: target,
+func newClient(w Workload, reqs requests, model string, target func(conn, i int) string) *client {
+	return &client{w: w, reqs: reqs, model: model, target: target,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConns: w.MaxConcurrency, MaxIdleConnsPerHost: w.MaxConcurrency,
 			DisableCompression: true}}}
-	if w.RequestRate > 0 {
-		// Arrivals are drawn in simulated seconds, then scaled to wall time.
-		rng := rand.New(rand.NewPCG(w.Seed, 0x61727276))
-		t := 0.0
-		c.arrivals = make([]time.Duration, work.Len())
-		for i := range c.arrivals {
-			c.arrivals[i] = time.Duration(t / timeScale * float64(time.Second))
-			t += rng.ExpFloat64() / w.RequestRate
-		}
+}
+
+// arrivalOffsets draws n Poisson arrival offsets at the workload's rate,
+// in simulated seconds scaled to wall time; nil at rate inf.
+func arrivalOffsets(w Workload, n int, timeScale float64) []time.Duration {
+	if w.RequestRate <= 0 {
+		return nil
 	}
-	return c
+	rng := rand.New(rand.NewPCG(w.Seed, 0x61727276))
+	t := 0.0
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(t / timeScale * float64(time.Second))
+		t += rng.ExpFloat64() / w.RequestRate
+	}
+	return out
 }
 
 // run sends every request and returns when all have finished or ctx ends.
 func (c *client) run(ctx context.Context) {
-	c.start = time.Now()
 	var wg sync.WaitGroup
 	for conn := range c.w.MaxConcurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []uint32
-			for ctx.Err() == nil {
-				i := int(c.next.Add(1) - 1)
-				if i >= c.work.Len() {
+			for {
+				i, ok := c.reqs.take(ctx)
+				if !ok {
 					return
 				}
-				if c.arrivals != nil {
-					if d := time.Until(c.start.Add(c.arrivals[i])); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
-							return
-						}
-					}
-				}
-				buf = c.work.Prompt(i, buf)
-				c.one(ctx, c.target(conn, i), buf, c.work.OutputLen(i))
+				reply, ok := c.one(ctx, c.target(conn, i), i)
+				c.reqs.finished(i, reply, ok)
 			}
 		}()
 	}
 	wg.Wait()
 }
 
-// completionRequest is the body sent: token ids, exact output length.
-type completionRequest struct {
-	Model         string   `json:"model"`
-	Prompt        []uint32 `json:"prompt"`
-	MaxTokens     int      `json:"max_tokens"`
-	IgnoreEOS     bool     `json:"ignore_eos"`
-	Stream        bool     `json:"stream"`
-	StreamOptions struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-}
-
-// chunk is the part of a streamed completion chunk the client reads.
+// chunk is the part of a streamed (chat) completion chunk the client reads.
 type chunk struct {
 	Choices []struct {
-		Text string `json:"text"`
+		Text  string `json:"text"`
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
 	} `json:"choices"`
 	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 }
 
-// one sends request and records it, or counts it failed.
-func (c *client) one(ctx context.Context, base string, prompt []uint32, outputLen int) {
-	req := completionRequest{Model: c.model, Prompt: prompt, MaxTokens: outputLen, IgnoreEOS: true, Stream: true}
-	req.StreamOptions.IncludeUsage = true
-	body, err := json.Marshal(req)
+// one sends request i to base and records it, or counts it failed; it
+// returns the reply's text when the requests want it.
+func (c *client) one(ctx context.Context, base string, i int) (string, bool) {
+	path, body, err := c.reqs.body(i, c.model)
 	if err != nil {
-		c.fail(fmt.Errorf("encoding a request: %w", err))
-		return
+		c.fail(err)
+		return "", false
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 	if err != nil {
 		c.fail(fmt.Errorf("building a request to %s: %w", base, err))
-		return
+		return "", false
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	sent := time.Now()
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		c.fail(fmt.Errorf("sending to %s: %w", base, err))
-		return
+		return "", false
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		c.fail(fmt.Errorf("%s answered %s: %s", base, resp.Status, strings.TrimSpace(string(msg))))
-		return
+		return "", false
 	}
-	rec := Record{Sent: c.since(sent), PromptTokens: len(prompt), Streamed: true}
+	rec := Record{Sent: c.since(sent), Streamed: true}
+	var reply strings.Builder
 	chunks := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -148,13 +130,20 @@ func (c *client) one(ctx context.Context, base string, prompt []uint32, outputLe
 		var ch chunk
 		if err := json.Unmarshal(data, &ch); err != nil {
 			c.fail(fmt.Errorf("decoding a chunk from %s: %w", base, err))
-			return
+			return "", false
 		}
 		if ch.Usage != nil {
-			rec.OutputTokens = ch.Usage.CompletionTokens
+			rec.PromptTokens, rec.OutputTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
 		}
-		if len(ch.Choices) == 0 || ch.Choices[0].Text == "" {
+		if len(ch.Choices) == 0 {
 			continue
+		}
+		text := ch.Choices[0].Text + ch.Choices[0].Delta.Content
+		if text == "" {
+			continue
+		}
+		if c.reqs.wantsReply() {
+			reply.WriteString(text)
 		}
 		now := c.since(time.Now())
 		if chunks == 0 {
@@ -166,7 +155,7 @@ func (c *client) one(ctx context.Context, base string, prompt []uint32, outputLe
 	}
 	if err := sc.Err(); err != nil || chunks == 0 {
 		c.fail(fmt.Errorf("reading the stream from %s: %d chunks, %v", base, chunks, err))
-		return
+		return "", false
 	}
 	if rec.OutputTokens == 0 {
 		rec.OutputTokens = chunks
@@ -177,6 +166,7 @@ func (c *client) one(ctx context.Context, base string, prompt []uint32, outputLe
 	c.mu.Lock()
 	c.recs = append(c.recs, rec)
 	c.mu.Unlock()
+	return reply.String(), true
 }
 
 func (c *client) since(t time.Time) float64 { return t.Sub(c.start).Seconds() }
@@ -203,7 +193,7 @@ func (c *client) progress(ctx context.Context, w io.Writer, label string, timeSc
 		case <-t.C:
 			el := time.Since(c.start).Seconds()
 			fmt.Fprintf(w, "\r%-8s %5d/%d done, %d failed, %6.1f s wall (%7.1f s simulated), %6.0f output tok/s simulated   ",
-				label, c.done.Load(), c.work.Len(), c.failed.Load(), el, el*timeScale,
+				label, c.done.Load(), c.reqs.Len(), c.failed.Load(), el, el*timeScale,
 				float64(c.outTokens.Load())/(el*timeScale))
 		}
 	}

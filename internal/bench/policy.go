@@ -45,12 +45,23 @@ func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
 	case PolicyApprox:
 		return approxScorers(), false, true
 	case PolicyLLMD:
-		return config.DefaultScorers(), true, true
+		return config.LLMDScorers(), true, true
 	case PolicyBest:
 		return BestScorers(), true, true
 	}
+	if name, ok := strings.CutPrefix(policy, candidatePrefix); ok {
+		for _, c := range TuningCandidates() {
+			if c.Name == name {
+				return c.Scorers, true, true
+			}
+		}
+	}
 	return nil, false, false
 }
+
+// candidatePrefix names a tuning candidate as a policy ("cand:prefix+cost"),
+// so live runs can try the grid one candidate at a time.
+const candidatePrefix = "cand:"
 
 // ParsePolicies splits a --policies list and checks every name.
 func ParsePolicies(list string) ([]string, error) {
@@ -61,7 +72,8 @@ func ParsePolicies(list string) ([]string, error) {
 			continue
 		}
 		if !isPolicy(p) {
-			return nil, fmt.Errorf("unknown policy %q (want %s)", p, strings.Join(AllPolicies, ", "))
+			return nil, fmt.Errorf("unknown policy %q (want %s, or %s<tuning candidate>)", p, strings.Join(AllPolicies, ", "),
+				candidatePrefix)
 		}
 		out = append(out, p)
 	}
@@ -72,6 +84,9 @@ func ParsePolicies(list string) ([]string, error) {
 }
 
 func isPolicy(p string) bool {
+	if _, _, ok := RouterScorers(p); ok {
+		return true
+	}
 	for _, q := range AllPolicies {
 		if p == q {
 			return true

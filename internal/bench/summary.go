@@ -29,6 +29,8 @@ type Fleet struct {
 	MeanKVUsage float64
 	Preemptions float64
 	PodRequests []int
+	// Series is every pod's load over the run (live mode; nil in virtual).
+	Series *Series
 }
 
 // Summary is one policy's result, in `vllm bench serve`'s terms plus the
@@ -66,6 +68,11 @@ type Summary struct {
 	MeanKVUsage   float64 `json:"mean_kv_usage"`
 	Preemptions   float64 `json:"preemptions"`
 	PodRequests   []int   `json:"pod_requests,omitempty"`
+	// Herd says whether one pod drew far more than its share while another
+	// had room (DetectHerding).
+	Herd Herd `json:"herd"`
+	// PodsOverTime is every pod's requests, queue and KV use over the run.
+	PodsOverTime *Series `json:"pods_over_time,omitempty"`
 	// Router holds the router process's own counters after a live run
 	// (decisions, KV-event messages and gaps, index keys...).
 	Router map[string]float64 `json:"router,omitempty"`
@@ -77,7 +84,8 @@ type Summary struct {
 // counted, not timed, as vLLM's summary does.
 func Summarize(policy string, recs []Record, failed int, fl Fleet) Summary {
 	s := Summary{Policy: policy, Completed: len(recs), Failed: failed, PrefixHitRate: fl.HitRate,
-		PeakWaiting: fl.PeakWaiting, MeanKVUsage: fl.MeanKVUsage, Preemptions: fl.Preemptions, PodRequests: fl.PodRequests}
+		PeakWaiting: fl.PeakWaiting, MeanKVUsage: fl.MeanKVUsage, Preemptions: fl.Preemptions, PodRequests: fl.PodRequests,
+		Herd: DetectHerding(fl.PodRequests, fl.Series), PodsOverTime: fl.Series}
 	if len(recs) == 0 {
 		return s
 	}

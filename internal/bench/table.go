@@ -9,18 +9,22 @@ import (
 // output throughput also relative to the rr baseline when it ran.
 func WriteTable(w io.Writer, rep Report) error {
 	base := rep.Policy(PolicyRR)
-	if _, err := fmt.Fprintln(w, "| policy | duration s | output tok/s | vs rr | req/s | mean TTFT ms | median TTFT ms | P99 TTFT ms | mean TPOT ms | prefix hit rate | peak waiting | mean KV use |"); err != nil {
+	if _, err := fmt.Fprintln(w, "| policy | duration s | output tok/s | vs rr | req/s | mean TTFT ms | median TTFT ms | P99 TTFT ms | mean TPOT ms | prefix hit rate | peak waiting | mean KV use | max pod / mean |"); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rep.Policies {
 		rel := "-"
 		if base != nil && base.OutputThroughput > 0 {
 			rel = fmt.Sprintf("%.2fx", s.OutputThroughput/base.OutputThroughput)
 		}
-		if _, err := fmt.Fprintf(w, "| %s | %.1f | %.0f | %s | %.2f | %.0f | %.0f | %.0f | %.1f | %.1f%% | %d | %.1f%% |\n",
+		herd := fmt.Sprintf("%.2f", s.Herd.Ratio)
+		if s.Herd.Herded {
+			herd += " HERD"
+		}
+		if _, err := fmt.Fprintf(w, "| %s | %.1f | %.0f | %s | %.2f | %.0f | %.0f | %.0f | %.1f | %.1f%% | %d | %.1f%% | %s |\n",
 			s.Policy, s.Duration, s.OutputThroughput, rel, s.RequestThroughput, s.MeanTTFT, s.MedianTTFT, s.P99TTFT,
-			s.MeanTPOT, 100*s.PrefixHitRate, s.PeakWaiting, 100*s.MeanKVUsage); err != nil {
+			s.MeanTPOT, 100*s.PrefixHitRate, s.PeakWaiting, 100*s.MeanKVUsage, herd); err != nil {
 			return err
 		}
 	}

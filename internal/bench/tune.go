@@ -29,6 +29,12 @@ func (c Candidate) String() string {
 
 func sc(typ string, w float64) config.Scorer { return config.Scorer{Type: typ, Weight: w} }
 
+// bound is the bounded-load scorer as a hard bound: its weight outweighs
+// every other candidate's scorers together.
+func bound(factor float64) config.Scorer {
+	return config.Scorer{Type: scoring.LoadBoundType, Weight: 10, Params: map[string]float64{"factor": factor}}
+}
+
 // TuningCandidates is the grid `best` was chosen from: llm-d's
 // configuration, its load scorers swapped for the router's own in-flight
 // count and the TTFT cost estimate, and the spread scorer for new prefixes.
@@ -36,7 +42,7 @@ func TuningCandidates() []Candidate {
 	const p, q, kv, inf, sp, c = scoring.PrefixType, scoring.QueueType, scoring.KVUsageType, scoring.InFlightType,
 		scoring.SpreadType, scoring.CostType
 	return []Candidate{
-		{"llmd", config.DefaultScorers()},
+		{"llmd", config.LLMDScorers()},
 		{"llmd+inflight", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), sc(inf, 2)}},
 		{"prefix+inflight", []config.Scorer{sc(p, 3), sc(inf, 2)}},
 		{"prefix+inflight+spread", []config.Scorer{sc(p, 3), sc(inf, 2), sc(sp, 1)}},
@@ -46,6 +52,10 @@ func TuningCandidates() []Candidate {
 		{"prefix+cost+inflight+spread", []config.Scorer{sc(p, 3), sc(c, 2), sc(inf, 1), sc(sp, 1)}},
 		{"prefix+cost+inflight", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1)}},
 		{"cost+prefix+inflight+spread", []config.Scorer{sc(c, 3), sc(p, 1), sc(inf, 1), sc(sp, 1)}},
+		{"llmd+bound", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), bound(1.25)}},
+		{"prefix+cost+inflight+bound", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.25)}},
+		{"prefix+cost+inflight+bound1.1", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.1)}},
+		{"prefix+inflight+bound", []config.Scorer{sc(p, 3), sc(inf, 1), bound(1.25)}},
 	}
 }
 

@@ -48,8 +48,13 @@ const MaxEngines = 64
 const MaxDataParallelSize = 8
 
 // DefaultScorers is used when the file lists none: llm-d's precise
-// prefix-cache configuration (prefix 3 : KV use 2 : queue 2).
-func DefaultScorers() []Scorer {
+// prefix-cache configuration (LLMDScorers). It changes only on repeated
+// live runs (DESIGN.md decision 8; internal/bench doc.go).
+func DefaultScorers() []Scorer { return LLMDScorers() }
+
+// LLMDScorers is llm-d's precise prefix-cache configuration, kept as a
+// preset whatever the default: prefix 3 : KV use 2 : queue 2.
+func LLMDScorers() []Scorer {
 	return []Scorer{{Type: "prefix", Weight: 3}, {Type: "kv-usage", Weight: 2}, {Type: "queue", Weight: 2}}
 }
 

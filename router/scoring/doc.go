@@ -18,6 +18,9 @@
 //	           queue and running batch                                     cost.go
 //	history    routing-history character-block affinity (GIE's default),
 //	           the benchmark's "approx" baseline                           history.go
+//	load-bound 0 for pods at ceil(factor x mean+) in-flight, else 1:
+//	           bounded-load spill, a hard bound when weighted above
+//	           the others together                                         loadbound.go
 //
 // FromConfig builds them from router/config, naming the key in every error.
 // With data-parallel pods (SetDataParallelSize) a pod's hit is its best
@@ -25,7 +28,8 @@
 // the pod's ranks in turn.
 //
 // The llm-d precise configuration is prefix 3 : kv-usage 2 : queue 2
-// (config.DefaultScorers) with 2 s speculative entries (index.Config).
+// (config.LLMDScorers, today also config.DefaultScorers) with 2 s
+// speculative entries (index.Config).
 //
 // # Requests
 //

@@ -17,11 +17,12 @@ var builders = map[string]struct {
 	params []string
 	build  func(p []float64) Scorer
 }{
-	PrefixType:   {[]string{"offload_weight"}, func(p []float64) Scorer { return NewPrefix(or(p[0], 0.5)) }},
-	QueueType:    {nil, func([]float64) Scorer { return NewQueue() }},
-	InFlightType: {nil, func([]float64) Scorer { return NewInFlight() }},
-	KVUsageType:  {nil, func([]float64) Scorer { return NewKVUsage() }},
-	SpreadType:   {nil, func([]float64) Scorer { return NewSpread() }},
+	PrefixType:    {[]string{"offload_weight"}, func(p []float64) Scorer { return NewPrefix(or(p[0], 0.5)) }},
+	QueueType:     {nil, func([]float64) Scorer { return NewQueue() }},
+	InFlightType:  {nil, func([]float64) Scorer { return NewInFlight() }},
+	KVUsageType:   {nil, func([]float64) Scorer { return NewKVUsage() }},
+	SpreadType:    {nil, func([]float64) Scorer { return NewSpread() }},
+	LoadBoundType: {[]string{"factor"}, func(p []float64) Scorer { return NewLoadBound(or(p[0], 0)) }},
 	CostType: {[]string{"budget_tokens", "step_seconds", "waiting_tokens"}, func(p []float64) Scorer {
 		return NewCost(or(p[0], 0), or(p[1], 0), or(p[2], 0))
 	}},
