@@ -44,6 +44,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&live.Tokenizer.JSON, "tokenizer", "", "live: the model's tokenizer.json, for the router (without it the router routes on load alone)")
 	fs.StringVar(&live.Tokenizer.Config, "tokenizer-config", "", "live: the model's tokenizer_config.json, for the router")
 	scaled := fs.Bool("demo-scale", false, "the seed workload scaled for `make demo` (see internal/bench doc); virtual mode then models the live router's lag at the demo's time scale")
+	routerCost := fs.Duration("router-cost", routerCostPerRequest, "virtual: the router's wall-clock processing time per request, spent in arrival order (default measured on the 2-core test machine, see internal/bench doc)")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -72,7 +73,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "virtual":
 		// Virtual time stretches the router's wall-clock lag as the live
 		// replicas' time scale does.
-		lag := LiveLag(live.TimeScale)
+		if *routerCost < 0 {
+			return fmt.Errorf("--router-cost %s: must be >= 0", *routerCost)
+		}
+		lag := liveLag(live.TimeScale, *routerCost)
 		run = func(w Workload) (Report, error) {
 			fmt.Fprintf(stderr, "bench: virtual time, %d policies in parallel ...\n", len(pols))
 			return RunVirtual(w, pols, lag)

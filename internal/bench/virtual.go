@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
@@ -29,18 +30,24 @@ type RouterLag struct {
 const eventDelay = 0.01
 
 // routerCostPerRequest is the live router's wall time per request on this
-// project's 2-core test machine, with the replicas, the client and the
-// router sharing it: the 512-request opening burst of `make demo` takes
-// about a second to be forwarded (doc.go, "Live against virtual").
-const routerCostPerRequest = 0.002
+// project's 2-core test machine, where client, replicas and router share
+// the CPU, text prompts tokenized included. Measured: a live demo-scale
+// run of llmd whose 450 prompts are all one opening burst showed a mean
+// router overhead (llmd_router_overhead_seconds: reading, tokenizing,
+// scoring, forwarding) of 229 ms, which a burst served one request after
+// another gives for 2 x 229 ms / 451 = 1.0 ms each (BENCHMARKS.md).
+const routerCostPerRequest = time.Millisecond
 
 // LiveLag is the lag of `llmd-router serve` with its defaults (50 ms
 // scrapes, 2 s speculation TTL) in front of replicas running timeScale
 // simulated seconds per wall-clock second: every wall-clock delay of the
 // router stretches by the time scale in simulated time.
-func LiveLag(timeScale float64) RouterLag {
+func LiveLag(timeScale float64) RouterLag { return liveLag(timeScale, routerCostPerRequest) }
+
+// liveLag is LiveLag with another router cost per request (wall time).
+func liveLag(timeScale float64, perRequest time.Duration) RouterLag {
 	return RouterLag{Scrape: config.DefaultScrapeInterval.Seconds() * timeScale, EventDelay: eventDelay * timeScale,
-		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: routerCostPerRequest * timeScale}
+		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: perRequest.Seconds() * timeScale}
 }
 
 // RunVirtual runs every policy on the workload in the simulator's virtual
@@ -92,7 +99,7 @@ func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag Ro
 	if _, _, routed := RouterScorers(policy); !routed {
 		perRequest = 0
 	}
-	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: sim.SeedEngineConfig(), Replicas: w.Replicas, Workload: ds,
+	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: w.engineConfig(), Replicas: w.Replicas, Workload: ds,
 		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: lag.EventDelay,
 		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest,
 		Form: kvevents.FormMap, Seed: w.Seed})
