@@ -12,7 +12,7 @@ import (
 func reportRatios(b *testing.B, w Workload) {
 	for b.Loop() {
 		start := time.Now()
-		rep, err := RunVirtual(w, AllPolicies)
+		rep, err := RunVirtual(w, AllPolicies, LiveLag(1))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -43,7 +43,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&live.Router, "router", live.Router, "live: llmd-router binary whose serve command routes (default: this binary)")
 	fs.StringVar(&live.Tokenizer.JSON, "tokenizer", "", "live: the model's tokenizer.json, for the router (without it the router routes on load alone)")
 	fs.StringVar(&live.Tokenizer.Config, "tokenizer-config", "", "live: the model's tokenizer_config.json, for the router")
-	scaled := fs.Bool("demo-scale", false, "live: the seed workload scaled for `make demo` (see internal/bench doc)")
+	scaled := fs.Bool("demo-scale", false, "the seed workload scaled for `make demo` (see internal/bench doc); virtual mode then models the live router's lag at the demo's time scale")
+	routerCost := fs.Duration("router-cost", routerCostPerRequest, "virtual: the router's wall-clock processing time per request, spent in arrival order (default measured on the 2-core test machine, see internal/bench doc)")
+	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,17 +68,41 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := w.check(); err != nil {
 		return err
 	}
-	start := time.Now()
-	var rep Report
+	var run func(Workload) (Report, error)
 	switch *mode {
 	case "virtual":
-		fmt.Fprintf(stderr, "bench: virtual time, %d policies in parallel ...\n", len(pols))
-		rep, err = RunVirtual(w, pols)
+		// Virtual time stretches the router's wall-clock lag as the live
+		// replicas' time scale does.
+		if *routerCost < 0 {
+			return fmt.Errorf("--router-cost %s: must be >= 0", *routerCost)
+		}
+		lag := liveLag(live.TimeScale, *routerCost)
+		run = func(w Workload) (Report, error) {
+			fmt.Fprintf(stderr, "bench: virtual time, %d policies in parallel ...\n", len(pols))
+			return RunVirtual(w, pols, lag)
+		}
 	case "live":
-		rep, err = RunLive(ctx, w, pols, live, stderr)
+		run = func(w Workload) (Report, error) { return RunLive(ctx, w, pols, live, stderr) }
 	default:
 		return fmt.Errorf("--mode %q: want virtual or live", *mode)
 	}
+	start := time.Now()
+	if *ladder != "" {
+		rates, err := ParseRates(*ladder)
+		if err != nil {
+			return err
+		}
+		lr, err := RunLadder(w, rates, run)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench: %s ladder took %s of wall time\n", *mode, time.Since(start).Round(time.Millisecond))
+		if err := WriteLadderTable(stdout, lr); err != nil {
+			return err
+		}
+		return writeJSON(*jsonPath, lr)
+	}
+	rep, err := run(w)
 	if err != nil {
 		return err
 	}
@@ -84,17 +110,22 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := WriteTable(stdout, rep); err != nil {
 		return err
 	}
-	if err := writeFile(*jsonPath, func(f io.Writer) error {
-		enc := json.NewEncoder(f)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}); err != nil {
+	if err := writeJSON(*jsonPath, rep); err != nil {
 		return err
 	}
 	if *plotPath != "" {
 		return writeFile(*plotPath, func(f io.Writer) error { return WritePlot(f, rep) })
 	}
 	return nil
+}
+
+// writeJSON writes v to path as indented JSON.
+func writeJSON(path string, v any) error {
+	return writeFile(path, func(f io.Writer) error {
+		enc := json.NewEncoder(f)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
 }
 
 // writeFile creates path (and its directory) and fills it with write.

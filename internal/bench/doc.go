@@ -244,21 +244,28 @@
 //
 //	rr 2350 tok/s, random 2286, approx 2369, llmd 2369, best 2369 (+0.8% over rr: met)
 //
+// # Rate ladder
+//
+// `llmd-router bench --ladder 20,40,60` runs the policies at each request
+// rate in turn (virtual or live) and prints BENCHMARK.md's ladder table
+// per policy (achieved req/s, output tok/s, mean and P99 TTFT, mean
+// TPOT); the JSON has one report per rate. Each step sends rate x 20
+// prompts with Poisson arrivals on as many connections (no concurrency
+// cap): what the seed's ladder figures imply (sim.LadderSeconds).
+//
 // # Live against virtual
 //
-// With every request ready at once (rate inf), virtual mode makes the
-// opening burst of 512 decisions at one instant, on one scrape in which
-// every pod is idle, so load scores tie and prefix affinity decides alone.
-// Live, the burst takes about a second of wall time while 50 ms scrapes
-// show queues growing unevenly, and load scores can outvote a prefix held
-// only by a speculative entry, so precise routing keeps fewer prefixes
-// together: on the demo workload llmd's hit rate was 76% and 79% in two
-// live runs against 86% in virtual time (`llmd-router bench --mode
-// virtual --demo-scale ...` runs the same 1,800 prompts), best's 81% and
-// 86%. With Poisson arrivals (--request-rate 10, 600 prompts) live and
-// virtual llmd agree (hit rate 70.6% both). approx varies most live: its
-// history never learns that a pod evicted a prefix, so a pod it favours
-// can pile up (P99 TTFT 171 s in one demo run, 37 s in the other). The
-// virtual figures are an upper bound for the burst, and the tuning above
-// did not see this effect.
+// Virtual mode models the live router's information lag (RouterLag,
+// LiveLag): metric scrapes every 50 ms, KV events 10 ms after their step,
+// speculative entries living 2 s, in-flight counts exact (up at the
+// decision, down when the response ends), and the router's processing
+// time per request, spent in arrival order, so that the opening burst of a
+// rate-inf run is decided one request after another, each on what the
+// router knows by then, as live. Each is a wall-clock delay, so with
+// --demo-scale (replicas at 2.5x real time) virtual mode stretches them
+// by 2.5 in simulated time, as the live run experiences them. rr and
+// random run without a router and pay no router time. The per-request
+// cost is measured (BENCHMARKS.md): the router's own overhead histogram
+// in a live demo run, on this 2-core machine where client, replicas and
+// router share the CPU; it includes tokenizing the text prompts.
 package bench

@@ -58,6 +58,11 @@ var routerWanted = map[string]string{
 	"llmd_router_kv_event_decode_errors_total": "kv_event_decode_errors",
 	"llmd_router_index_keys":                   "index_keys",
 	"llmd_router_retries_total":                "retries",
+	// The router's own time per request (reading, tokenizing, scoring,
+	// queueing for its CPU, relaying the first chunk): sum over count is
+	// the per-request cost virtual mode's router lag models.
+	"llmd_router_overhead_seconds_sum":   "overhead_seconds_sum",
+	"llmd_router_overhead_seconds_count": "overhead_requests",
 }
 
 // parseRouterMetrics sums the wanted router samples over their labels.

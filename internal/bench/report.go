@@ -8,6 +8,8 @@ type Report struct {
 	Policies []Summary `json:"policies"`
 	// Live holds what live mode measured about the run itself.
 	Live *LiveInfo `json:"live,omitempty"`
+	// Lag is the router lag virtual mode modelled.
+	Lag *RouterLag `json:"router_lag,omitempty"`
 }
 
 // Policy returns the named policy's summary, or nil.

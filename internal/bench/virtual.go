@@ -4,22 +4,58 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
 
-// eventDelay is how long KV events take from a step's end to the router's
-// index in virtual mode: publish, loopback network and decode, as the
-// simulator's own calibration assumes.
+// RouterLag is what separates the live router's decisions from the
+// fleet's state, as virtual mode models it, in simulated seconds.
+type RouterLag struct {
+	// Scrape is the /metrics polling period.
+	Scrape float64 `json:"scrape_s"`
+	// EventDelay is from a step's end to its KV events in the index.
+	EventDelay float64 `json:"event_delay_s"`
+	// SpeculationTTL is how long an unconfirmed speculative entry lives.
+	SpeculationTTL float64 `json:"speculation_ttl_s"`
+	// PerRequest is the router's processing time per request (read,
+	// tokenize, score, forward), spent in arrival order: it spreads a burst.
+	PerRequest float64 `json:"per_request_s"`
+}
+
+// eventDelay is how long KV events take in wall time from a step's end to
+// the router's index: publish, loopback ZeroMQ and decode.
 const eventDelay = 0.01
 
+// routerCostPerRequest is the live router's wall time per request on this
+// project's 2-core test machine, where client, replicas and router share
+// the CPU, text prompts tokenized included. Measured: a live demo-scale
+// run of llmd whose 450 prompts are all one opening burst showed a mean
+// router overhead (llmd_router_overhead_seconds: reading, tokenizing,
+// scoring, forwarding) of 229 ms, which a burst served one request after
+// another gives for 2 x 229 ms / 451 = 1.0 ms each (BENCHMARKS.md).
+const routerCostPerRequest = time.Millisecond
+
+// LiveLag is the lag of `llmd-router serve` with its defaults (50 ms
+// scrapes, 2 s speculation TTL) in front of replicas running timeScale
+// simulated seconds per wall-clock second: every wall-clock delay of the
+// router stretches by the time scale in simulated time.
+func LiveLag(timeScale float64) RouterLag { return liveLag(timeScale, routerCostPerRequest) }
+
+// liveLag is LiveLag with another router cost per request (wall time).
+func liveLag(timeScale float64, perRequest time.Duration) RouterLag {
+	return RouterLag{Scrape: config.DefaultScrapeInterval.Seconds() * timeScale, EventDelay: eventDelay * timeScale,
+		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: perRequest.Seconds() * timeScale}
+}
+
 // RunVirtual runs every policy on the workload in the simulator's virtual
-// time, the policies in parallel (each run is deterministic and single
-// threaded, so parallelism changes only the wall time).
-func RunVirtual(w Workload, policies []string) (Report, error) {
-	rep := Report{Mode: "virtual", Workload: w.Normalize(), Policies: make([]Summary, len(policies))}
+// time with the router's lag, the policies in parallel (each run is
+// deterministic and single threaded, so parallelism changes only the wall
+// time).
+func RunVirtual(w Workload, policies []string, lag RouterLag) (Report, error) {
+	rep := Report{Mode: "virtual", Workload: w.Normalize(), Policies: make([]Summary, len(policies)), Lag: &lag}
 	errs := make([]error, len(policies))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -30,7 +66,7 @@ func RunVirtual(w Workload, policies []string) (Report, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rep.Policies[i], errs[i] = runVirtualPolicy(w, p, scorers)
+			rep.Policies[i], errs[i] = runVirtualLagged(w, p, scorers, lag)
 		}()
 	}
 	wg.Wait()
@@ -42,8 +78,15 @@ func RunVirtual(w Workload, policies []string) (Report, error) {
 	return rep, nil
 }
 
-// runVirtualPolicy runs one policy, with scorers for router policies.
+// runVirtualPolicy runs one policy, with scorers for router policies,
+// behind a router in real time (the tuning runs).
 func runVirtualPolicy(w Workload, policy string, scorers []config.Scorer) (Summary, error) {
+	return runVirtualLagged(w, policy, scorers, LiveLag(1))
+}
+
+// runVirtualLagged runs one policy with the given router lag. rr and
+// random are placements without a router: they pay no router cost.
+func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag RouterLag) (Summary, error) {
 	ds, err := w.SimDataset()
 	if err != nil {
 		return Summary{}, err
@@ -52,8 +95,13 @@ func runVirtualPolicy(w Workload, policy string, scorers []config.Scorer) (Summa
 	if err != nil {
 		return Summary{}, err
 	}
-	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: sim.DefaultEngineConfig(), Replicas: w.Replicas, Workload: ds,
-		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: eventDelay,
+	perRequest := lag.PerRequest
+	if _, _, routed := RouterScorers(policy); !routed {
+		perRequest = 0
+	}
+	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: w.engineConfig(), Replicas: w.Replicas, Workload: ds,
+		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: lag.EventDelay,
+		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest,
 		Form: kvevents.FormMap, Seed: w.Seed})
 	if err != nil {
 		if sp, ok := p.(*scoringPicker); ok && sp.err != nil {

@@ -1,6 +1,12 @@
 package bench
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -11,7 +17,7 @@ import (
 // partitions them (24 per pod) keeps them all.
 func contended() Workload {
 	return Workload{Dataset: DatasetPrefixRepetition, NumPrompts: 768, NumPrefixes: 96, PrefixLen: 2048, SuffixLen: 64,
-		OutputLen: 32, IgnoreEOS: true, MaxConcurrency: 64, Seed: 11, Replicas: 4}
+		OutputLen: 32, IgnoreEOS: true, MaxConcurrency: 64, Seed: 11, Replicas: 4, BlockSize: SeedBlockSize}
 }
 
 // TestVirtualPoliciesAreDeterministicAndSeparate runs the five policies
@@ -21,11 +27,11 @@ func contended() Workload {
 // policy sees) and output throughput over the baseline.
 func TestVirtualPoliciesAreDeterministicAndSeparate(t *testing.T) {
 	w := contended()
-	a, err := RunVirtual(w, AllPolicies)
+	a, err := RunVirtual(w, AllPolicies, LiveLag(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := RunVirtual(w, AllPolicies)
+	b, err := RunVirtual(w, AllPolicies, LiveLag(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +56,41 @@ func TestVirtualPoliciesAreDeterministicAndSeparate(t *testing.T) {
 	}
 	other := w
 	other.Seed++
-	c, err := RunVirtual(other, []string{PolicyRR})
+	c, err := RunVirtual(other, []string{PolicyRR}, LiveLag(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Policies[0].Duration == rr.Duration && c.Policies[0].MeanTTFT == rr.MeanTTFT {
 		t.Error("another seed gave rr the same duration and TTFT: the seed does not reach the run")
+	}
+}
+
+// TestDemoScaleVirtualStretchesTheRouterLag runs the demo workload in
+// virtual mode: the report names the router lag it modelled, every
+// wall-clock delay of the live router (50 ms scrapes, 10 ms events, 2 s
+// speculation, the router's time per request) stretched by the demo's
+// time scale of 2.5, as live replicas at 2.5x real time experience them.
+func TestDemoScaleVirtualStretchesTheRouterLag(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "demo.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"--mode", "virtual", "--demo-scale", "--policies", "llmd", "--router-cost", "4ms", "--json", jsonPath}
+	if err := Command(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := RouterLag{Scrape: 0.125, EventDelay: 0.025, SpeculationTTL: 5, PerRequest: 0.01}
+	if rep.Lag == nil || math.Abs(rep.Lag.Scrape-want.Scrape) > 1e-9 || math.Abs(rep.Lag.EventDelay-want.EventDelay) > 1e-9 ||
+		math.Abs(rep.Lag.SpeculationTTL-want.SpeculationTTL) > 1e-9 || math.Abs(rep.Lag.PerRequest-want.PerRequest) > 1e-9 {
+		t.Errorf("router lag %+v, want %+v", rep.Lag, want)
+	}
+	if s := rep.Policy(PolicyLLMD); s == nil || s.Completed != DemoWorkload(SeedWorkload()).NumPrompts/150*150 {
+		t.Errorf("llmd did not run the demo workload: %+v", s)
 	}
 }

@@ -7,7 +7,7 @@ import "testing"
 // of work of the policy benchmark, which runs it once per policy.
 func BenchmarkSeedWorkloadVirtual(b *testing.B) {
 	for b.Loop() {
-		res, err := RunVirtual(calibrationRun(DefaultEngineConfig(), 1))
+		res, err := RunVirtual(calibrationRun(SeedEngineConfig(), 1))
 		if err != nil {
 			b.Fatal(err)
 		}

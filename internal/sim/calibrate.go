@@ -6,10 +6,40 @@ import (
 	"sync"
 )
 
-// SeedBaseline is the seed benchmark's Kubernetes-baseline result that the
-// simulator is calibrated against.
-var SeedBaseline = Result{Duration: 840.2, OutputThroughput: 2742, MeanTTFT: 19.0, HitRate: 0.11,
-	MeanWaiting: 180, MeanKVUsage: 0.99}
+// SeedBaseline is the seed benchmark's round-robin column (BENCHMARK.md:
+// 8 replicas behind a ClusterIP Service, concurrency 512, rate inf) that
+// the simulator is calibrated against. KV use and waiting are read off
+// Grafana (~98-99%, ~180); the hit rate is vLLM's counters (~11%).
+var SeedBaseline = Result{Requests: 9000, Duration: 840.2, RequestThroughput: 10.71, OutputThroughput: 2742,
+	TotalThroughput: 26362, MeanTTFT: 19.029, MedianTTFT: 18.458, P99TTFT: 36.739, MeanTPOT: 0.1092, P99TPOT: 0.1574,
+	HitRate: 0.11, MeanWaiting: 180, MeanKVUsage: 0.985}
+
+// SeedLadder is the seed's round-robin rate ladder (BENCHMARK.md): the
+// requested rates and what each achieved.
+var SeedLadder = []LadderPoint{
+	{Rate: 20, Result: Result{RequestThroughput: 7.05, OutputThroughput: 1805.9, MeanTTFT: 3.3385, P99TTFT: 17.0755, MeanTPOT: 0.0785}},
+	{Rate: 40, Result: Result{RequestThroughput: 8.57, OutputThroughput: 2192.7, MeanTTFT: 22.055, P99TTFT: 56.710, MeanTPOT: 0.0999}},
+	{Rate: 60, Result: Result{RequestThroughput: 8.90, OutputThroughput: 2278.1, MeanTTFT: 41.6612, P99TTFT: 90.7677, MeanTPOT: 0.1043}},
+}
+
+// LadderSeconds is how many seconds of arrivals each step of a rate ladder
+// sends: rate x 20 prompts, on as many connections. BENCHMARK.md gives
+// neither the ladder's prompt count nor its concurrency; its own figures
+// fix both. Little's law on them (achieved req/s x (mean TTFT + 255 x mean
+// TPOT)) puts 165, 407 and 608 requests in flight at 20, 40 and 60 req/s,
+// more than --max-concurrency 512 allows, so the ladder ran uncapped; and
+// mean TTFT growing about as fast as the rate (3.3, 22, 42 s) while the
+// achieved rate stays at 7-9 req/s says each step sent prompts in
+// proportion to its rate. 20 s is the window that reproduces them; like
+// the seed's prefix_repetition, the prompts are rounded down to a multiple
+// of the 150 prefixes (300, 750, 1,200).
+const LadderSeconds = 20
+
+// LadderPoint is one rate of a ladder and its result.
+type LadderPoint struct {
+	Rate   float64
+	Result Result
+}
 
 // CalibrationRow is one run of the seed workload under the baseline.
 type CalibrationRow struct {
@@ -19,19 +49,23 @@ type CalibrationRow struct {
 }
 
 // CalibrationReport is the baseline at the configured capacity and at
-// -20% and +20% blocks.
-type CalibrationReport struct{ Rows []CalibrationRow }
+// -20% and +20% blocks, and the rate ladder at the configured capacity.
+type CalibrationReport struct {
+	Rows   []CalibrationRow
+	Ladder []LadderPoint
+}
 
 // Calibrate runs the seed workload through 8 replicas behind kube-proxy
 // (random pod per keep-alive connection, 512 connections) at ec's capacity
-// and at 0.8x and 1.2x of it, in parallel (each run is deterministic).
+// and at 0.8x and 1.2x of it, and the seed's rate ladder, in parallel
+// (each run is deterministic).
 func Calibrate(ec EngineConfig, seed uint64) (CalibrationReport, error) {
 	factors := []struct {
 		label string
 		f     float64
 	}{{"simulated", 1}, {"blocks -20%", 0.8}, {"blocks +20%", 1.2}}
-	rep := CalibrationReport{Rows: make([]CalibrationRow, len(factors))}
-	errs := make([]error, len(factors))
+	rep := CalibrationReport{Rows: make([]CalibrationRow, len(factors)), Ladder: make([]LadderPoint, len(SeedLadder))}
+	errs := make([]error, len(factors)+len(SeedLadder))
 	var wg sync.WaitGroup
 	for i, fc := range factors {
 		wg.Add(1)
@@ -41,6 +75,14 @@ func Calibrate(ec EngineConfig, seed uint64) (CalibrationReport, error) {
 			c.NumGPUBlocks = int(float64(ec.NumGPUBlocks) * fc.f)
 			res, err := RunVirtual(calibrationRun(c, seed))
 			rep.Rows[i], errs[i] = CalibrationRow{Label: fc.label, NumGPUBlocks: c.NumGPUBlocks, Result: res}, err
+		}()
+	}
+	for i, lp := range SeedLadder {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := RunVirtual(ladderRun(ec, seed, lp.Rate))
+			rep.Ladder[i], errs[len(factors)+i] = LadderPoint{Rate: lp.Rate, Result: res}, err
 		}()
 	}
 	wg.Wait()
@@ -60,20 +102,60 @@ func calibrationRun(ec EngineConfig, seed uint64) VirtualConfig {
 		EventDelay: 0.01, Seed: seed}
 }
 
-// Markdown renders the report as the table in doc.go.
+// ladderRun is one step of the seed's rate ladder under the baseline:
+// Poisson arrivals at rate, rate x LadderSeconds prompts, uncapped.
+func ladderRun(ec EngineConfig, seed uint64, rate float64) VirtualConfig {
+	c := calibrationRun(ec, seed)
+	w := c.Workload.(PrefixRepetition)
+	w.NumPrompts = int(rate * LadderSeconds)
+	c.Workload, c.RequestRate, c.Concurrency = w, rate, w.NumPrompts
+	return c
+}
+
+// Markdown renders the report as the tables in BENCHMARKS.md: every
+// figure of the seed's round-robin column, the capacity sensitivity, and
+// the rate ladder, each simulated figure with its error against the seed.
 func (c CalibrationReport) Markdown() string {
 	var b strings.Builder
-	b.WriteString("| run | num_gpu_blocks | duration s | output tok/s | mean TTFT s | hit rate | waiting | KV use | preemptions |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
-	s := SeedBaseline
-	fmt.Fprintf(&b, "| seed (vLLM) | | %.1f | %.0f | %.1f | ~%.0f%% | ~%.0f | ~%.0f%% | |\n",
-		s.Duration, s.OutputThroughput, s.MeanTTFT, 100*s.HitRate, s.MeanWaiting, 100*s.MeanKVUsage)
+	s, r := SeedBaseline, c.Rows[0].Result
+	b.WriteString("| round robin, concurrency 512 | seed (vLLM) | simulated | error |\n|---|---|---|---|\n")
+	for _, m := range []struct {
+		name      string
+		format    string
+		seed, sim float64
+	}{
+		{"duration s", "%.1f", s.Duration, r.Duration},
+		{"request throughput req/s", "%.2f", s.RequestThroughput, r.RequestThroughput},
+		{"output token throughput tok/s", "%.0f", s.OutputThroughput, r.OutputThroughput},
+		{"total token throughput tok/s", "%.0f", s.TotalThroughput, r.TotalThroughput},
+		{"mean TTFT ms", "%.0f", 1e3 * s.MeanTTFT, 1e3 * r.MeanTTFT},
+		{"median TTFT ms", "%.0f", 1e3 * s.MedianTTFT, 1e3 * r.MedianTTFT},
+		{"P99 TTFT ms", "%.0f", 1e3 * s.P99TTFT, 1e3 * r.P99TTFT},
+		{"mean TPOT ms", "%.1f", 1e3 * s.MeanTPOT, 1e3 * r.MeanTPOT},
+		{"P99 TPOT ms", "%.1f", 1e3 * s.P99TPOT, 1e3 * r.P99TPOT},
+		{"GPU KV-cache use %", "%.1f", 100 * s.MeanKVUsage, 100 * r.MeanKVUsage},
+		{"waiting requests", "%.0f", s.MeanWaiting, r.MeanWaiting},
+		{"prefix cache hit rate % (not fitted)", "%.1f", 100 * s.HitRate, 100 * r.HitRate},
+	} {
+		fmt.Fprintf(&b, "| %s | "+m.format+" | "+m.format+" | %+.1f%% |\n", m.name, m.seed, m.sim, pct(m.sim, m.seed))
+	}
+	b.WriteString("\n| run | num_gpu_blocks | duration s | mean TTFT s | waiting | KV use | preemptions |\n|---|---|---|---|---|---|---|\n")
 	for _, row := range c.Rows {
 		r := row.Result
-		fmt.Fprintf(&b, "| %s | %d | %.1f (%+.1f%%) | %.0f (%+.1f%%) | %.1f (%+.1f%%) | %.1f%% | %.0f | %.1f%% | %d |\n",
-			row.Label, row.NumGPUBlocks, r.Duration, pct(r.Duration, s.Duration), r.OutputThroughput,
-			pct(r.OutputThroughput, s.OutputThroughput), r.MeanTTFT, pct(r.MeanTTFT, s.MeanTTFT),
-			100*r.HitRate, r.MeanWaiting, 100*r.MeanKVUsage, r.Preemptions)
+		fmt.Fprintf(&b, "| %s | %d | %.1f (%+.1f%%) | %.1f (%+.1f%%) | %.0f | %.1f%% | %d |\n", row.Label, row.NumGPUBlocks,
+			r.Duration, pct(r.Duration, s.Duration), r.MeanTTFT, pct(r.MeanTTFT, s.MeanTTFT), r.MeanWaiting,
+			100*r.MeanKVUsage, r.Preemptions)
+	}
+	b.WriteString("\n| requested rate | prompts | achieved req/s | output tok/s | mean TTFT ms | P99 TTFT ms | mean TPOT ms |\n|---|---|---|---|---|---|---|\n")
+	for i, lp := range c.Ladder {
+		s, r := SeedLadder[i].Result, lp.Result
+		cell := func(format string, sim, seed float64) string {
+			return fmt.Sprintf(format+" vs "+format+" (%+.1f%%)", sim, seed, pct(sim, seed))
+		}
+		fmt.Fprintf(&b, "| %g req/s | %d | %s | %s | %s | %s | %s |\n", lp.Rate, r.Requests,
+			cell("%.2f", r.RequestThroughput, s.RequestThroughput), cell("%.0f", r.OutputThroughput, s.OutputThroughput),
+			cell("%.0f", 1e3*r.MeanTTFT, 1e3*s.MeanTTFT), cell("%.0f", 1e3*r.P99TTFT, 1e3*s.P99TTFT),
+			cell("%.1f", 1e3*r.MeanTPOT, 1e3*s.MeanTPOT))
 	}
 	return b.String()
 }

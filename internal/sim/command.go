@@ -36,8 +36,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		form        = fs.String("kv-events-form", "map", "KV-event wire form: map (vLLM ~0.26 on) or array (legacy)")
 		bufferSteps = fs.Int("buffer-steps", DefaultBufferSteps, "KV-event messages kept for replay")
 		timeScale   = fs.Float64("time-scale", 1, "simulated seconds per wall-clock second")
-		blocks      = fs.Int("num-gpu-blocks", def.NumGPUBlocks, "KV-cache capacity in blocks (default derived for Qwen2.5-7B on an A10G)")
-		blockSize   = fs.Int("block-size", def.BlockSize, "tokens per KV block")
+		blocks      = fs.Int("num-gpu-blocks", def.NumGPUBlocks, "KV-cache capacity in blocks (default derived for Qwen2.5-7B on an A10G at the block size; -virtual and -calibrate: at the seed's 64)")
+		blockSize   = fs.Int("block-size", def.BlockSize, "tokens per KV block (-virtual and -calibrate: the seed's 64)")
 		maxSeqs     = fs.Int("max-num-seqs", def.MaxNumSeqs, "maximum running sequences")
 		maxTokens   = fs.Int("max-num-batched-tokens", def.MaxBatchedTokens, "per-step token budget")
 		seed        = fs.Uint64("seed", 1, "seed for hash roots, workload and picker")
@@ -56,8 +56,30 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Served replicas default to vLLM's block size; the benchmark runs
+	// default to the seed's engine. Flags given explicitly win either way.
 	ec := def
-	ec.NumGPUBlocks, ec.BlockSize, ec.MaxNumSeqs, ec.MaxBatchedTokens, ec.Seed = *blocks, *blockSize, *maxSeqs, *maxTokens, *seed
+	if *virtual || *calibrate {
+		ec = SeedEngineConfig()
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "num-gpu-blocks":
+			ec.NumGPUBlocks = *blocks
+		case "block-size":
+			ec.BlockSize = *blockSize
+			if !isSet(fs, "num-gpu-blocks") {
+				g := DefaultA10G()
+				g.BlockSize = *blockSize
+				ec.NumGPUBlocks = g.GPUBlocks()
+			}
+		case "max-num-seqs":
+			ec.MaxNumSeqs = *maxSeqs
+		case "max-num-batched-tokens":
+			ec.MaxBatchedTokens = *maxTokens
+		}
+	})
+	ec.Seed = *seed
 	wf := kvevents.FormMap
 	switch *form {
 	case "map":
@@ -119,6 +141,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	return f.Serve(ctx)
+}
+
+// isSet reports whether the flag was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // adapterList splits a comma- or space-separated list of adapter names.

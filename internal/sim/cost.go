@@ -2,10 +2,12 @@ package sim
 
 // CostModel prices one engine step of a dense decoder on one GPU with a
 // roofline: a step takes the longer of its compute time and its memory time,
-// plus a fixed per-step overhead. Prefill is compute-bound (thousands of
-// tokens share one read of the weights); decode is memory-bound (every step
-// reads all weights and every running sequence's KV cache). DefaultCost
-// gives the values and their sources; doc.go tabulates them.
+// plus the host's share, a fixed part and a part per scheduled sequence.
+// Prefill is compute-bound (thousands of tokens share one read of the
+// weights); decode is memory-bound (every step reads all weights and every
+// running sequence's KV cache) at the bandwidth kernels achieve, not the
+// datasheet's. DefaultCost gives the values and their sources; doc.go
+// tabulates them.
 type CostModel struct {
 	// FLOPsPerToken is the forward cost of one token through the
 	// non-embedding weights: 2 x non-embedding parameters.
@@ -25,11 +27,20 @@ type CostModel struct {
 	// PeakFLOPS and MemBandwidth are the GPU's datasheet figures.
 	PeakFLOPS    float64
 	MemBandwidth float64
+	// BandwidthEfficiency is the share of MemBandwidth a decode step's
+	// reads achieve (sourced: see doc.go).
+	BandwidthEfficiency float64
 	// MFU is the share of PeakFLOPS that prefill achieves (fitted).
 	MFU float64
-	// StepOverhead is the per-step time outside the roofline: scheduling,
-	// input preparation, sampling, kernel launches (fitted), in seconds.
+	// StepOverhead is the fixed per-step time outside the roofline:
+	// scheduling, kernel launches, the engine core's round trip (fitted),
+	// in seconds.
 	StepOverhead float64
+	// SeqOverhead is the per-step host time for each scheduled sequence:
+	// input preparation, sampling, detokenizing and streaming its token
+	// (fitted), in seconds. It is why a step of 64 sequences costs more
+	// than its bytes say.
+	SeqOverhead float64
 }
 
 // DefaultCost is Qwen2.5-7B-Instruct in bf16 on one NVIDIA A10G.
@@ -53,15 +64,20 @@ func DefaultCost() CostModel {
 		KVBytesPerToken:  KVBytesPerToken(layers, kvHeads, headDim, bf16),
 		PeakFLOPS:        125e12, // A10 datasheet: bf16 tensor, dense
 		MemBandwidth:     600e9,  // A10 datasheet: GDDR6
-		MFU:              fittedMFU,
-		StepOverhead:     fittedStepOverhead,
+		// vLLM decoding one sequence reaches 77% of the memory roofline
+		// (Llama-3.1-8B, A100 40GB, vLLM 0.23; doc.go cites it).
+		BandwidthEfficiency: 0.77,
+		MFU:                 fittedMFU,
+		StepOverhead:        fittedStepOverhead,
+		SeqOverhead:         fittedSeqOverhead,
 	}
 }
 
-// The two fitted parameters (see doc.go, "Calibration").
+// The three fitted parameters (see doc.go, "Calibration").
 const (
 	fittedMFU          = 0.48
-	fittedStepOverhead = 0.015
+	fittedStepOverhead = 0.0
+	fittedSeqOverhead  = 0.0001
 )
 
 // KVBytesPerToken is K and V for every layer and KV head: 28 x 4 x 128 x 2 x
@@ -72,6 +88,7 @@ func KVBytesPerToken(layers, kvHeads, headDim, bytesPerValue int) float64 {
 
 // stepShape is what a step's cost depends on.
 type stepShape struct {
+	seqs     int     // sequences scheduled
 	tokens   int     // tokens computed (prefill chunks + one per decode)
 	samples  int     // sequences that sample a token
 	pairs    float64 // attention (query, context) pairs
@@ -82,6 +99,6 @@ type stepShape struct {
 func (c *CostModel) stepTime(s *stepShape) float64 {
 	flops := c.FLOPsPerToken*float64(s.tokens) + c.FLOPsPerSample*float64(s.samples) + c.AttnFLOPsPerPair*s.pairs
 	compute := flops / (c.PeakFLOPS * c.MFU)
-	memory := (c.WeightBytes + c.KVBytesPerToken*s.kvTokens) / c.MemBandwidth
-	return max(compute, memory) + c.StepOverhead
+	memory := (c.WeightBytes + c.KVBytesPerToken*s.kvTokens) / (c.MemBandwidth * c.BandwidthEfficiency)
+	return max(compute, memory) + c.StepOverhead + c.SeqOverhead*float64(s.seqs)
 }

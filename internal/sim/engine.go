@@ -11,7 +11,8 @@ import (
 type EngineConfig struct {
 	// NumGPUBlocks is the KV cache's capacity in blocks (see GPUBlocks).
 	NumGPUBlocks int
-	// BlockSize is tokens per KV block (vLLM --block-size, 16 on CUDA).
+	// BlockSize is tokens per KV block (vLLM --block-size; 16 is vLLM's
+	// default on CUDA, the seed ran 64: SeedEngineConfig).
 	BlockSize int
 	// MaxNumSeqs bounds the running batch (vLLM --max-num-seqs).
 	MaxNumSeqs int
@@ -29,14 +30,31 @@ type EngineConfig struct {
 // (max_num_seqs 256, max_num_batched_tokens 2048; vllm/engine/arg_utils.py),
 // block size 16, and the capacity derived in GPUBlocks.
 func DefaultEngineConfig() EngineConfig {
+	return engineConfig(16)
+}
+
+// SeedEngineConfig is the engine the seed benchmark ran (BENCHMARK.md):
+// vLLM's defaults with --block-size=64, the capacity derived for it. The
+// calibration, the virtual bench and the live bench's replicas run it.
+func SeedEngineConfig() EngineConfig {
+	return engineConfig(SeedBlockSize)
+}
+
+// engineConfig is vLLM's defaults on the A10G at the given block size.
+func engineConfig(blockSize int) EngineConfig {
+	g := DefaultA10G()
+	g.BlockSize = blockSize
 	return EngineConfig{
-		NumGPUBlocks:     DefaultA10G().GPUBlocks(),
-		BlockSize:        16,
+		NumGPUBlocks:     g.GPUBlocks(),
+		BlockSize:        blockSize,
 		MaxNumSeqs:       256,
 		MaxBatchedTokens: 2048,
 		Cost:             DefaultCost(),
 	}
 }
+
+// SeedBlockSize is the seed benchmark's --block-size (BENCHMARK.md).
+const SeedBlockSize = 64
 
 // Engine is one vLLM V1 engine core: an FCFS waiting queue, a running batch
 // scheduled with continuous batching and chunked prefill under a token
@@ -210,6 +228,7 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 // schedule adds n of r's tokens to the step and caches its newly full blocks.
 func (e *Engine) schedule(r *Request, n int) {
 	c := r.computed
+	e.shape.seqs++
 	e.shape.tokens += n
 	e.shape.pairs += float64(n)*float64(c) + float64(n)*float64(n+1)/2
 	e.shape.kvTokens += float64(c + n)

@@ -5,8 +5,10 @@ type vevent struct {
 	t       float64
 	seq     uint64 // ties at equal t resolve in scheduling order: determinism
 	kind    veventKind
-	pod     int
+	pod     int // the pod, or for evRoute the connection
 	payload []byte
+	req     int     // evRoute: the request
+	sent    float64 // evRoute: when the client sent it
 }
 
 type veventKind uint8
@@ -17,6 +19,7 @@ const (
 	evScrape                    // the router scrapes every pod's /metrics
 	evSample                    // the report samples fleet gauges
 	evArrive                    // the next request arrives at the client
+	evRoute                     // the router decides a request it was sent
 )
 
 // evQueue is a binary min-heap of events by (t, seq).

@@ -33,6 +33,16 @@ type VirtualConfig struct {
 	// ScrapeInterval is the router's /metrics polling period (default 50 ms,
 	// PROTOCOLS.md section 3).
 	ScrapeInterval float64
+	// SpeculationTTL is how long the router's index keeps a speculative
+	// entry no event confirmed, in seconds (default: the index's, 2 s).
+	SpeculationTTL float64
+	// RouterCost is the router's processing time per request in seconds
+	// (reading and tokenizing it, scoring, forwarding), spent by one
+	// router worker in arrival order: request k of a burst is decided k
+	// costs after the burst, on what the router knows then, and reaches
+	// its engine at that moment. 0 decides every request the instant the
+	// client sends it.
+	RouterCost float64
 	// SampleInterval is how often the report samples fleet gauges (default 1 s).
 	SampleInterval float64
 	// Form is the KV-event wire form the engines publish.
@@ -48,9 +58,12 @@ type Result struct {
 	Requests                  int
 	Duration                  float64 // seconds, first arrival to last token
 	InputTokens, OutputTokens int
+	RequestThroughput         float64 // requests per second
 	OutputThroughput          float64 // output tokens per second
+	TotalThroughput           float64 // prompt and output tokens per second
 	MeanTTFT, MedianTTFT      float64
 	P99TTFT, MeanTPOT         float64
+	P99TPOT                   float64
 	// HitRate is prefix-cache hits over queries, in tokens, over the fleet.
 	HitRate float64
 	// MeanWaiting and MeanRunning are fleet totals and MeanKVUsage the pod
@@ -91,8 +104,12 @@ type virtualRun struct {
 	arrived  int   // requests that have arrived at the client
 	next     int   // next request to send
 	conns    []int // idle connections, most recently freed last
-	res      Result
-	sampled  int
+	// routerFree is when the router worker finishes the requests it has
+	// been handed so far; sentAt is when the client sent each request.
+	routerFree float64
+	sentAt     []float64
+	res        Result
+	sampled    int
 	// Buffers of delivered payloads and finished requests' tokens, reused
 	// so a run allocates per in-flight item, not per step or request.
 	spareBytes  [][]byte
@@ -103,8 +120,8 @@ type virtualRun struct {
 // It is deterministic: the same config gives the same Result.
 func RunVirtual(cfg VirtualConfig) (Result, error) {
 	if cfg.Replicas <= 0 || cfg.Replicas > index.MaxEngines || cfg.Concurrency <= 0 || cfg.Picker == nil ||
-		cfg.Workload == nil || cfg.RequestRate < 0 {
-		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate >= 0, a workload and a picker",
+		cfg.Workload == nil || cfg.RequestRate < 0 || cfg.RouterCost < 0 || cfg.SpeculationTTL < 0 {
+		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate, router cost and speculation TTL >= 0, a workload and a picker",
 			index.MaxEngines)
 	}
 	if cfg.ScrapeInterval <= 0 {
@@ -118,10 +135,11 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 		return Result{}, err
 	}
 	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas),
-		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())}}
+		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())},
+		sentAt: make([]float64, work.Len())}
 	var now float64
-	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize,
-		Now: func() time.Time { return time.Unix(0, 0).Add(time.Duration(now * float64(time.Second))) }})
+	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize, SpeculationTTL: seconds(cfg.SpeculationTTL),
+		Now: func() time.Time { return time.Unix(0, 0).Add(seconds(now)) }})
 	v.sink.applier.Index = ix
 	v.view = View{Pods: make([]string, cfg.Replicas), Load: make([]PodLoad, cfg.Replicas), Index: ix,
 		BlockSize: cfg.Engine.BlockSize}
@@ -177,6 +195,8 @@ func (v *virtualRun) handle(ev vevent) error {
 		if v.arrived < v.work.Len() {
 			v.q.push(vevent{t: ev.t + v.arrivals.ExpFloat64()/v.cfg.RequestRate, kind: evArrive})
 		}
+	case evRoute:
+		return v.route1(ev.pod, ev.req, ev.sent, ev.t)
 	case evScrape:
 		for i, e := range v.engines {
 			l := &v.view.Load[i]
@@ -230,7 +250,7 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 			continue
 		}
 		conn := int(r.ID >> 32)
-		v.res.Records = append(v.res.Records, RequestRecord{Pod: pod, Conn: conn, Sent: r.Arrival,
+		v.res.Records = append(v.res.Records, RequestRecord{Pod: pod, Conn: conn, Sent: v.sentAt[uint32(r.ID)],
 			FirstToken: r.FirstToken, Done: r.Done, PromptTokens: len(r.Prompt), OutputTokens: r.Output,
 			CachedTokens: r.HitTokens, Preemptions: r.Preemptions})
 		v.view.Load[pod].InFlight--
@@ -254,10 +274,23 @@ func (v *virtualRun) sendReady(now float64) error {
 	return nil
 }
 
-// send routes the next request on connection conn.
+// send hands the next request on connection conn to the router, which
+// routes it at once or, with a router cost, when its worker gets to it.
 func (v *virtualRun) send(conn int, now float64) error {
 	i := v.next
 	v.next++
+	if v.cfg.RouterCost == 0 {
+		return v.route1(conn, i, now, now)
+	}
+	v.routerFree = max(v.routerFree, now) + v.cfg.RouterCost
+	v.q.push(vevent{t: v.routerFree, kind: evRoute, pod: conn, req: i, sent: now})
+	return nil
+}
+
+// route1 routes request i, sent on conn at sent, at time now: the picker
+// sees the fleet as the router knows it now, and the request joins its
+// engine's queue now.
+func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 	var buf []uint32
 	if n := len(v.spareTokens); n > 0 {
 		buf, v.spareTokens = v.spareTokens[n-1], v.spareTokens[:n-1]
@@ -270,6 +303,7 @@ func (v *virtualRun) send(conn int, now float64) error {
 		return fmt.Errorf("picker chose pod %d of %d", pod, len(v.engines))
 	}
 	r := &Request{ID: uint64(conn)<<32 | uint64(i), Prompt: tokens, MaxTokens: v.work.OutputLen(i), Arrival: now}
+	v.sentAt[i] = sent
 	if err := v.engines[pod].Add(r); err != nil {
 		return err
 	}
@@ -298,20 +332,21 @@ func (v *virtualRun) kickAll(now float64) {
 func (v *virtualRun) summary() Result {
 	r := v.res
 	ttft := make([]float64, 0, len(r.Records))
+	tpot := make([]float64, 0, len(r.Records))
 	for _, rec := range r.Records {
 		r.OutputTokens += rec.OutputTokens
 		r.Duration = max(r.Duration, rec.Done)
 		ttft = append(ttft, rec.FirstToken-rec.Sent)
 		if rec.OutputTokens > 1 {
-			r.MeanTPOT += (rec.Done - rec.FirstToken) / float64(rec.OutputTokens-1)
+			tpot = append(tpot, (rec.Done-rec.FirstToken)/float64(rec.OutputTokens-1))
 		}
 	}
-	if len(r.Records) > 0 {
-		r.MeanTPOT /= float64(len(r.Records))
-	}
 	if r.Duration > 0 {
+		r.RequestThroughput = float64(len(r.Records)) / r.Duration
 		r.OutputThroughput = float64(r.OutputTokens) / r.Duration
+		r.TotalThroughput = float64(r.InputTokens+r.OutputTokens) / r.Duration
 	}
+	r.MeanTPOT, _, r.P99TPOT = MeanMedianP99(tpot)
 	var queries, hits uint64
 	for _, e := range v.engines {
 		s := e.Stats()
@@ -330,6 +365,9 @@ func (v *virtualRun) summary() Result {
 	r.MeanTTFT, r.MedianTTFT, r.P99TTFT = MeanMedianP99(ttft)
 	return r
 }
+
+// seconds converts a time in seconds to a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // MeanMedianP99 sorts xs and returns its mean, median and 99th percentile,
 // the percentiles interpolated linearly between order statistics as numpy's

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -214,5 +215,64 @@ func TestClientConnectionsAndRate(t *testing.T) {
 	}
 	if peak := inFlightPeak(res.Records); peak >= cfg.Concurrency {
 		t.Fatalf("at 4 requests/s %d were in flight at once: the rate does not pace the client", peak)
+	}
+}
+
+// clock is a picker that records when each decision is taken.
+type clock struct {
+	inner Picker
+	at    []float64
+}
+
+func (c *clock) Pick(r *Route, v *View) int {
+	c.at = append(c.at, v.Now)
+	return c.inner.Pick(r, v)
+}
+
+// TestRouterCostSpreadsTheBurst sends the 48-request opening burst through
+// a router that spends 10 ms per request: decision k of the burst is taken
+// at (k+1) x 10 ms on what the router knows then, no request reaches its
+// first token before its decision, TTFT (from the client's send) includes
+// the wait, and the run stays deterministic.
+func TestRouterCostSpreadsTheBurst(t *testing.T) {
+	const cost = 0.01
+	run := func(cost float64) (Result, []float64) {
+		c := &clock{inner: &RoundRobin{}}
+		cfg := smallRun(c, 0.01, kvevents.FormMap)
+		cfg.RouterCost = cost
+		res, err := RunVirtual(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, c.at
+	}
+	res, at := run(cost)
+	for k := range 48 {
+		if want := float64(k+1) * cost; math.Abs(at[k]-want) > 1e-9 {
+			t.Fatalf("burst decision %d at %.4f s, want %.4f s", k, at[k], want)
+		}
+	}
+	first := make([]float64, 0, len(res.Records))
+	for _, r := range res.Records {
+		if r.Sent == 0 {
+			first = append(first, r.FirstToken)
+		}
+	}
+	if len(first) != 48 {
+		t.Fatalf("%d requests sent at t=0, want the 48 of the burst", len(first))
+	}
+	slices.Sort(first)
+	for k, f := range first {
+		if f < float64(k+1)*cost {
+			t.Errorf("the %d-th first token of the burst at %.4f s, before the %d-th decision", k+1, f, k+1)
+		}
+	}
+	free, _ := run(0)
+	if res.MeanTTFT <= free.MeanTTFT {
+		t.Errorf("mean TTFT %.4f s with a router cost, %.4f s without: the router's wait is not in TTFT", res.MeanTTFT, free.MeanTTFT)
+	}
+	again, _ := run(cost)
+	if !reflect.DeepEqual(res, again) {
+		t.Error("two runs with a router cost differ")
 	}
 }
