@@ -94,6 +94,12 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		!storage.Attributes()["enabled"].Equal(types.BoolValue(false))
 	versionChanged := exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion)
 	plan.Addons = planAddons(plan.Addons, prior.Addons, versionChanged || replacing)
+	if exists && !replacing {
+		planInCluster(&plan, &prior)
+	} else {
+		planInCluster(&plan, nil)
+	}
+	resp.Diagnostics.Append(validateMonitoring(ctx, plan)...)
 	for _, g := range []struct {
 		name  string
 		plan  *types.Object
