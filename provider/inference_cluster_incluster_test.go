@@ -195,7 +195,7 @@ func TestAccInferenceClusterDevicePlugin(t *testing.T) {
 				}},
 			},
 			{
-				Config: on,
+				Config:            on,
 				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(clusterRes, dp.AtMapKey("status"), knownvalue.StringExact("applied"))},
 				Check: func(*terraform.State) error {
 					ds, err := g.c.Client.AppsV1().DaemonSets(workloads.DevicePluginNamespace).Get(context.Background(), workloads.DevicePluginName, metav1.GetOptions{})
