@@ -73,8 +73,49 @@ func applyCRDs(ctx context.Context, kc *kube.Client, ch *chart.Chart, deadline t
 		if err := waitEstablished(ctx, kc, o.Name, deadline); err != nil {
 			return err
 		}
+		if err := waitDiscovered(ctx, kc, o, deadline); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// waitDiscovered waits until API discovery lists the CRD's kind: Helm maps
+// the chart's objects (a Prometheus, an Alertmanager) through discovery, and
+// Established can come a moment before discovery shows a new group.
+func waitDiscovered(ctx context.Context, kc *kube.Client, crd kube.Object, deadline time.Time) error {
+	body := crd.Body().Object
+	group, _, _ := unstructured.NestedString(body, "spec", "group")
+	kind, _, _ := unstructured.NestedString(body, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(body, "spec", "versions")
+	version := ""
+	for _, v := range versions {
+		if m, _ := v.(map[string]any); m["served"] == true {
+			version, _ = m["name"].(string)
+			break
+		}
+	}
+	if version == "" {
+		return nil // serves nothing: nothing for Helm to map
+	}
+	gvk := schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
+	for {
+		ok, err := kc.Serves(gvk)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CRD %s is Established but discovery does not list %s within the timeout", crd.Name, gvk)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s in API discovery: %w", gvk, context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func waitEstablished(ctx context.Context, kc *kube.Client, name string, deadline time.Time) error {

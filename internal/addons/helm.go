@@ -27,6 +27,31 @@ func (l Logf) printf(format string, args ...any) {
 	}
 }
 
+// gated passes lines to logf until closed. Helm's actions leave goroutines
+// behind when their context ends (an upgrade's wait goes on in the
+// background); they must not log through a caller that has returned.
+func gated(logf func(format string, args ...any)) (Logf, func()) {
+	if logf == nil {
+		return nil, func() {}
+	}
+	var (
+		mu     sync.Mutex
+		closed bool
+	)
+	log := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !closed {
+			logf(format, args...)
+		}
+	}
+	return log, func() {
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+	}
+}
+
 // newHelm is Helm's action configuration for one namespace over cfg, with
 // release records in Secrets (Helm's default driver). Every request it makes
 // is bound to ctx.

@@ -65,7 +65,8 @@ func statusOf(rel *release.Release) Status {
 // none), so the caller keeps what is deployed in its state. Progress and
 // every recovery step go to logf.
 func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format string, args ...any)) (Status, error) {
-	log := Logf(logf)
+	log, closeLog := gated(logf)
+	defer closeLog()
 	m = m.withDefaults()
 	if err := m.Validate(); err != nil {
 		return Status{}, err
