@@ -349,7 +349,7 @@ func planMonitoring(plan, prior *inferenceClusterModel, priorAddons map[string]a
 	enabled := v["enabled"].Equal(types.BoolValue(true))
 	wasEnabled := p != nil && p["enabled"].Equal(types.BoolValue(true))
 	same := p != nil && prior != nil && plan.GrafanaAdminPasswordVersion.Equal(prior.GrafanaAdminPasswordVersion) &&
-		plan.SystemNodeGroup.Equal(prior.SystemNodeGroup)
+		samePlacement(plan.SystemNodeGroup, prior.SystemNodeGroup)
 	for _, k := range monitoringSettings {
 		if same && !v[k].Equal(p[k]) {
 			same = false
@@ -400,6 +400,16 @@ func validateMonitoring(ctx context.Context, plan inferenceClusterModel) diag.Di
 		diags.AddAttributeError(path.Root("addons").AtName("monitoring"), "Invalid monitoring add-on", strings.Join(lines, "\n"))
 	}
 	return diags
+}
+
+// samePlacement: a node group's labels and taints (where the stack's pods
+// go) stay; other attributes (sizes, versions) do not move them.
+func samePlacement(planned, prior types.Object) bool {
+	if planned.IsNull() || prior.IsNull() || planned.IsUnknown() || prior.IsUnknown() {
+		return planned.IsNull() && prior.IsNull()
+	}
+	p, s := planned.Attributes(), prior.Attributes()
+	return p["labels"].Equal(s["labels"]) && p["taints"].Equal(s["taints"])
 }
 
 // monitoringActs: the plan expects the release to change.
