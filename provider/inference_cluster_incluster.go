@@ -272,7 +272,10 @@ func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inf
 		return
 	}
 	k, err := r.inClusterKube(ctx, *state)
-	if err == nil {
+	if err != nil {
+		// No client for what AWS reports as the endpoint and CA: as unreachable.
+		err = &net.OpError{Op: "connect", Net: "tcp", Err: err}
+	} else {
 		err = r.refreshInCluster(ctx, k, state, want, importing)
 	}
 	if err == nil {

@@ -229,6 +229,18 @@ func TestAccInferenceClusterDevicePlugin(t *testing.T) {
 	})
 }
 
+// inventoryOf is a resource's inventory list from a state.
+func inventoryOf(s *terraform.State, res string) []string {
+	a := s.RootModule().Resources[res].Primary.Attributes
+	var n int
+	fmt.Sscan(a["inventory.#"], &n)
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, a[fmt.Sprintf("inventory.%d", i)])
+	}
+	return out
+}
+
 // stateHolds reports where a secret value appears in a state's attributes.
 func stateHolds(s *terraform.State, secret string) []string {
 	var where []string
