@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -547,6 +548,65 @@ func TestAccInferenceClusterMonitoring(t *testing.T) {
 					}
 					return nil
 				},
+			},
+		},
+	})
+}
+
+// TestAccInferenceClusterInClusterResumes: an in-cluster step that fails
+// (a chart version the repository does not serve) never taints the cluster.
+// On create no state is saved and the next apply adopts the cluster by its
+// tags (one EKS cluster, the same ARN) and finishes the add-ons; on update
+// the state records the failure, and the next plan repairs it.
+func TestAccInferenceClusterInClusterResumes(t *testing.T) {
+	g := newInClusterGround(t, "resume", 2, 1)
+	repo := startMonitoringRepo(t, g.c)
+	const name = "acc-resume"
+	good := g.config(name, monitoringAddon(repo, true, ""), "")
+	missing := strings.Replace(good, `chart_version    = "`+monitoringTestChart+`"`, `chart_version    = "9.9.9"`, 1)
+	mon := tfjsonpath.New("addons").AtMapKey("monitoring")
+	var arn string
+	oneCluster := func(s *terraform.State) error {
+		parts, err := g.aws.FindOwnedParts(context.Background(), name)
+		if err != nil {
+			return err
+		}
+		clusters := 0
+		for _, p := range parts {
+			if p.Kind == "eks cluster" {
+				clusters++
+			}
+		}
+		got := s.RootModule().Resources[clusterRes].Primary.Attributes["arn"]
+		if clusters != 1 || (arn != "" && got != arn) {
+			return fmt.Errorf("%d EKS clusters, ARN %s (before %s): want the one cluster adopted", clusters, got, arn)
+		}
+		arn = got
+		return g.checkDevicePluginOnGPUNodes()
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNothingOwned(t, g.aws, name),
+		Steps: []resource.TestStep{
+			{Config: missing, ExpectError: regexp.MustCompile(`(?s)in-cluster add-ons.*chart_version\s+9\.9\.9.*apply\s+again\s+to\s+resume`)},
+			{
+				Config:            good,
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(clusterRes, mon.AtMapKey("status"), knownvalue.StringExact("deployed"))},
+				Check:             oneCluster,
+			},
+			{Config: missing, ExpectError: regexp.MustCompile(`(?s)in-cluster add-ons.*9\.9\.9`)},
+			{
+				Config: good,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(clusterRes, plancheck.ResourceActionUpdate),
+					plancheck.ExpectUnknownValue(clusterRes, mon.AtMapKey("status")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(clusterRes, mon.AtMapKey("status"), knownvalue.StringExact("deployed")),
+					statecheck.ExpectKnownValue(clusterRes, mon.AtMapKey("version"), knownvalue.StringExact(monitoringTestChart)),
+				},
+				Check: oneCluster,
 			},
 		},
 	})

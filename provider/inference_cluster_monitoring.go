@@ -211,7 +211,8 @@ func (r *inferenceClusterResource) applyMonitoring(ctx context.Context, k *inClu
 		}
 		if err != nil {
 			state.Addons = withInClusterStatus(state.Addons, "monitoring", "failed: "+err.Error())
-			return refs, fmt.Errorf("installing monitoring: %w", err)
+			// addons names its own fields (Version, Repository): say which attributes they are.
+			return refs, fmt.Errorf("installing monitoring (addons.monitoring.chart_version %s from chart_repository %s): %w", want.Version, want.Repository, err)
 		}
 	}
 	if err := k.c.Apply(ctx, dashboards, true); err != nil {
