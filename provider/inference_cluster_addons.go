@@ -37,7 +37,7 @@ var (
 	addonTypes  = map[string]attr.Type{"enabled": types.BoolType, "version": types.StringType, "resolve_conflicts": types.StringType, "status": types.StringType}
 	addonType   = types.ObjectType{AttrTypes: addonTypes}
 	addonsTypes = func() map[string]attr.Type {
-		out := map[string]attr.Type{}
+		out := map[string]attr.Type{"nvidia_device_plugin": devicePluginType, "monitoring": monitoringType}
 		for _, a := range eksAddons {
 			out[a.attr] = addonType
 		}
@@ -48,8 +48,8 @@ var (
 )
 
 func addonsAttribute() schema.SingleNestedAttribute {
-	defaults := map[string]attr.Value{}
-	attrs := map[string]schema.Attribute{}
+	defaults := map[string]attr.Value{"nvidia_device_plugin": devicePluginDefault, "monitoring": monitoringDefault}
+	attrs := map[string]schema.Attribute{"nvidia_device_plugin": devicePluginAttribute(), "monitoring": monitoringAttribute()}
 	for _, a := range eksAddons {
 		defaults[a.attr] = addonDefault
 		attrs[a.attr] = schema.SingleNestedAttribute{
@@ -70,8 +70,11 @@ func addonsAttribute() schema.SingleNestedAttribute {
 	}
 	return schema.SingleNestedAttribute{
 		Optional: true, Computed: true, Default: objectdefault.StaticValue(types.ObjectValueMust(addonsTypes, defaults)),
-		MarkdownDescription: "EKS managed add-ons, installed through the EKS API: the networking ones and the pod identity agent before the nodes join, " +
-			"CoreDNS and the FSx CSI driver after. A version drifted from a pinned one, an add-on deleted or degraded behind Terraform's back, shows in the plan and the apply repairs it.",
+		MarkdownDescription: "Add-ons. EKS managed ones, installed through the EKS API: the networking ones and the pod identity agent before the nodes join, " +
+			"CoreDNS and the FSx CSI driver after. A version drifted from a pinned one, an add-on deleted or degraded behind Terraform's back, shows in the plan and the apply repairs it. " +
+			"In-cluster ones (`nvidia_device_plugin`, `monitoring`), applied through the Kubernetes API with the cluster's own endpoint once the node groups are active " +
+			"(tokens minted from the provider's AWS credentials, as the fleet does): a deleted or edited object, a release with edited values or stuck in `pending-*`, " +
+			"shows in the plan and the apply repairs it; turned off, they are removed; on destroy they go before the node groups and the cluster.",
 		Attributes: attrs,
 	}
 }
@@ -125,6 +128,15 @@ func addonsObject(installed []awsinfra.Addon, prior types.Object) types.Object {
 			p["enabled"] = types.BoolValue(ok)
 		}
 		v[a.attr] = types.ObjectValueMust(addonTypes, p)
+	}
+	// The in-cluster add-ons are read from the cluster, not from EKS (readInCluster).
+	v["nvidia_device_plugin"], v["monitoring"] = devicePluginDefault, monitoringDefault
+	if !prior.IsNull() && !prior.IsUnknown() {
+		for _, k := range []string{"nvidia_device_plugin", "monitoring"} {
+			if o, ok := prior.Attributes()[k].(types.Object); ok && !o.IsNull() && !o.IsUnknown() {
+				v[k] = o
+			}
+		}
 	}
 	return types.ObjectValueMust(addonsTypes, v)
 }

@@ -16,28 +16,32 @@ import (
 // inferenceClusterModel is the resource's state; nested objects stay
 // types.Object because they may be unknown in a plan.
 type inferenceClusterModel struct {
-	ID                     types.String   `tfsdk:"id"`
-	Name                   types.String   `tfsdk:"name"`
-	KubernetesVersion      types.String   `tfsdk:"kubernetes_version"`
-	AdminAccess            types.String   `tfsdk:"admin_access"`
-	Tags                   types.Map      `tfsdk:"tags"`
-	TagsAll                types.Map      `tfsdk:"tags_all"`
-	Networking             types.Object   `tfsdk:"networking"`
-	EndpointAccess         types.Object   `tfsdk:"endpoint_access"`
-	GPUNodeGroup           types.Object   `tfsdk:"gpu_node_group"`
-	SystemNodeGroup        types.Object   `tfsdk:"system_node_group"`
-	ModelStorage           types.Object   `tfsdk:"model_storage"`
-	Addons                 types.Object   `tfsdk:"addons"`
-	AccessEntries          types.Map      `tfsdk:"access_entries"`
-	ARN                    types.String   `tfsdk:"arn"`
-	Endpoint               types.String   `tfsdk:"endpoint"`
-	ClusterCACertificate   types.String   `tfsdk:"cluster_ca_certificate"`
-	OIDCIssuerURL          types.String   `tfsdk:"oidc_issuer_url"`
-	ClusterSecurityGroupID types.String   `tfsdk:"cluster_security_group_id"`
-	SecurityGroupIDs       types.Set      `tfsdk:"security_group_ids"`
-	AdminPrincipalARN      types.String   `tfsdk:"admin_principal_arn"`
-	Kubernetes             types.Object   `tfsdk:"kubernetes"`
-	Timeouts               timeouts.Value `tfsdk:"timeouts"`
+	ID                     types.String `tfsdk:"id"`
+	Name                   types.String `tfsdk:"name"`
+	KubernetesVersion      types.String `tfsdk:"kubernetes_version"`
+	AdminAccess            types.String `tfsdk:"admin_access"`
+	Tags                   types.Map    `tfsdk:"tags"`
+	TagsAll                types.Map    `tfsdk:"tags_all"`
+	Networking             types.Object `tfsdk:"networking"`
+	EndpointAccess         types.Object `tfsdk:"endpoint_access"`
+	GPUNodeGroup           types.Object `tfsdk:"gpu_node_group"`
+	SystemNodeGroup        types.Object `tfsdk:"system_node_group"`
+	ModelStorage           types.Object `tfsdk:"model_storage"`
+	Addons                 types.Object `tfsdk:"addons"`
+	AccessEntries          types.Map    `tfsdk:"access_entries"`
+	ARN                    types.String `tfsdk:"arn"`
+	Endpoint               types.String `tfsdk:"endpoint"`
+	ClusterCACertificate   types.String `tfsdk:"cluster_ca_certificate"`
+	OIDCIssuerURL          types.String `tfsdk:"oidc_issuer_url"`
+	ClusterSecurityGroupID types.String `tfsdk:"cluster_security_group_id"`
+	SecurityGroupIDs       types.Set    `tfsdk:"security_group_ids"`
+	AdminPrincipalARN      types.String `tfsdk:"admin_principal_arn"`
+	Kubernetes             types.Object `tfsdk:"kubernetes"`
+	InClusterInventory     types.List   `tfsdk:"in_cluster_inventory"`
+	GrafanaAdminPassword   types.String `tfsdk:"grafana_admin_password"`
+	// GrafanaAdminPasswordVersion is the user's signal that the write-only password changed.
+	GrafanaAdminPasswordVersion types.String   `tfsdk:"grafana_admin_password_version"`
+	Timeouts                    timeouts.Value `tfsdk:"timeouts"`
 }
 
 type networkingModel struct {

@@ -113,6 +113,13 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 					"The cluster, the network and the file system stay.", replaced))
 		}
 	}
+	// After the node groups: the add-ons' placement follows their labels and taints.
+	if exists && !replacing {
+		planInCluster(&plan, &prior)
+	} else {
+		planInCluster(&plan, nil)
+	}
+	resp.Diagnostics.Append(validateMonitoring(ctx, plan)...)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() || r.data == nil {
 		return

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -61,14 +62,16 @@ func (r *inferenceClusterResource) Create(ctx context.Context, req resource.Crea
 	}
 	// No partial state on failure: the next apply's create adopts the parts
 	// by their owner tags, where tainted state would make Terraform delete them.
-	r.apply(ctx, plan, plan.Timeouts.Create, defaultCreateTimeout, "Creating", (*awsinfra.Clients).CreateCluster,
+	r.apply(ctx, plan, nil, req.Config, plan.Timeouts.Create, defaultCreateTimeout, "Creating", (*awsinfra.Clients).CreateCluster,
 		"\n\nThe parts already created are kept and carry the tag "+awsinfra.OwnerTag+"="+plan.Name.ValueString()+"; apply again to resume.",
 		resp.State.Set, &resp.Diagnostics)
 }
 
 // apply runs a create or an update of the planned cluster within the
-// operation's timeout and records what AWS reports afterwards.
-func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClusterModel,
+// operation's timeout, then the in-cluster add-ons once the node groups are
+// active, and records what AWS and the cluster report afterwards. prior is
+// nil for a create.
+func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClusterModel, prior *inferenceClusterModel, config tfsdk.Config,
 	timeoutOf func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), defaultTimeout time.Duration, verb string,
 	op func(*awsinfra.Clients, context.Context, awsinfra.ClusterSpec) (*awsinfra.Cluster, error), hint string,
 	set func(context.Context, any) diag.Diagnostics, diags *diag.Diagnostics) {
@@ -76,6 +79,7 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 	diags.Append(d...)
 	spec, d := plan.spec(ctx)
 	diags.Append(d...)
+	password := writeOnlyString(ctx, config, "grafana_admin_password", diags)
 	if diags.HasError() {
 		return
 	}
@@ -87,16 +91,33 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 		diags.AddError(verb+" inference cluster "+spec.Name, err.Error()+hint)
 		return
 	}
-	r.setState(ctx, c, plan, cl, spec, set, diags)
+	state, ok := r.readBack(ctx, c, plan, cl, spec, diags)
+	if !ok {
+		return
+	}
+	if err := r.applyInCluster(ctx, &state, prior, password); err != nil {
+		if prior == nil {
+			// No state: a created resource with an error is tainted, and a
+			// tainted cluster would be replaced. The next apply's create
+			// adopts the cluster by its tags and resumes here.
+			diags.AddError(verb+" inference cluster "+spec.Name+": in-cluster add-ons", explain(err)+
+				"\n\nThe AWS parts are created and kept (tagged "+awsinfra.OwnerTag+"="+spec.Name+"); apply again to resume with the add-ons: "+
+				"the cluster is adopted, not created again. To go on without them, set addons.nvidia_device_plugin.enabled or addons.monitoring.enabled to false.")
+			return
+		}
+		diags.AddError(verb+" inference cluster "+spec.Name+": in-cluster add-ons", explain(err)+
+			"\n\nThe AWS parts are updated; the state records the add-ons as they stand, so the next plan shows what is left to repair.")
+	}
+	diags.Append(set(ctx, &state)...)
 }
 
-// setState records the cluster as read back, keeping the plan's inputs that
+// readBack is the cluster as read back, keeping the plan's inputs that
 // AWS does not report and the admin principal.
-func (r *inferenceClusterResource) setState(ctx context.Context, c *awsinfra.Clients, plan inferenceClusterModel, cl *awsinfra.Cluster,
-	spec awsinfra.ClusterSpec, set func(context.Context, any) diag.Diagnostics, diags *diag.Diagnostics) {
+func (r *inferenceClusterResource) readBack(ctx context.Context, c *awsinfra.Clients, plan inferenceClusterModel, cl *awsinfra.Cluster,
+	spec awsinfra.ClusterSpec, diags *diag.Diagnostics) (inferenceClusterModel, bool) {
 	if cl == nil {
 		diags.AddError("Reading inference cluster "+spec.Name, "the cluster vanished right after it was applied")
-		return
+		return plan, false
 	}
 	state := plan
 	state.refresh(ctx, c, cl)
@@ -106,11 +127,11 @@ func (r *inferenceClusterResource) setState(ctx context.Context, c *awsinfra.Cli
 		id, err := awsinfra.FindCallerIdentity(ctx, c)
 		if err != nil {
 			diags.AddError("Reading caller identity", err.Error())
-			return
+			return state, false
 		}
 		state.AdminPrincipalARN = types.StringValue(id.PrincipalARN)
 	}
-	diags.Append(set(ctx, &state)...)
+	return state, true
 }
 
 func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -147,6 +168,10 @@ func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRe
 		}
 		state.AdminPrincipalARN = types.StringValue(principal)
 	}
+	r.readInCluster(ctx, &state, importing, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -171,7 +196,7 @@ func (r *inferenceClusterResource) Update(ctx context.Context, req resource.Upda
 		return
 	}
 	plan.AdminPrincipalARN = prior.AdminPrincipalARN
-	r.apply(ctx, plan, plan.Timeouts.Update, defaultUpdateTimeout, "Updating", (*awsinfra.Clients).UpdateCluster, "", resp.State.Set, &resp.Diagnostics)
+	r.apply(ctx, plan, &prior, req.Config, plan.Timeouts.Update, defaultUpdateTimeout, "Updating", (*awsinfra.Clients).UpdateCluster, "", resp.State.Set, &resp.Diagnostics)
 }
 
 func (r *inferenceClusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -187,6 +212,11 @@ func (r *inferenceClusterResource) Delete(ctx context.Context, req resource.Dele
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// In-cluster add-ons first: the release's volumes and the DaemonSet go
+	// while the nodes and the API are still there.
+	if !r.deleteInCluster(ctx, state, &resp.Diagnostics) {
+		return
+	}
 	if err := r.clients().DeleteCluster(ctx, state.Name.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Deleting inference cluster "+state.Name.ValueString(), err.Error())
 	}

@@ -52,11 +52,20 @@ func standInOn(t *testing.T, moto *testenv.Moto) (*testenv.AWSStandIn, *awsinfra
 	return standIn, motoClients(t, &testenv.Moto{URL: standIn.URL})
 }
 
+// inClusterOff turns the in-cluster add-ons off, for clusters whose API
+// nothing answers (moto's endpoints are fakes).
+const inClusterOff = "nvidia_device_plugin = { enabled = false }, monitoring = { enabled = false }"
+
 // clusterConfig is a cluster of two zones; its file system is unprotected
-// (so the test's destroy may delete it) unless body sets model_storage.
+// (so the test's destroy may delete it) unless body sets model_storage, and
+// its in-cluster add-ons are off unless body sets addons or says
+// "# in-cluster add-ons on".
 func clusterConfig(standIn *testenv.AWSStandIn, name, body string) string {
 	if !strings.Contains(body, "model_storage") {
 		body += "\n  model_storage = { deletion_protection = false }\n"
+	}
+	if !strings.Contains(body, "addons") && !strings.Contains(body, "# in-cluster add-ons on") {
+		body += "\n  addons = { " + inClusterOff + " }\n"
 	}
 	return providerConfig(&testenv.Moto{URL: standIn.URL}, "") + fmt.Sprintf(`
 resource "llmd_inference_cluster" "test" {

@@ -59,7 +59,7 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An EKS cluster ready for LLM inference: its own VPC (or an existing one), IAM roles, the control plane " +
 			"with API authentication and an admin access entry, a GPU node group and a system node group, an FSx for Lustre file system for the " +
-			"model weights and the EKS managed add-ons. Every part carries the tags `llmd.dev/owner = <name>` and `llmd.dev/region`; a create that failed " +
+			"model weights, the EKS managed add-ons, and in the cluster the NVIDIA device plugin and monitoring (kube-prometheus-stack with llmd's Grafana dashboards). Every part carries the tags `llmd.dev/owner = <name>` and `llmd.dev/region`; a create that failed " +
 			"half way is resumed by the next apply, which adopts what exists. Most changes apply in place; a node group change EKS cannot make in place " +
 			"replaces that node group only; only `name`, `admin_access` and `networking` replace the whole cluster (see the table below). " +
 			"Waits poll AWS every 10s; the environment variable `LLMD_AWS_POLL_INTERVAL` (a Go duration) changes that and exists for tests against emulators.",
@@ -105,6 +105,8 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 				MarkdownDescription: "Additional security groups of the control plane's network interfaces."},
 			"admin_principal_arn": schema.StringAttribute{Computed: true, PlanModifiers: keep(),
 				MarkdownDescription: "IAM principal given the admin access entry (empty with `bootstrap_creator`)."},
+			"in_cluster_inventory": schema.ListAttribute{ElementType: types.StringType, Computed: true,
+				MarkdownDescription: "The objects the in-cluster add-ons applied (`group/version/Kind/namespace/name`), besides the monitoring Helm release: what turning an add-on off prunes and a destroy deletes."},
 			"kubernetes": schema.SingleNestedAttribute{
 				Computed:            true,
 				PlanModifiers:       []planmodifier.Object{kubernetesFromState{}},
@@ -125,6 +127,9 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 		Blocks: map[string]schema.Block{
 			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 		},
+	}
+	for k, v := range grafanaPasswordAttributes() {
+		resp.Schema.Attributes[k] = v
 	}
 }
 

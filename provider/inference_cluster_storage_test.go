@@ -19,8 +19,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/addons"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
 
 // TestAccInferenceClusterModelStorage, through the terraform CLI:
@@ -82,7 +84,7 @@ func TestAccInferenceClusterModelStorage(t *testing.T) {
   access_entries = {
     "arn:aws:iam::123456789012:role/ci-plan" = { policy_arn = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy", namespaces = ["llmd"] }
   }
-  addons = { coredns = { version = "v1.11.3-eksbuild.1" } }
+  addons = { coredns = { version = "v1.11.3-eksbuild.1" }, `+inClusterOff+` }
 `)
 	var began time.Time
 	resource.Test(t, resource.TestCase{
@@ -318,8 +320,9 @@ func TestAccInferenceClusterTwoRegions(t *testing.T) {
 // TestAccInferenceClusterDefaultsPlan: with model_storage and addons unset,
 // the plan holds the product's defaults: a protected SCRATCH_2 file system
 // of 1200 GiB whose AWS values are known after apply, every add-on enabled
-// with EKS's conflict policy OVERWRITE, the GPU nodes colocated and labelled
-// for the device plugin, Kubernetes 1.33.
+// with EKS's conflict policy OVERWRITE, the in-cluster add-ons on with their
+// pinned device plugin image and chart version, the GPU nodes colocated and
+// labelled for the device plugin, Kubernetes 1.33.
 func TestAccInferenceClusterDefaultsPlan(t *testing.T) {
 	standIn, _ := standInSetup(t)
 	res := "llmd_inference_cluster.test"
@@ -329,7 +332,7 @@ func TestAccInferenceClusterDefaultsPlan(t *testing.T) {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			// The comment keeps clusterConfig from adding an unprotected model_storage.
-			Config:             clusterConfig(standIn, "acc-defaults", "  # model_storage: the defaults\n  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }"),
+			Config:             clusterConfig(standIn, "acc-defaults", "  # model_storage: the defaults\n  # in-cluster add-ons on\n  gpu_node_group = { desired_size = 2, min_size = 2, max_size = 2 }"),
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 			ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPreRefresh: []plancheck.PlanCheck{
@@ -343,6 +346,15 @@ func TestAccInferenceClusterDefaultsPlan(t *testing.T) {
 				plancheck.ExpectUnknownValue(res, ms.AtMapKey("mount_name")),
 				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("fsx_csi_driver").AtMapKey("enabled"), knownvalue.Bool(true)),
 				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("vpc_cni").AtMapKey("resolve_conflicts"), knownvalue.StringExact("OVERWRITE")),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("nvidia_device_plugin").AtMapKey("enabled"), knownvalue.Bool(true)),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("nvidia_device_plugin").AtMapKey("image"), knownvalue.StringExact(workloads.DefaultDevicePluginImage)),
+				plancheck.ExpectUnknownValue(res, tfjsonpath.New("addons").AtMapKey("nvidia_device_plugin").AtMapKey("status")),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("monitoring").AtMapKey("enabled"), knownvalue.Bool(true)),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("monitoring").AtMapKey("chart_version"), knownvalue.StringExact(addons.DefaultChartVersion)),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("monitoring").AtMapKey("chart_repository"), knownvalue.StringExact(addons.DefaultRepository)),
+				plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("monitoring").AtMapKey("namespace"), knownvalue.StringExact("monitoring")),
+				plancheck.ExpectUnknownValue(res, tfjsonpath.New("addons").AtMapKey("monitoring").AtMapKey("revision")),
+				plancheck.ExpectUnknownValue(res, tfjsonpath.New("in_cluster_inventory")),
 				plancheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("colocate_with_storage"), knownvalue.Bool(true)),
 				plancheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("labels").AtMapKey("nvidia.com/gpu.present"), knownvalue.StringExact("true")),
 				plancheck.ExpectKnownValue(res, tfjsonpath.New("gpu_node_group").AtMapKey("version"), knownvalue.StringExact("1.33")),

@@ -65,6 +65,8 @@ resource "llmd_inference_cluster" "test" {
     max_size     = 3
   }
   model_storage = { deletion_protection = false }
+  # The device plugin lands on the test's GPU nodes; monitoring has its own test.
+  addons = { monitoring = { enabled = false } }
 }
 
 resource "llmd_model_fleet" "test" {

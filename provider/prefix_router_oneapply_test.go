@@ -238,8 +238,9 @@ func explainRoute(t *testing.T, url string, body []byte) routeExplained {
 
 // oneApplyConfig is the whole product in one configuration: the cluster
 // (moto + the AWS stand-in, whose DescribeCluster points at the local
-// control plane), the fleet on it and the router in front of the fleet.
-func oneApplyConfig(moto *testenv.Moto, roleARN, cluster, ns, scoring string) string {
+// control plane) with its in-cluster add-ons (monitoring from the test's
+// chart repository), the fleet on it and the router in front of the fleet.
+func oneApplyConfig(moto *testenv.Moto, repo *testenv.ChartRepo, roleARN, cluster, ns, scoring string) string {
 	return providerConfig(moto, `
   assume_role {
     role_arn     = "`+roleARN+`"
@@ -257,6 +258,7 @@ resource "llmd_inference_cluster" "test" {
     max_size     = 3
   }
   model_storage = { deletion_protection = false }
+%s
 }
 
 resource "llmd_model_fleet" "test" {
@@ -274,11 +276,13 @@ resource "llmd_prefix_router" "test" {
   image   = %q
 %s
 }
-`, cluster, ns, devRouterImage, scoring)
+`, cluster, monitoringAddon(repo, true, ""), ns, devRouterImage, scoring)
 }
 
 // TestAccPrefixRouterOneApply is the product's headline: ONE apply of
-// cluster + fleet + router, then the containers are played from what the
+// cluster (with its device plugin on every GPU node and monitoring, whose
+// CRDs the fleet's PodMonitor and the router's ServiceMonitor then find) +
+// fleet + router, then the containers are played from what the
 // cluster says (each Deployment's pod spec read back from the API): an
 // `llmd-router sim` per fleet pod on its IP, `llmd-router serve` per router
 // pod with its spec's args, its ConfigMap and its own ServiceAccount's
@@ -289,15 +293,10 @@ resource "llmd_prefix_router" "test" {
 // in AWS and nothing in the namespace.
 func TestAccPrefixRouterOneApply(t *testing.T) {
 	began := time.Now()
-	standIn, aws := standInSetup(t)
-	moto := &testenv.Moto{URL: standIn.URL}
-	c := testenv.StartCluster(t)
+	g := newInClusterGround(t, "oneapply", 3, 2)
+	aws, moto, c, roleARN := g.aws, g.moto, g.c, g.roleARN
 	testenv.ServePodIPs(t)
-	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: "oneapply-gpu", Count: 3, GPUs: 1, Labels: map[string]string{"llmd.dev/pool": "gpu"}})
-	c.AddSystemNodes(t, "oneapply-system", 2)
-	standIn.PointAllClustersAt(c)
-	roleARN := createRole(t, moto, "/platform/", "llmd-router-deployer")
-	c.MapIAMPrincipal(t, roleARN, "system:masters")
+	repo := startMonitoringRepo(t, c)
 	const cluster, ns = "acc-oneapply", "llmd-oneapply"
 	const model = "Qwen/Qwen2.5-7B-Instruct"
 
@@ -310,7 +309,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 		CheckDestroy:             resource.ComposeTestCheckFunc(checkNothingOwned(t, aws, cluster), checkNamespaceEmpty(c, ns)),
 		Steps: []resource.TestStep{
 			{
-				Config: oneApplyConfig(moto, roleARN, cluster, ns, ""),
+				Config: oneApplyConfig(moto, repo, roleARN, cluster, ns, ""),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+ns+".svc.cluster.local:8000")),
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
@@ -326,6 +325,16 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 					}
 					t.Logf("one apply of cluster + fleet + router: %s since the test began, %d Kubernetes objects (fleet + router inventories)",
 						applied.Sub(began).Round(time.Millisecond), objects)
+					if err := g.checkDevicePluginOnGPUNodes(); err != nil {
+						return err
+					}
+					// Monitoring came up in the same apply, before the fleet and the router asked for its CRDs.
+					for _, inv := range []struct{ res, want string }{{fleetRes, "monitoring.coreos.com/v1/PodMonitor/" + ns + "/qwen"},
+						{routerRes, "monitoring.coreos.com/v1/ServiceMonitor/" + ns + "/router"}} {
+						if !slices.Contains(inventoryOf(s, inv.res), inv.want) {
+							return fmt.Errorf("%s's inventory %v lacks %s", inv.res, inventoryOf(s, inv.res), inv.want)
+						}
+					}
 
 					fleetIPs, _ := startDeclaredReplicas(t, c, ns, "qwen", 3)
 					routers := playRouterPods(t, c, ns, "router", 2)
@@ -416,7 +425,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 				},
 			},
 			{
-				Config:   oneApplyConfig(moto, roleARN, cluster, ns, ""),
+				Config:   oneApplyConfig(moto, repo, roleARN, cluster, ns, ""),
 				PlanOnly: true,
 			},
 			{
@@ -427,7 +436,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 				ImportStateVerifyIgnore: []string{"timeouts"},
 			},
 			{
-				Config: oneApplyConfig(moto, roleARN, cluster, ns, `
+				Config: oneApplyConfig(moto, repo, roleARN, cluster, ns, `
   scoring = {
     scorers = [
       { type = "prefix", weight = 1 },

@@ -1,11 +1,21 @@
 # An EKS cluster for LLM inference in its own VPC: eight g5.xlarge GPU nodes
 # (one A10G each, tainted nvidia.com/gpu=true:NoSchedule, labelled
 # nvidia.com/gpu.present=true) in the zone of an FSx for Lustre file system
-# that imports the weights from S3, one system node, and the EKS add-ons.
+# that imports the weights from S3, one system node, the EKS add-ons, and in
+# the cluster the NVIDIA device plugin and kube-prometheus-stack with llmd's
+# Grafana dashboards.
 
 variable "admin_cidrs" {
   description = "CIDRs allowed to the public Kubernetes API endpoint: your office or VPN egress ranges."
   type        = list(string)
+}
+
+variable "grafana_admin_password" {
+  description = "Grafana's admin password; never stored in state. Leave null to have one generated into a Secret."
+  type        = string
+  sensitive   = true
+  ephemeral   = true
+  default     = null
 }
 
 variable "ci_role_arn" {
@@ -47,7 +57,17 @@ resource "llmd_inference_cluster" "main" {
   addons = {
     # Unset versions take EKS's default for the Kubernetes version; pin one like this.
     coredns = { version = "v1.11.4-eksbuild.2" }
+    # In the cluster: both on by default. A private VPC points them at mirrors.
+    nvidia_device_plugin = { image = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0" }
+    monitoring = {
+      chart_repository = "https://prometheus-community.github.io/helm-charts"
+      retention        = "15d"
+    }
   }
+
+  # Write-only: bump the version to write a new password.
+  grafana_admin_password         = var.grafana_admin_password
+  grafana_admin_password_version = "1"
 
   access_entries = {
     (var.ci_role_arn) = {
