@@ -39,6 +39,7 @@ const (
 var prometheusGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheuses"}
 
 type fixture struct {
+	t    *testing.T
 	c    *testenv.Cluster
 	cfg  *rest.Config
 	repo *testenv.ChartRepo
@@ -70,7 +71,7 @@ func setup(t *testing.T) *fixture {
 			testenv.KubePrometheusStack{Version: stuck, NeverReady: true}.Chart(t),
 		}
 	})
-	f := &fixture{c: c, repo: testenv.StartChartRepo(t, charts...)}
+	f := &fixture{t: t, c: c, repo: testenv.StartChartRepo(t, charts...)}
 	c.AddSystemNodes(t, strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), 1)
 	ns := c.Namespace(t)
 	_, err := c.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
@@ -130,7 +131,7 @@ func (f *fixture) logf(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	f.logs = append(f.logs, line)
 	if !strings.HasPrefix(line, "helm: ") {
-		fmt.Fprintln(os.Stderr, "    apply:", line)
+		f.t.Log("apply: " + line)
 	}
 }
 
