@@ -29,10 +29,10 @@ import (
 // changes every CRD (as an operator bump does), and "stuck" never becomes
 // ready (its extra Deployment asks for a node that does not exist).
 const (
-	v1      = "1.0.0"
-	v2      = "2.0.0"
-	stuck   = "1.5.0"
-	v2Mark  = "0.85.0-test-v2"
+	v1          = "1.0.0"
+	v2          = "2.0.0"
+	stuck       = "1.5.0"
+	v2Mark      = "0.85.0-test-v2"
 	releaseName = "kps"
 )
 
