@@ -478,6 +478,11 @@ func TestApplyUpgradesAFailedRelease(t *testing.T) {
 	if err == nil || s.Status != "failed" || s.Revision != 1 {
 		t.Fatalf("Apply of a never-ready chart: %+v, %v; want a failed revision 1 and an error", s, err)
 	}
+	t.Logf("Apply of the never-ready chart: %v", err)
+	// The error says why, in the scheduler's words, not only that Helm's wait timed out.
+	if !strings.Contains(err.Error(), "Deployment "+f.m.Namespace+"/"+releaseName+"-"+testenv.NeverReadyDeployment) || !strings.Contains(err.Error(), "node affinity/selector") {
+		t.Errorf("the error does not say which Deployment is not ready and why: %v", err)
+	}
 	s = f.apply(t, f.m)
 	if s.Status != "deployed" || s.Revision != 2 || s.ChartVersion != v1 {
 		t.Errorf("after the failed install: %+v (want an upgrade to revision 2, not a replacement)", s)

@@ -90,6 +90,7 @@ func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format
 	if err != nil {
 		return Status{}, err
 	}
+	kc.Poll = 200 * time.Millisecond
 	if err := checkGrafanaSecret(ctx, kc, m); err != nil {
 		return Status{}, err
 	}
@@ -112,7 +113,7 @@ func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format
 		rel, err = installRelease(ctx, hc, m, ch, deadline)
 	}
 	if err != nil {
-		return current(hc, m), err
+		return current(hc, m), explainNotReady(ctx, kc, m, err)
 	}
 	log.printf("release %s/%s is %s at revision %d (chart %s %s)", m.Namespace, m.Release, rel.Info.Status, rel.Version, m.Chart, m.Version)
 	return statusOf(rel), nil
