@@ -529,3 +529,20 @@ func TestApplyBadInputNamesTheField(t *testing.T) {
 		t.Errorf("bad input left a release: %+v", s)
 	}
 }
+
+func TestApplyFromAnOCIRegistry(t *testing.T) {
+	f := setup(t)
+	m := f.m
+	m.Repository = testenv.StartOCIRegistry(t, charts[0])
+	s := f.apply(t, m)
+	if s.Status != "deployed" || s.ChartVersion != v1 {
+		t.Errorf("after install from %s: %+v", m.Repository, s)
+	}
+	if _, d := f.read(t, m); len(d) != 0 {
+		t.Errorf("drift: %v", d)
+	}
+	m.Version = v2
+	if _, err := Apply(context.Background(), f.cfg, m, f.logf); err == nil || !strings.Contains(err.Error(), "pulling chart kube-prometheus-stack 2.0.0 from "+m.Repository) {
+		t.Errorf("Apply of a version the registry lacks: %v", err)
+	}
+}
