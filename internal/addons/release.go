@@ -61,9 +61,12 @@ func statusOf(rel *release.Release) Status {
 // m.Values(), waiting until the release's workloads are ready (m.Timeout).
 // A release that failed before is upgraded in place, never replaced.
 //
-// On error the returned Status is the release as it stands (zero if there is
-// none), so the caller keeps what is deployed in its state. Progress and
-// every recovery step go to logf.
+// Every Apply makes a new Helm revision (Helm's upgrade also restores
+// objects deleted behind its back): call it when the desired Monitoring
+// changed or Read reports drift. On error the returned Status is the release
+// as it stands (zero if there is none), so the caller keeps what is deployed
+// in its state; a wait that timed out names the Deployments that are not
+// ready and why. Progress and every recovery step go to logf.
 func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format string, args ...any)) (Status, error) {
 	log, closeLog := gated(logf)
 	defer closeLog()
@@ -161,6 +164,10 @@ func checkGrafanaSecret(ctx context.Context, kc *kube.Client, m Monitoring) erro
 //     revision, which also removes what the interrupted upgrade added; if no
 //     revision was ever deployed, mark the pending one failed;
 //   - failed, deployed, superseded: upgrade.
+//
+// Terraform's state lock keeps two llmd applies of one cluster apart; an
+// operation another tool runs at this very moment would be taken for an
+// interrupted one, which is why each recovery is logged with the revision.
 func recoverRelease(hc *action.Configuration, m Monitoring, deadline time.Time, log Logf) (upgrade bool, err error) {
 	last, err := hc.Releases.Last(m.Release)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
