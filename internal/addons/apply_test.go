@@ -483,9 +483,18 @@ func TestApplyUpgradesAFailedRelease(t *testing.T) {
 	if !strings.Contains(err.Error(), "Deployment "+f.m.Namespace+"/"+releaseName+"-"+testenv.NeverReadyDeployment) || !strings.Contains(err.Error(), "node affinity/selector") {
 		t.Errorf("the error does not say which Deployment is not ready and why: %v", err)
 	}
+
+	// The failed release is upgraded, never replaced; here the upgrade is
+	// interrupted too, leaving a pending upgrade with no deployed revision to roll back to.
+	hang.Timeout = f.m.Timeout
+	f.interrupt(t, hang, "pending-upgrade")
+	time.Sleep(time.Second)
 	s = f.apply(t, f.m)
-	if s.Status != "deployed" || s.Revision != 2 || s.ChartVersion != v1 {
-		t.Errorf("after the failed install: %+v (want an upgrade to revision 2, not a replacement)", s)
+	if s.Status != "deployed" || s.Revision != 3 || s.ChartVersion != v1 {
+		t.Errorf("after the failed install and the interrupted upgrade: %+v (want an upgrade to revision 3, not a replacement)", s)
+	}
+	if !f.logged("left pending-upgrade at revision 2 by an interrupted earlier apply and has no deployed revision: marking it failed, then upgrading") {
+		t.Errorf("recovery not logged: %q", f.logs)
 	}
 }
 

@@ -191,8 +191,8 @@ func recoverRelease(hc *action.Configuration, m Monitoring, deadline time.Time, 
 		}
 		if deployed == nil {
 			log.printf("release %s was left %s at revision %d by an interrupted earlier apply and has no deployed revision: marking it failed, then upgrading", name, last.Info.Status, last.Version)
+			last.Info.Description = "marked failed by llmd: left " + last.Info.Status.String() + " by an interrupted apply"
 			last.Info.Status = release.StatusFailed
-			last.Info.Description = "marked failed by llmd: left " + string(release.StatusPendingUpgrade) + " by an interrupted apply"
 			if err := hc.Releases.Update(last); err != nil {
 				return false, fmt.Errorf("recovering release %s: marking revision %d failed: %w", name, last.Version, err)
 			}
