@@ -63,10 +63,12 @@ func statusOf(rel *release.Release) Status {
 //
 // Every Apply makes a new Helm revision (Helm's upgrade also restores
 // objects deleted behind its back): call it when the desired Monitoring
-// changed or Read reports drift. On error the returned Status is the release
-// as it stands (zero if there is none), so the caller keeps what is deployed
-// in its state; a wait that timed out names the Deployments that are not
-// ready and why. Progress and every recovery step go to logf.
+// changed or Read reports drift. When the recovery, install or upgrade fails,
+// the returned Status is the release as it stands (a failed revision, say),
+// so the caller can record it; a wait that timed out names the Deployments
+// that are not ready and why. On an earlier error (input, chart download,
+// Grafana Secret, CRDs) or a cancelled context the Status is zero: keep the
+// prior state. Progress and every recovery step go to logf.
 func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format string, args ...any)) (Status, error) {
 	log, closeLog := gated(logf)
 	defer closeLog()
