@@ -29,16 +29,17 @@ import (
 // changes every CRD (as an operator bump does), and "stuck" never becomes
 // ready (its extra Deployment asks for a node that does not exist).
 const (
-	v1      = "1.0.0"
-	v2      = "2.0.0"
-	stuck   = "1.5.0"
-	v2Mark  = "0.85.0-test-v2"
+	v1          = "1.0.0"
+	v2          = "2.0.0"
+	stuck       = "1.5.0"
+	v2Mark      = "0.85.0-test-v2"
 	releaseName = "kps"
 )
 
 var prometheusGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheuses"}
 
 type fixture struct {
+	t    *testing.T
 	c    *testenv.Cluster
 	cfg  *rest.Config
 	repo *testenv.ChartRepo
@@ -70,7 +71,7 @@ func setup(t *testing.T) *fixture {
 			testenv.KubePrometheusStack{Version: stuck, NeverReady: true}.Chart(t),
 		}
 	})
-	f := &fixture{c: c, repo: testenv.StartChartRepo(t, charts...)}
+	f := &fixture{t: t, c: c, repo: testenv.StartChartRepo(t, charts...)}
 	c.AddSystemNodes(t, strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), 1)
 	ns := c.Namespace(t)
 	_, err := c.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
@@ -130,7 +131,7 @@ func (f *fixture) logf(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	f.logs = append(f.logs, line)
 	if !strings.HasPrefix(line, "helm: ") {
-		fmt.Fprintln(os.Stderr, "    apply:", line)
+		f.t.Log("apply: " + line)
 	}
 }
 
@@ -477,9 +478,23 @@ func TestApplyUpgradesAFailedRelease(t *testing.T) {
 	if err == nil || s.Status != "failed" || s.Revision != 1 {
 		t.Fatalf("Apply of a never-ready chart: %+v, %v; want a failed revision 1 and an error", s, err)
 	}
+	t.Logf("Apply of the never-ready chart: %v", err)
+	// The error says why, in the scheduler's words, not only that Helm's wait timed out.
+	if !strings.Contains(err.Error(), "Deployment "+f.m.Namespace+"/"+releaseName+"-"+testenv.NeverReadyDeployment) || !strings.Contains(err.Error(), "node affinity/selector") {
+		t.Errorf("the error does not say which Deployment is not ready and why: %v", err)
+	}
+
+	// The failed release is upgraded, never replaced; here the upgrade is
+	// interrupted too, leaving a pending upgrade with no deployed revision to roll back to.
+	hang.Timeout = f.m.Timeout
+	f.interrupt(t, hang, "pending-upgrade")
+	time.Sleep(time.Second)
 	s = f.apply(t, f.m)
-	if s.Status != "deployed" || s.Revision != 2 || s.ChartVersion != v1 {
-		t.Errorf("after the failed install: %+v (want an upgrade to revision 2, not a replacement)", s)
+	if s.Status != "deployed" || s.Revision != 3 || s.ChartVersion != v1 {
+		t.Errorf("after the failed install and the interrupted upgrade: %+v (want an upgrade to revision 3, not a replacement)", s)
+	}
+	if !f.logged("left pending-upgrade at revision 2 by an interrupted earlier apply and has no deployed revision: marking it failed, then upgrading") {
+		t.Errorf("recovery not logged: %q", f.logs)
 	}
 }
 
@@ -521,5 +536,22 @@ func TestApplyBadInputNamesTheField(t *testing.T) {
 	}
 	if s, _ := f.read(t, f.m); s != nil {
 		t.Errorf("bad input left a release: %+v", s)
+	}
+}
+
+func TestApplyFromAnOCIRegistry(t *testing.T) {
+	f := setup(t)
+	m := f.m
+	m.Repository = testenv.StartOCIRegistry(t, charts[0])
+	s := f.apply(t, m)
+	if s.Status != "deployed" || s.ChartVersion != v1 {
+		t.Errorf("after install from %s: %+v", m.Repository, s)
+	}
+	if _, d := f.read(t, m); len(d) != 0 {
+		t.Errorf("drift: %v", d)
+	}
+	m.Version = v2
+	if _, err := Apply(context.Background(), f.cfg, m, f.logf); err == nil || !strings.Contains(err.Error(), "pulling chart kube-prometheus-stack 2.0.0 from "+m.Repository) {
+		t.Errorf("Apply of a version the registry lacks: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 // drift lists how the deployed release differs from m, sorted.
 func drift(s Status, deployed map[string]any, m Monitoring) []string {
+	m = m.withDefaults()
 	var out []string
 	if s.Chart != m.Chart {
 		out = append(out, fmt.Sprintf("chart %s, want %s", s.Chart, m.Chart))

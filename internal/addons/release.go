@@ -61,9 +61,14 @@ func statusOf(rel *release.Release) Status {
 // m.Values(), waiting until the release's workloads are ready (m.Timeout).
 // A release that failed before is upgraded in place, never replaced.
 //
-// On error the returned Status is the release as it stands (zero if there is
-// none), so the caller keeps what is deployed in its state. Progress and
-// every recovery step go to logf.
+// Every Apply makes a new Helm revision (Helm's upgrade also restores
+// objects deleted behind its back): call it when the desired Monitoring
+// changed or Read reports drift. When the recovery, install or upgrade fails,
+// the returned Status is the release as it stands (a failed revision, say),
+// so the caller can record it; a wait that timed out names the Deployments
+// that are not ready and why. On an earlier error (input, chart download,
+// Grafana Secret, CRDs) or a cancelled context the Status is zero: keep the
+// prior state. Progress and every recovery step go to logf.
 func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format string, args ...any)) (Status, error) {
 	log, closeLog := gated(logf)
 	defer closeLog()
@@ -90,6 +95,7 @@ func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format
 	if err != nil {
 		return Status{}, err
 	}
+	kc.Poll = 200 * time.Millisecond
 	if err := checkGrafanaSecret(ctx, kc, m); err != nil {
 		return Status{}, err
 	}
@@ -112,7 +118,7 @@ func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format
 		rel, err = installRelease(ctx, hc, m, ch, deadline)
 	}
 	if err != nil {
-		return current(hc, m), err
+		return current(hc, m), explainNotReady(ctx, kc, m, err)
 	}
 	log.printf("release %s/%s is %s at revision %d (chart %s %s)", m.Namespace, m.Release, rel.Info.Status, rel.Version, m.Chart, m.Version)
 	return statusOf(rel), nil
@@ -160,6 +166,10 @@ func checkGrafanaSecret(ctx context.Context, kc *kube.Client, m Monitoring) erro
 //     revision, which also removes what the interrupted upgrade added; if no
 //     revision was ever deployed, mark the pending one failed;
 //   - failed, deployed, superseded: upgrade.
+//
+// Terraform's state lock keeps two llmd applies of one cluster apart; an
+// operation another tool runs at this very moment would be taken for an
+// interrupted one, which is why each recovery is logged with the revision.
 func recoverRelease(hc *action.Configuration, m Monitoring, deadline time.Time, log Logf) (upgrade bool, err error) {
 	last, err := hc.Releases.Last(m.Release)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
@@ -183,8 +193,8 @@ func recoverRelease(hc *action.Configuration, m Monitoring, deadline time.Time, 
 		}
 		if deployed == nil {
 			log.printf("release %s was left %s at revision %d by an interrupted earlier apply and has no deployed revision: marking it failed, then upgrading", name, last.Info.Status, last.Version)
+			last.Info.Description = "marked failed by llmd: left " + last.Info.Status.String() + " by an interrupted apply"
 			last.Info.Status = release.StatusFailed
-			last.Info.Description = "marked failed by llmd: left " + string(release.StatusPendingUpgrade) + " by an interrupted apply"
 			if err := hc.Releases.Update(last); err != nil {
 				return false, fmt.Errorf("recovering release %s: marking revision %d failed: %w", name, last.Version, err)
 			}

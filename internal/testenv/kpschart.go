@@ -30,7 +30,17 @@ var kpsChartFiles embed.FS
 //     and kube-state-metrics, each placed by its own nodeSelector/tolerations.
 //
 // On the test control plane the Deployments become ready once the nodes
-// their selectors ask for exist (see AddSystemNodes).
+// their selectors ask for exist (see AddSystemNodes). Building a chart reads
+// 4 MB of CRDs: build each version once per test binary. In a test:
+//
+//	repo := testenv.StartChartRepo(t, testenv.KubePrometheusStack{Version: "1.0.0"}.Chart(t))
+//	cluster.AddSystemNodes(t, "sys", 1) // for NodeSelector llmd.dev/pool=system
+//	// write the Grafana admin Secret (keys admin-user, admin-password) in the release namespace
+//	addons.Apply(ctx, cfg, addons.Monitoring{Repository: repo.URL, Version: "1.0.0", ...}, logf)
+//
+// The chart's CRDs are cluster-wide and stay after an uninstall; do not mix
+// them with Cluster.InstallPrometheusOperatorCRD in one test binary (it
+// deletes its CRD when its test ends).
 type KubePrometheusStack struct {
 	// Version is the chart version ("1.0.0"); AppVersion is prometheus-operator's.
 	Version string
