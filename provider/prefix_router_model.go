@@ -215,7 +215,7 @@ func (s routerSettings) router(conn connection) (workloads.Router, error) {
 		return r, fmt.Errorf("limits.drain_timeout: %w", err)
 	}
 	if s.Scoring.Preset != nil {
-		r.Scorers = config.LLMDScorers() // preset "llmd" is llm-d's mix, whatever the router's default
+		r.Scorers = config.LLMDScorers() // preset "llmd": llm-d's mix, also the router's default
 	}
 	for _, sc := range s.Scoring.Scorers {
 		r.Scorers = append(r.Scorers, config.Scorer{Type: sc.Type, Weight: sc.Weight, Params: sc.Params})

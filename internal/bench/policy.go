@@ -21,10 +21,11 @@ const (
 // AllPolicies is every policy in report order: baselines first.
 var AllPolicies = []string{PolicyRR, PolicyRandom, PolicyApprox, PolicyLLMD, PolicyBest}
 
-// BestScorers is this router's choice, its default (config.DefaultScorers),
-// picked on live runs of held-out workloads and seeds as doc.go describes
-// (never on the seed workload).
-func BestScorers() []config.Scorer { return config.DefaultScorers() }
+// BestScorers is the challenger: the winner of the live tuning on held-out
+// workloads and seeds (doc.go, never the seed workload), llm-d's mix under a
+// bounded-load cap. It becomes the router's default only if it beats llmd
+// live on the seed workload, which it has not (BENCHMARKS.md, 2026-12-01).
+func BestScorers() []config.Scorer { return config.BoundedLLMDScorers() }
 
 // approxScorers is the Gateway API Inference Extension's default
 // configuration with routing-history prefix affinity in place of precise

@@ -56,7 +56,7 @@ func TuningCandidates() []Candidate {
 		{"prefix+cost+inflight+bound", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.25)}},
 		{"prefix+cost+inflight+bound1.1", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.1)}},
 		{"prefix+inflight+bound", []config.Scorer{sc(p, 3), sc(inf, 1), bound(1.25)}},
-		{"llmd+bound1.5", config.DefaultScorers()},
+		{"llmd+bound1.5", config.BoundedLLMDScorers()},
 		{"prefix+cost+inflight+bound1.5", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.5)}},
 	}
 }
