@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -178,7 +182,8 @@ func startReplicas(t *testing.T, n int, args ...string) ([]sim.ReplicaInfo, []*p
 	procs := make([]*proc, n)
 	for i := range n {
 		var one []sim.ReplicaInfo
-		procs[i] = start(t, "", 1, &one, append([]string{"sim", "--replicas", "1", "--port", "0", "--kv-port", "0",
+		httpPort, kvPort := stablePorts(t)
+		procs[i] = start(t, "", 1, &one, append([]string{"sim", "--replicas", "1", "--port", httpPort, "--kv-port", kvPort,
 			"--seed", fmt.Sprint(i + 1)}, args...)...)
 		infos[i] = one[0]
 		// Every process names its one replica sim-0; the router needs distinct names.
@@ -186,6 +191,41 @@ func startReplicas(t *testing.T, n int, args ...string) ([]sim.ReplicaInfo, []*p
 	}
 	return infos, procs
 }
+
+// stablePorts are an HTTP port and a KV-event port pair (kv, kv+1 for the
+// replay socket) that are free now and lie below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768-60999 by default). A router
+// redialling a dead engine's port in the ephemeral range can connect to
+// itself (the kernel may pick that very port as the source) and hold it,
+// so an engine restarted on its old ports would find them taken.
+func stablePorts(t testing.TB) (httpPort, kvPort string) {
+	t.Helper()
+	var got []int
+	for len(got) < 3 {
+		p := int(nextStablePort.Add(1))
+		if p >= 32768 {
+			t.Fatal("no free port left below the ephemeral range")
+		}
+		if len(got) == 2 && p != got[1]+1 {
+			got = got[:1] // kv and replay must be adjacent
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		got = append(got, p)
+	}
+	return strconv.Itoa(got[0]), strconv.Itoa(got[1])
+}
+
+// nextStablePort starts at a random point of 20000-29999, so test binaries
+// of other packages running at the same time rarely probe the same ports.
+var nextStablePort = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(20000 + rand.Int64N(10000))
+	return &n
+}()
 
 // podsFile writes infos as the JSON lines `llmd-router sim` prints.
 func podsFile(t testing.TB, infos []sim.ReplicaInfo) string {
