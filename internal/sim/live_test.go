@@ -350,6 +350,60 @@ func TestReplicaAbortsDisconnectedClient(t *testing.T) {
 	}
 }
 
+// TestReplicaStreamHeadersComeBeforeTokens checks that a streamed request
+// queued behind a full batch gets its headers at once, as vLLM answers a
+// stream's headers before the engine schedules it (the router's response-
+// header timeout relies on it: a queue is not a hung pod), and that a
+// request the engine refuses gets a plain 400 instead of a stream.
+func TestReplicaStreamHeadersComeBeforeTokens(t *testing.T) {
+	ec := DefaultEngineConfig()
+	ec.MaxNumSeqs = 1
+	f := startFleet(t, 1, ReplicaConfig{Model: "m", Engine: ec, TimeScale: 1})
+	base := f.Infos[0].HTTP
+	running := post(t, base+"/v1/completions", map[string]any{"prompt": sequence(32, 1), "max_tokens": 5000,
+		"stream": true, "ignore_eos": true})
+	defer running.Body.Close()
+	waitGauge(t, base, "vllm:num_requests_running", 1)
+
+	// The batch holds one sequence decoding for minutes: the second cannot
+	// get a token while this test runs, so only headers sent at admission
+	// end the wait below.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"prompt": sequence(32, 500), "max_tokens": 10, "stream": true})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", bytes.NewReader(body))
+	queued, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("headers of a queued stream: %v", err)
+	}
+	defer queued.Body.Close()
+	if ct := queued.Header.Get("Content-Type"); queued.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("queued stream: status %d, content type %q", queued.StatusCode, ct)
+	}
+	waitGauge(t, base, "vllm:num_requests_waiting", 1)
+
+	tooLong := post(t, base+"/v1/completions", map[string]any{"prompt": sequence(ec.NumGPUBlocks*ec.BlockSize, 1),
+		"max_tokens": 1, "stream": true})
+	b, _ := io.ReadAll(tooLong.Body)
+	tooLong.Body.Close()
+	if tooLong.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "exceed the KV cache") {
+		t.Fatalf("refused stream: %d %s", tooLong.StatusCode, b)
+	}
+}
+
+// waitGauge waits until the replica's gauge reads want; the engine
+// publishes its gauges between steps, so they may lag a request by a step.
+func waitGauge(t *testing.T, base, name string, want float64) {
+	t.Helper()
+	var got float64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got = metricValue(t, scrape(t, base), name); got == want {
+			return
+		}
+	}
+	t.Fatalf("%s = %v, want %v", name, got, want)
+}
+
 // TestReplicaWithoutTokenizerNeedsTokenIDs checks the tokenizer is optional.
 func TestReplicaWithoutTokenizerNeedsTokenIDs(t *testing.T) {
 	f := startFleet(t, 1, ReplicaConfig{Model: "m", Engine: DefaultEngineConfig(), TimeScale: 100})

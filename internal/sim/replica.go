@@ -73,11 +73,12 @@ type Replica struct {
 type liveReq struct {
 	r *Request // the driver's; handlers read only the copies below
 
-	mu     sync.Mutex
-	out    []uint32
-	done   bool
-	err    error
-	notify chan struct{} // capacity 1: "something changed"
+	mu       sync.Mutex
+	admitted bool // the engine took it (its checks passed)
+	out      []uint32
+	done     bool
+	err      error
+	notify   chan struct{} // capacity 1: "something changed"
 }
 
 // NewReplica builds the engine and binds the KV-event sockets.
@@ -211,6 +212,7 @@ func (rp *Replica) intake(now float64) error {
 			continue
 		}
 		rp.live[lr.r] = lr
+		lr.admit()
 	}
 	for _, lr := range ab {
 		if rp.live[lr.r] != nil {
@@ -284,6 +286,35 @@ func (lr *liveReq) finish(err error) {
 	lr.done, lr.err = true, err
 	lr.mu.Unlock()
 	lr.poke()
+}
+
+func (lr *liveReq) admit() {
+	lr.mu.Lock()
+	lr.admitted = true
+	lr.mu.Unlock()
+	lr.poke()
+}
+
+// waitAdmitted blocks until the engine took the request (nil) or refused
+// it (its error), as vLLM checks a request before it answers a stream's
+// headers.
+func (lr *liveReq) waitAdmitted(ctx context.Context) error {
+	for {
+		lr.mu.Lock()
+		admitted, done, err := lr.admitted, lr.done, lr.err
+		lr.mu.Unlock()
+		switch {
+		case admitted:
+			return nil
+		case done:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errClientGone
+		case <-lr.notify:
+		}
+	}
 }
 
 func (lr *liveReq) poke() {

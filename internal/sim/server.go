@@ -234,9 +234,25 @@ func (rp *Replica) generate(w http.ResponseWriter, r *http.Request, g *genReques
 	writeJSON(w, http.StatusOK, resp.whole(out))
 }
 
+// stream answers a request as server-sent events. Like vLLM it sends the
+// headers as soon as the engine took the request, long before the first
+// token of a queued one; a refused request gets a plain error.
 func (rp *Replica) stream(w http.ResponseWriter, r *http.Request, lr *liveReq, resp *response, includeUsage bool) {
+	if err := lr.waitAdmitted(r.Context()); err != nil {
+		if errors.Is(err, errClientGone) {
+			rp.abort(lr)
+			return
+		}
+		writeError(w, requestError(err))
+		return
+	}
 	flusher, _ := w.(http.Flusher)
-	started := false
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
 	have := 0
 	for {
 		more, done, err := lr.wait(r.Context(), have)
@@ -244,21 +260,11 @@ func (rp *Replica) stream(w http.ResponseWriter, r *http.Request, lr *liveReq, r
 			rp.abort(lr)
 			return
 		}
-		if err != nil && !started {
-			writeError(w, requestError(err))
-			return
-		}
 		if err != nil {
 			// Headers are gone: the error travels as an event, as vLLM sends it.
 			writeEvent(w, errorBody(requestError(err)))
 			includeUsage = false
 			break
-		}
-		if !started {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set("Cache-Control", "no-cache")
-			w.WriteHeader(http.StatusOK)
-			started = true
 		}
 		if have == 0 && len(more) > 0 && resp.chat {
 			writeEvent(w, resp.roleChunk())
