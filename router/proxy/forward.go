@@ -124,7 +124,6 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if !ok {
 		return fmt.Errorf("pod %s left the fleet", sl.pod)
 	}
-	defer s.cfg.Fleet.Begin(sl.pod)()
 	outcome := attemptNeutral
 	defer func(done func(attempt)) { done(outcome) }(s.br.begin(sl.pod))
 

@@ -343,3 +343,38 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestInFlightFollowsRequests checks the router's own in-flight counts,
+// which the in-flight, cost and load-bound scorers read: a request counts
+// on its pod while its response streams, and every attempt's count ends
+// with the attempt, a retried 5xx and a client that leaves included.
+func TestInFlightFollowsRequests(t *testing.T) {
+	slow, bad := newStandin(t, stallMid), newStandin(t, storm5xx)
+	s, fleet := newServer(t, map[string]string{"slow": slow.URL, "bad": bad.URL}, Config{})
+	front := httptest.NewServer(s)
+	defer front.Close()
+	inFlight := func() map[string]int {
+		m := map[string]int{}
+		for _, p := range fleet.Pods(nil) {
+			m[p.Name] = p.Load.InFlight
+		}
+		return m
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, front.URL+"/v1/completions",
+		strings.NewReader(`{"model":"m","prompt":"a stream that stalls","stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first event %q: %v", line, err)
+	}
+	if m := inFlight(); m["slow"] != 1 || m["bad"] != 0 {
+		t.Fatalf("in flight while streaming: %v, want slow 1, bad 0", m)
+	}
+	cancel()
+	waitUntil(t, "in-flight counts back to 0", func() bool { m := inFlight(); return m["slow"] == 0 && m["bad"] == 0 })
+}

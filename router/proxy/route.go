@@ -93,12 +93,18 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 				held = pod
 				continue
 			}
+			// The request counts as in flight on its pod from the moment
+			// the pod admits it, inside the decision: a burst's next
+			// decisions see it, not a count from before it was sent.
+			end := func() {}
 			d, err := s.cfg.Picker.PickAdmitted(req, open, func(pod string) bool {
 				if pod == held {
 					held = ""
-					return true
+				} else if !s.adm.acquire(pod) {
+					return false
 				}
-				return s.adm.acquire(pod)
+				end = s.cfg.Fleet.Begin(pod)
+				return true
 			})
 			if errors.Is(err, scoring.ErrNotAdmitted) {
 				continue // another request took the pod's last slot since underCap
@@ -113,7 +119,7 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			// Any completion stores blocks once prompt and output fill one;
 			// d.Blocks cannot tell, being 0 until events taught the block size.
 			s.cfg.Fleet.ExpectEvents(d.Pod)
-			return slot{pod: d.Pod, dpRank: d.DPRank, release: func() { s.adm.release(d.Pod) }}, nil
+			return slot{pod: d.Pod, dpRank: d.DPRank, release: func() { end(); s.adm.release(d.Pod) }}, nil
 		}
 	}
 }
@@ -149,7 +155,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 				best = p
 			}
 		}
-		return slot{pod: best.Name, dpRank: -1, release: func() {}}, nil
+		return slot{pod: best.Name, dpRank: -1, release: s.cfg.Fleet.Begin(best.Name)}, nil
 	})
 }
 
