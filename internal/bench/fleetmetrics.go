@@ -38,7 +38,7 @@ var wanted = map[string]func(m *podMetrics, v float64){
 // parsePodMetrics reads the wanted samples from Prometheus text.
 func parsePodMetrics(r io.Reader) (podMetrics, error) {
 	var m podMetrics
-	err := eachSample(r, func(name string, v float64) {
+	err := eachSample(r, func(name, _ string, v float64) {
 		if set, ok := wanted[name]; ok {
 			set(&m, v)
 		}
@@ -58,6 +58,11 @@ var routerWanted = map[string]string{
 	"llmd_router_kv_event_decode_errors_total": "kv_event_decode_errors",
 	"llmd_router_index_keys":                   "index_keys",
 	"llmd_router_retries_total":                "retries",
+	// Speculative index entries an event confirmed, and those that expired
+	// first: a prefix whose entry expires before the pod's BlockStored is
+	// placed afresh, and may be computed twice.
+	`llmd_router_index_events_total{kind="speculation_confirmed"}`: "speculation_confirmed",
+	`llmd_router_index_events_total{kind="speculation_expired"}`:   "speculation_expired",
 	// The router's own time per request (reading, tokenizing, scoring,
 	// queueing for its CPU, relaying the first chunk): sum over count is
 	// the per-request cost virtual mode's router lag models.
@@ -65,19 +70,23 @@ var routerWanted = map[string]string{
 	"llmd_router_overhead_seconds_count": "overhead_requests",
 }
 
-// parseRouterMetrics sums the wanted router samples over their labels.
+// parseRouterMetrics sums the wanted router samples over their labels; a
+// wanted series named with its labels takes only that series.
 func parseRouterMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	err := eachSample(r, func(name string, v float64) {
-		if key, ok := routerWanted[name]; ok {
+	err := eachSample(r, func(name, labels string, v float64) {
+		if key, ok := routerWanted[name+labels]; ok {
+			out[key] += v
+		} else if key, ok := routerWanted[name]; ok {
 			out[key] += v
 		}
 	})
 	return out, err
 }
 
-// eachSample calls fn with every sample's metric name (labels dropped) and value.
-func eachSample(r io.Reader, fn func(name string, v float64)) error {
+// eachSample calls fn with every sample's metric name, its labels as
+// written ("{kind=\"x\"}", or "") and its value.
+func eachSample(r io.Reader, fn func(name, labels string, v float64)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -86,16 +95,18 @@ func eachSample(r io.Reader, fn func(name string, v float64)) error {
 			continue
 		}
 		name, rest, _ := strings.Cut(line, " ")
+		labels := ""
 		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name) {
-			name = line[:i]
-			_, rest, _ = strings.Cut(line[strings.LastIndexByte(line, '}')+1:], " ")
+			end := strings.LastIndexByte(line, '}') + 1
+			name, labels = line[:i], line[i:end]
+			_, rest, _ = strings.Cut(line[end:], " ")
 		}
 		val, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
 		v, err := strconv.ParseFloat(val, 64)
 		if err != nil {
 			return fmt.Errorf("metric %s: %w", name, err)
 		}
-		fn(name, v)
+		fn(name, labels, v)
 	}
 	return sc.Err()
 }

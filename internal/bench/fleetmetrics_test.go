@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"strings"
 	"testing"
 )
@@ -33,12 +34,16 @@ llmd_sim_lag_max_seconds 0.125
 llmd_router_kv_event_messages_total{pod="sim-1"} 5
 llmd_router_decisions_total 15
 llmd_router_pods 2
+llmd_router_index_events_total{kind="speculation_confirmed"} 40
+llmd_router_index_events_total{kind="speculation_expired"} 3
+llmd_router_index_events_total{kind="blocks_stored"} 900
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r) != 2 || r["kv_event_messages"] != 15 || r["decisions"] != 15 {
-		t.Errorf("router counters %v, want kv_event_messages 15 and decisions 15 only", r)
+	wantRouter := map[string]float64{"kv_event_messages": 15, "decisions": 15, "speculation_confirmed": 40, "speculation_expired": 3}
+	if !maps.Equal(r, wantRouter) {
+		t.Errorf("router counters %v, want %v", r, wantRouter)
 	}
 	if _, err := parsePodMetrics(strings.NewReader("vllm:num_requests_waiting{a=\"b\"} many\n")); err == nil {
 		t.Error("a non-numeric sample was accepted")
