@@ -22,10 +22,10 @@ const (
 var AllPolicies = []string{PolicyRR, PolicyRandom, PolicyApprox, PolicyLLMD, PolicyBest}
 
 // BestScorers is the challenger: the winner of the live tuning on held-out
-// workloads and seeds (doc.go, never the seed workload), llm-d's mix under a
-// bounded-load cap. It becomes the router's default only if it beats llmd
-// live on the seed workload, which it has not (BENCHMARKS.md, 2026-12-01).
-func BestScorers() []config.Scorer { return config.BoundedLLMDScorers() }
+// workloads and seeds (never the seed workload), prefix 2 : cost 2 :
+// in-flight 1. The router's default is whatever won on the seed workload
+// live (BENCHMARKS.md); the two may be the same mix.
+func BestScorers() []config.Scorer { return config.CostAwareScorers() }
 
 // approxScorers is the Gateway API Inference Extension's default
 // configuration with routing-history prefix affinity in place of precise

@@ -60,16 +60,15 @@ const MaxDataParallelSize = 8
 // decision 8).
 func DefaultScorers() []Scorer { return LLMDScorers() }
 
-// BoundedLLMDScorers is llm-d's mix under a bounded-load cap: no pod takes
-// more than 1.5x the mean of this router's in-flight requests, nor is
-// capped below 16 (scorer load-bound, weighted above the other three
-// together, so it acts as a bound and prefix affinity decides among the
-// pods under it). Without the cap, a pod that came to hold more than its
-// share of prefixes keeps every request for them, since the queue scorer's
-// min-max penalty (at most 2) never outweighs prefix 3 while the other
-// pods' KV use exceeds 59%.
-func BoundedLLMDScorers() []Scorer {
-	return append(LLMDScorers(), Scorer{Type: "load-bound", Weight: 10, Params: map[string]float64{"factor": 1.5}})
+// CostAwareScorers is prefix 2 : cost 2 : in-flight 1: prefix affinity
+// weighed against each pod's estimated time to first token (scorer cost:
+// uncached prefill behind the pod's queue, the queue read from the router's
+// own exact in-flight count when the scrape lags it), so a pod holding a
+// prefix keeps its requests until queueing there costs more than computing
+// the prefix elsewhere, where llm-d's mix keeps them while every other pod
+// is above 59% KV use. It won the live held-out tuning (BENCHMARKS.md).
+func CostAwareScorers() []Scorer {
+	return []Scorer{{Type: "prefix", Weight: 2}, {Type: "cost", Weight: 2}, {Type: "in-flight", Weight: 1}}
 }
 
 // LLMDScorers is llm-d's precise prefix-cache configuration: prefix 3 :
