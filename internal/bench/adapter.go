@@ -37,7 +37,8 @@ func (a *scoringPicker) Pick(r *sim.Route, v *sim.View) int {
 	for i, name := range v.Pods {
 		l := v.Load[i]
 		a.pods = append(a.pods, scoring.Pod{Name: name, Load: scoring.Load{Running: l.Running, Waiting: l.Waiting,
-			KVUsage: l.KVUsage, Fresh: v.Now-l.ScrapedAt <= a.staleAfter, InFlight: l.InFlight}})
+			KVUsage: l.KVUsage, Fresh: v.Now-l.ScrapedAt <= a.staleAfter, InFlight: l.InFlight,
+			PendingTokens: l.PendingTokens}})
 	}
 	a.req = scoring.Request{Tokens: r.Tokens}
 	d, err := a.p.Pick(&a.req, a.pods)
@@ -45,5 +46,6 @@ func (a *scoringPicker) Pick(r *sim.Route, v *sim.View) int {
 		a.err = err
 		return -1 // RunVirtual fails the run on an out-of-range pick
 	}
+	r.Uncached = d.UncachedTokens
 	return d.Chosen
 }

@@ -59,6 +59,8 @@ func TuningCandidates() []Candidate {
 		{"llmd+bound1.5", append(config.LLMDScorers(), bound(1.5))},
 		{"prefix+cost+inflight+bound1.5", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.5)}},
 		{"llmd+spread", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), sc(sp, 4)}},
+		{"prefix+cost+inflight+bound1.75", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.75)}},
+		{"prefix+cost+inflight+bound2", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(2)}},
 		{"prefix+cost+inflight+spread2", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), sc(sp, 2)}},
 	}
 }

@@ -23,6 +23,10 @@ type Route struct {
 	Conn int
 	// Tokens is the prompt's token ids, as the router's tokenizer produces them.
 	Tokens []uint32
+	// Uncached is what a picker may set: the prompt tokens the chosen pod
+	// holds no block of, as the router estimated them. The run counts them
+	// in the pod's PendingTokens until the request's first token.
+	Uncached int
 }
 
 // View is the router's knowledge of the fleet when a request arrives.
@@ -48,8 +52,11 @@ type PodLoad struct {
 	KVUsage          float64
 	ScrapedAt        float64
 	// InFlight counts requests the router sent to the pod and has not yet
-	// seen finish: fresh where scrapes are stale.
-	InFlight int
+	// seen finish: fresh where scrapes are stale. PendingTokens sums the
+	// Route.Uncached of those without a first token yet, as the live
+	// router counts its requests' prefill until their first byte.
+	InFlight      int
+	PendingTokens int
 }
 
 // RoundRobin sends requests to pods in turn.

@@ -108,8 +108,10 @@ type virtualRun struct {
 	// been handed so far; sentAt is when the client sent each request.
 	routerFree float64
 	sentAt     []float64
-	res        Result
-	sampled    int
+	// pending is each routed request's Route.Uncached until its first token.
+	pending []int
+	res     Result
+	sampled int
 	// Buffers of delivered payloads and finished requests' tokens, reused
 	// so a run allocates per in-flight item, not per step or request.
 	spareBytes  [][]byte
@@ -136,7 +138,7 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	}
 	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas),
 		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())},
-		sentAt: make([]float64, work.Len())}
+		sentAt: make([]float64, work.Len()), pending: make([]int, work.Len())}
 	var now float64
 	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize, SpeculationTTL: seconds(cfg.SpeculationTTL),
 		Now: func() time.Time { return time.Unix(0, 0).Add(seconds(now)) }})
@@ -246,6 +248,10 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 		v.q.push(vevent{t: now + v.cfg.EventDelay, kind: evDeliver, pod: pod, payload: payload})
 	}
 	for _, r := range progress {
+		if i := uint32(r.ID); r.Output > 0 && v.pending[i] > 0 {
+			v.view.Load[pod].PendingTokens -= v.pending[i]
+			v.pending[i] = 0
+		}
 		if !r.Finished() {
 			continue
 		}
@@ -296,7 +302,7 @@ func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 		buf, v.spareTokens = v.spareTokens[n-1], v.spareTokens[:n-1]
 	}
 	tokens := v.work.Prompt(i, buf)
-	v.route = Route{Conn: conn, Tokens: tokens}
+	v.route = Route{Conn: conn, Tokens: tokens, Uncached: len(tokens)}
 	v.view.Now = now
 	pod := v.cfg.Picker.Pick(&v.route, &v.view)
 	if pod < 0 || pod >= len(v.engines) {
@@ -311,6 +317,8 @@ func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 	v.res.InputTokens += len(tokens)
 	v.res.PodRequests[pod]++
 	v.view.Load[pod].InFlight++
+	v.pending[i] = v.route.Uncached
+	v.view.Load[pod].PendingTokens += v.route.Uncached
 	v.kick = append(v.kick, pod)
 	return nil
 }

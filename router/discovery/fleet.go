@@ -64,6 +64,9 @@ type podState struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	inFlight atomic.Int64
+	// pending is the uncached prompt tokens of in-flight requests that have
+	// not yet answered a byte: the prefill backlog this router gave the pod.
+	pending atomic.Int64
 	// awaiting is when the oldest request still waiting for the pod's KV
 	// events was sent (unix ns, 0: none); silent is set once it is reported.
 	awaiting atomic.Int64
@@ -212,7 +215,7 @@ func (f *Fleet) Pods(dst []scoring.Pod) []scoring.Pod {
 		ps.mu.Unlock()
 		dst = append(dst, scoring.Pod{Name: name, Load: scoring.Load{Running: s.Running, Waiting: s.Waiting,
 			KVUsage: s.KVUsage, Fresh: !at.IsZero() && now.Sub(at) <= f.cfg.Metrics.StaleAfter.Duration,
-			InFlight: int(ps.inFlight.Load())}})
+			InFlight: int(ps.inFlight.Load()), PendingTokens: int(ps.pending.Load())}})
 	}
 	return dst
 }
@@ -231,19 +234,24 @@ func (f *Fleet) Target(pod string) (Pod, bool) {
 	return ps.pod, true
 }
 
-// Begin counts a request sent to pod as in flight until the returned
-// function is called (once, when the response ends). A pod that left in
-// between is not counted.
-func (f *Fleet) Begin(pod string) (end func()) {
+// Begin counts a request sent to pod as in flight until end is called,
+// and its uncached prompt tokens (the prefill it costs the pod, as the
+// picker estimated it) as pending until started is called, when the pod
+// sends the response's first byte (a stream's first token), or until end.
+// Either function may be called more than once; a pod that left in between
+// is not counted.
+func (f *Fleet) Begin(pod string, prefillTokens int) (started, end func()) {
 	f.mu.RLock()
 	ps := f.pods[pod]
 	f.mu.RUnlock()
 	if ps == nil {
-		return func() {}
+		return func() {}, func() {}
 	}
 	ps.inFlight.Add(1)
-	var once sync.Once
-	return func() { once.Do(func() { ps.inFlight.Add(-1) }) }
+	ps.pending.Add(int64(prefillTokens))
+	var startOnce, endOnce sync.Once
+	started = func() { startOnce.Do(func() { ps.pending.Add(-int64(prefillTokens)) }) }
+	return started, func() { endOnce.Do(func() { started(); ps.inFlight.Add(-1) }) }
 }
 
 // Health is one pod's scrape health, for metrics and logs.

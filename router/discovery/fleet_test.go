@@ -64,7 +64,7 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 	await("first scrape", func(l scoring.Load) bool { return l.Fresh })
 
 	b := body(t, prompts(11, 1, 64)[0], 200)
-	end := f.Begin(info.Pod)
+	started, end := f.Begin(info.Pod, 100)
 	reqDone := make(chan struct{})
 	go func() {
 		defer close(reqDone)
@@ -75,11 +75,27 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	await("request running", func(l scoring.Load) bool { return l.Fresh && l.Running == 1 && l.InFlight == 1 && l.KVUsage > 0 })
+	await("request running", func(l scoring.Load) bool {
+		return l.Fresh && l.Running == 1 && l.InFlight == 1 && l.PendingTokens == 100 && l.KVUsage > 0
+	})
+	started()
+	started() // a second call must not count twice
+	if l := load(); l.InFlight != 1 || l.PendingTokens != 0 {
+		t.Errorf("after its first byte: in flight %d, pending tokens %d; want 1 and 0", l.InFlight, l.PendingTokens)
+	}
 	end()
-	end() // a second call must not count twice
-	if l := load(); l.InFlight != 0 {
-		t.Errorf("in-flight %d after end", l.InFlight)
+	end()
+	if l := load(); l.InFlight != 0 || l.PendingTokens != 0 {
+		t.Errorf("after end: in flight %d, pending tokens %d", l.InFlight, l.PendingTokens)
+	}
+	// A request that ends before its first byte takes its pending tokens along.
+	_, end = f.Begin(info.Pod, 70)
+	if l := load(); l.InFlight != 1 || l.PendingTokens != 70 {
+		t.Errorf("begun: in flight %d, pending tokens %d; want 1 and 70", l.InFlight, l.PendingTokens)
+	}
+	end()
+	if l := load(); l.InFlight != 0 || l.PendingTokens != 0 {
+		t.Errorf("ended before its first byte: in flight %d, pending tokens %d", l.InFlight, l.PendingTokens)
 	}
 
 	if err := stopSim(); err != nil {

@@ -26,8 +26,10 @@ const PodHeader = "X-Llmd-Pod"
 type slot struct {
 	pod string
 	// dpRank is the pod's data-parallel rank to send to, -1 for vLLM's choice.
-	dpRank  int
-	release func()
+	dpRank int
+	// started marks the pod's first response byte: the request's prefill
+	// is done (its pending tokens leave the pod's count).
+	started, release func()
 }
 
 // DPRankHeader is vLLM's header naming the data-parallel rank that serves a
@@ -179,6 +181,7 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	// client has seen nothing, and a pod that stalls is still a retry.
 	first, rerr := rd.first(&bufs)
 	defer first.free()
+	sl.started()
 	if rerr != nil && rerr != io.EOF {
 		if r.Context().Err() != nil {
 			return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
 func ms(n int) config.Duration { return config.Duration{Duration: time.Duration(n) * time.Millisecond} }
@@ -344,37 +345,65 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// TestInFlightFollowsRequests checks the router's own in-flight counts,
+// TestInFlightFollowsRequests checks the router's own per-pod counts,
 // which the in-flight, cost and load-bound scorers read: a request counts
-// on its pod while its response streams, and every attempt's count ends
-// with the attempt, a retried 5xx and a client that leaves included.
+// as in flight while its response streams, its uncached prompt tokens as
+// pending until the pod's first byte, and every attempt's counts end with
+// the attempt, a retried 5xx and a client that leaves included.
 func TestInFlightFollowsRequests(t *testing.T) {
-	slow, bad := newStandin(t, stallMid), newStandin(t, storm5xx)
-	s, fleet := newServer(t, map[string]string{"slow": slow.URL, "bad": bad.URL}, Config{})
-	front := httptest.NewServer(s)
-	defer front.Close()
-	inFlight := func() map[string]int {
-		m := map[string]int{}
-		for _, p := range fleet.Pods(nil) {
-			m[p.Name] = p.Load.InFlight
-		}
-		return m
+	for _, tc := range []struct {
+		name    string
+		how     sickness
+		pending bool // the pod sent no body byte yet
+	}{{"stalled before its first byte", stallBefore, true}, {"streaming", stallMid, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			slow, bad := newStandin(t, tc.how), newStandin(t, storm5xx)
+			s, fleet := newServer(t, map[string]string{"slow": slow.URL, "bad": bad.URL}, Config{})
+			front := httptest.NewServer(s)
+			defer front.Close()
+			load := func() map[string]scoring.Load {
+				m := map[string]scoring.Load{}
+				for _, p := range fleet.Pods(nil) {
+					m[p.Name] = p.Load
+				}
+				return m
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// The router answers the client only with the pod's first body
+			// bytes, so the client waits in a goroutine of its own.
+			firstEvent := make(chan error, 1)
+			go func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, front.URL+"/v1/completions",
+					strings.NewReader(`{"model":"m","prompt":"a stream that stalls","stream":true}`))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					firstEvent <- err
+					return
+				}
+				defer resp.Body.Close()
+				line, err := bufio.NewReader(resp.Body).ReadString('\n')
+				if err == nil && !strings.HasPrefix(line, "data: ") {
+					err = fmt.Errorf("first line %q is no event", line)
+				}
+				firstEvent <- err
+				<-ctx.Done()
+			}()
+			if tc.pending {
+				waitUntil(t, "the request in flight on slow", func() bool { return load()["slow"].InFlight == 1 })
+			} else if err := <-firstEvent; err != nil {
+				t.Fatalf("first event: %v", err)
+			}
+			m := load()
+			if m["slow"].InFlight != 1 || m["bad"].InFlight != 0 || m["bad"].PendingTokens != 0 ||
+				(m["slow"].PendingTokens > 0) != tc.pending {
+				t.Fatalf("while the response is open: %+v; want slow in flight, its tokens pending: %v", m, tc.pending)
+			}
+			cancel()
+			waitUntil(t, "counts back to 0", func() bool {
+				m := load()
+				return m["slow"].InFlight == 0 && m["bad"].InFlight == 0 && m["slow"].PendingTokens == 0
+			})
+		})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, front.URL+"/v1/completions",
-		strings.NewReader(`{"model":"m","prompt":"a stream that stalls","stream":true}`))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
-		t.Fatalf("first event %q: %v", line, err)
-	}
-	if m := inFlight(); m["slow"] != 1 || m["bad"] != 0 {
-		t.Fatalf("in flight while streaming: %v, want slow 1, bad 0", m)
-	}
-	cancel()
-	waitUntil(t, "in-flight counts back to 0", func() bool { m := inFlight(); return m["slow"] == 0 && m["bad"] == 0 })
 }

@@ -96,14 +96,14 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			// The request counts as in flight on its pod from the moment
 			// the pod admits it, inside the decision: a burst's next
 			// decisions see it, not a count from before it was sent.
-			end := func() {}
-			d, err := s.cfg.Picker.PickAdmitted(req, open, func(pod string) bool {
+			var started, end func()
+			d, err := s.cfg.Picker.PickAdmitted(req, open, func(pod string, uncached int) bool {
 				if pod == held {
 					held = ""
 				} else if !s.adm.acquire(pod) {
 					return false
 				}
-				end = s.cfg.Fleet.Begin(pod)
+				started, end = s.cfg.Fleet.Begin(pod, uncached)
 				return true
 			})
 			if errors.Is(err, scoring.ErrNotAdmitted) {
@@ -119,7 +119,7 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			// Any completion stores blocks once prompt and output fill one;
 			// d.Blocks cannot tell, being 0 until events taught the block size.
 			s.cfg.Fleet.ExpectEvents(d.Pod)
-			return slot{pod: d.Pod, dpRank: d.DPRank, release: func() { end(); s.adm.release(d.Pod) }}, nil
+			return slot{pod: d.Pod, dpRank: d.DPRank, started: started, release: func() { end(); s.adm.release(d.Pod) }}, nil
 		}
 	}
 }
@@ -155,7 +155,8 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 				best = p
 			}
 		}
-		return slot{pod: best.Name, dpRank: -1, release: s.cfg.Fleet.Begin(best.Name)}, nil
+		started, end := s.cfg.Fleet.Begin(best.Name, 0)
+		return slot{pod: best.Name, dpRank: -1, started: started, release: end}, nil
 	})
 }
 

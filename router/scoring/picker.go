@@ -73,6 +73,9 @@ type Decision struct {
 	// DPRank is the data-parallel rank of Pod the request is sent to (vLLM's
 	// X-data-parallel-rank header); -1 without data parallelism.
 	DPRank int `json:"dp_rank"`
+	// UncachedTokens are the prompt tokens Pod holds no GPU block of: the
+	// prefill the request costs it, as the index tells.
+	UncachedTokens int `json:"uncached_tokens"`
 }
 
 // PodScore is one candidate's part of a decision.
@@ -110,12 +113,13 @@ func (p *Picker) Pick(r *Request, pods []Pod) (Decision, error) {
 // ErrNotAdmitted is PickAdmitted's answer when admit refused the chosen pod.
 var ErrNotAdmitted = errors.New("the chosen pod was not admitted")
 
-// PickAdmitted is Pick with a gate: admit is asked to take the chosen pod
-// (the proxy takes its in-flight slot there) before anything is committed.
-// When it refuses, nothing is recorded, so the index never holds a
-// speculative entry for a pod the request did not go to, and PickAdmitted
-// returns ErrNotAdmitted.
-func (p *Picker) PickAdmitted(r *Request, pods []Pod, admit func(pod string) bool) (Decision, error) {
+// PickAdmitted is Pick with a gate: admit is asked to take the chosen pod,
+// given the prefill the request costs it (Decision.UncachedTokens), before
+// anything is committed; the proxy takes its in-flight slot there. When it
+// refuses, nothing is recorded, so the index never holds a speculative
+// entry for a pod the request did not go to, and PickAdmitted returns
+// ErrNotAdmitted.
+func (p *Picker) PickAdmitted(r *Request, pods []Pod, admit func(pod string, uncachedTokens int) bool) (Decision, error) {
 	return p.decide(r, pods, true, admit)
 }
 
@@ -124,7 +128,7 @@ func (p *Picker) Explain(r *Request, pods []Pod) (Decision, error) {
 	return p.decide(r, pods, false, nil)
 }
 
-func (p *Picker) decide(r *Request, pods []Pod, commit bool, admit func(pod string) bool) (Decision, error) {
+func (p *Picker) decide(r *Request, pods []Pod, commit bool, admit func(pod string, uncachedTokens int) bool) (Decision, error) {
 	if len(pods) == 0 {
 		return Decision{}, ErrNoPods
 	}
@@ -155,7 +159,8 @@ func (p *Picker) decide(r *Request, pods []Pod, commit bool, admit func(pod stri
 		}
 	}
 	d.Pod = pods[d.Chosen].Name
-	if commit && admit != nil && !admit(d.Pod) {
+	d.UncachedTokens = s.uncachedTokens(d.Chosen)
+	if commit && admit != nil && !admit(d.Pod, d.UncachedTokens) {
 		return d, ErrNotAdmitted
 	}
 	d.DPRank = p.rank(d.Pod, s.Hits[d.Chosen], commit)

@@ -122,6 +122,33 @@ func TestCostPrefersShortPrefill(t *testing.T) {
 	}
 }
 
+// TestCostReadsThePendingPrefill: the router's exact pending prefill is the
+// queue the cost scorer weighs, also when the scrape has not seen it yet,
+// and requests that already stream (in flight, no pending tokens) are no
+// queue, however far the scraped running count lags them.
+func TestCostReadsThePendingPrefill(t *testing.T) {
+	ix := index.New(index.Config{BlockSize: bs})
+	prompt := seq(1, 256*bs) // 1,024 tokens
+	store(t, ix, "warm", prompt, index.TierGPU)
+	c := picker(t, ix, config.Scorer{Type: CostType, Weight: 1})
+	for _, tc := range []struct {
+		inFlight, pending int
+		want              string
+	}{{40, 0, "warm"}, {1, 512, "warm"}, {3, 3 * 1024, "cold"}} {
+		warm := fresh(0, 0, tc.inFlight, 0)
+		warm.PendingTokens = tc.pending
+		pods := []Pod{{Name: "warm", Load: warm}, {Name: "cold", Load: fresh(0, 0, 0, 0)}}
+		d, err := c.Explain(&Request{Tokens: prompt}, pods)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Pod != tc.want {
+			t.Errorf("warm pod with %d in flight, %d pending tokens: picked %s, want %s\n%v", tc.inFlight, tc.pending,
+				d.Pod, tc.want, d)
+		}
+	}
+}
+
 // TestSpeculationAndSpread: requests nobody has cached take turns over the
 // pods; a repeat of a just-routed prompt follows it through the speculative
 // entry before any event arrives, and that entry expires after its TTL.
@@ -317,18 +344,29 @@ func TestPickAdmittedCommitsOnlyWhatIsAdmitted(t *testing.T) {
 	req := &Request{Tokens: seq(7, 4*bs)}
 	pods := []Pod{{Name: "a", Load: fresh(0, 0, 0, 0)}, {Name: "b", Load: fresh(0, 0, 0, 0)}}
 	var asked []string
-	refuse := func(pod string) bool { asked = append(asked, pod); return false }
+	refuse := func(pod string, uncached int) bool {
+		asked = append(asked, pod)
+		if uncached != 4*bs {
+			t.Errorf("admit was told %d uncached tokens, want %d (no pod holds any)", uncached, 4*bs)
+		}
+		return false
+	}
 	if _, err := p.PickAdmitted(req, pods, refuse); !errors.Is(err, ErrNotAdmitted) {
 		t.Fatalf("refused pick: %v, want ErrNotAdmitted", err)
 	}
 	if s := ix.Stats(); s.Speculative != 0 || p.Stats().Decisions != 0 {
 		t.Fatalf("a refused pick committed: %d speculative entries, %d decisions", s.Speculative, p.Stats().Decisions)
 	}
-	d, err := p.PickAdmitted(req, pods, func(pod string) bool { return pod == asked[0] })
-	if err != nil || d.Pod != asked[0] {
-		t.Fatalf("admitted pick: %v, %v; want %s (nothing committed, so the same choice)", d.Pod, err, asked[0])
+	d, err := p.PickAdmitted(req, pods, func(pod string, _ int) bool { return pod == asked[0] })
+	if err != nil || d.Pod != asked[0] || d.UncachedTokens != 4*bs {
+		t.Fatalf("admitted pick: %v (uncached %d), %v; want %s (nothing committed, so the same choice)", d.Pod,
+			d.UncachedTokens, err, asked[0])
 	}
 	if s := ix.Stats(); s.Speculative != 4 || p.Stats().Decisions != 1 {
 		t.Errorf("admitted pick: %d speculative entries (want 4), %d decisions", s.Speculative, p.Stats().Decisions)
+	}
+	// The speculative entries make the chosen pod hold the prompt.
+	if again, _ := p.Explain(req, pods); again.Pod != d.Pod || again.UncachedTokens != 0 {
+		t.Errorf("after the pick: %s with %d uncached tokens, want %s with 0", again.Pod, again.UncachedTokens, d.Pod)
 	}
 }

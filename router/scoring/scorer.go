@@ -34,6 +34,11 @@ type Load struct {
 	// InFlight counts requests the router sent to the pod that have not
 	// finished: exact at decision time, where scrapes are up to an interval old.
 	InFlight int `json:"in_flight"`
+	// PendingTokens sums the uncached prompt tokens of those requests that
+	// have not yet answered a byte (a stream's first token): the prefill
+	// backlog this router gave the pod, exact where the engine's waiting
+	// count lags a burst and says nothing of how long its prompts are.
+	PendingTokens int `json:"pending_tokens"`
 }
 
 // Pod is one candidate. Its engine in the block index is index.Engine{Pod:
