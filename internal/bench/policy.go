@@ -22,9 +22,9 @@ const (
 var AllPolicies = []string{PolicyRR, PolicyRandom, PolicyApprox, PolicyLLMD, PolicyBest}
 
 // BestScorers is the challenger: the winner of the live tuning on held-out
-// workloads and seeds (never the seed workload), prefix 2 : cost 2 :
-// in-flight 1. The router's default is whatever won on the seed workload
-// live (BENCHMARKS.md); the two may be the same mix.
+// workloads and seeds (never the seed workload), config.CostAwareScorers.
+// The router's default is whatever won on the seed workload live
+// (BENCHMARKS.md); the two may be the same mix.
 func BestScorers() []config.Scorer { return config.CostAwareScorers() }
 
 // approxScorers is the Gateway API Inference Extension's default

@@ -50,7 +50,7 @@ func TuningCandidates() []Candidate {
 		{"cost+inflight", []config.Scorer{sc(c, 2), sc(inf, 1)}},
 		{"prefix+cost", []config.Scorer{sc(p, 1), sc(c, 1)}},
 		{"prefix+cost+inflight+spread", []config.Scorer{sc(p, 3), sc(c, 2), sc(inf, 1), sc(sp, 1)}},
-		{"prefix+cost+inflight", config.CostAwareScorers()},
+		{"prefix+cost+inflight", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1)}},
 		{"cost+prefix+inflight+spread", []config.Scorer{sc(c, 3), sc(p, 1), sc(inf, 1), sc(sp, 1)}},
 		{"llmd+bound", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), bound(1.25)}},
 		{"prefix+cost+inflight+bound", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.25)}},
@@ -59,7 +59,7 @@ func TuningCandidates() []Candidate {
 		{"llmd+bound1.5", append(config.LLMDScorers(), bound(1.5))},
 		{"prefix+cost+inflight+bound1.5", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.5)}},
 		{"llmd+spread", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), sc(sp, 4)}},
-		{"prefix+cost+inflight+bound1.75", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.75)}},
+		{"prefix+cost+inflight+bound1.75", config.CostAwareScorers()},
 		{"prefix+cost+inflight+bound2", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(2)}},
 		{"prefix+cost+inflight+spread2", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), sc(sp, 2)}},
 	}

@@ -60,15 +60,20 @@ const MaxDataParallelSize = 8
 // decision 8).
 func DefaultScorers() []Scorer { return LLMDScorers() }
 
-// CostAwareScorers is prefix 2 : cost 2 : in-flight 1: prefix affinity
-// weighed against each pod's estimated time to first token (scorer cost:
-// uncached prefill behind the pod's queue, the queue read from the router's
-// own exact in-flight count when the scrape lags it), so a pod holding a
-// prefix keeps its requests until queueing there costs more than computing
-// the prefix elsewhere, where llm-d's mix keeps them while every other pod
-// is above 59% KV use. It won the live held-out tuning (BENCHMARKS.md).
+// CostAwareScorers is prefix 2 : cost 2 : in-flight 1 under a bounded-load
+// cap: prefix affinity weighed against each pod's estimated time to first
+// token (scorer cost: the request's uncached prefill behind the prefill
+// this router has pending on the pod, exact at decision time), the
+// router's own in-flight count as a tie-break that moves with every
+// decision of a burst, and load-bound at factor 1.75 weighted above the
+// rest together, so no pod takes more than 1.75x the mean of the router's
+// in-flight requests (a hot prefix spills to a second pod instead of
+// queueing behind one). Every input is the router's own count, none a
+// scrape that lags a burst by an interval. It won the live tuning on
+// held-out workloads (BENCHMARKS.md).
 func CostAwareScorers() []Scorer {
-	return []Scorer{{Type: "prefix", Weight: 2}, {Type: "cost", Weight: 2}, {Type: "in-flight", Weight: 1}}
+	return []Scorer{{Type: "prefix", Weight: 2}, {Type: "cost", Weight: 2}, {Type: "in-flight", Weight: 1},
+		{Type: "load-bound", Weight: 10, Params: map[string]float64{"factor": 1.75}}}
 }
 
 // LLMDScorers is llm-d's precise prefix-cache configuration: prefix 3 :
