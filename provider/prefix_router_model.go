@@ -191,10 +191,15 @@ func (s routerSettings) contradictions() diag.Diagnostics {
 		diags.AddAttributeError(path.Root("scoring"), "Conflicting scoring", "give either scoring.preset or scoring.scorers, not both")
 	}
 	if s.Scoring.Preset == nil && len(s.Scoring.Scorers) == 0 {
-		diags.AddAttributeError(path.Root("scoring"), "No scoring", "give scoring.preset = \"llmd\" or scoring.scorers")
+		diags.AddAttributeError(path.Root("scoring"), "No scoring", "give scoring.preset (\"cost-aware\" or \"llmd\") or scoring.scorers")
 	}
 	return diags
 }
+
+// scoringPresets are the named scorer mixes scoring.preset takes (the
+// schema validates the name): the router's default, and llm-d's for
+// comparison.
+var scoringPresets = map[string][]config.Scorer{"cost-aware": config.CostAwareScorers(), "llmd": config.LLMDScorers()}
 
 // router turns the settings into the workloads spec.
 func (s routerSettings) router(conn connection) (workloads.Router, error) {
@@ -215,7 +220,7 @@ func (s routerSettings) router(conn connection) (workloads.Router, error) {
 		return r, fmt.Errorf("limits.drain_timeout: %w", err)
 	}
 	if s.Scoring.Preset != nil {
-		r.Scorers = config.LLMDScorers() // preset "llmd": llm-d's mix, also the router's default
+		r.Scorers = scoringPresets[*s.Scoring.Preset]
 	}
 	for _, sc := range s.Scoring.Scorers {
 		r.Scorers = append(r.Scorers, config.Scorer{Type: sc.Type, Weight: sc.Weight, Params: sc.Params})

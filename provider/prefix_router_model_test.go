@@ -1,7 +1,14 @@
 package provider
 
 import (
+	"context"
+	"reflect"
 	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/defaults"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // TestPinnedRouterImage: a release pins the router image of its own
@@ -64,6 +71,28 @@ func TestRouterSettingsPlacementAndService(t *testing.T) {
 	s.Limits.DrainTimeout = "soon"
 	if _, err := s.router(connection{}); err == nil {
 		t.Error("an unreadable drain_timeout is accepted")
+	}
+}
+
+// TestRouterScoringPresets: each preset the schema accepts renders its
+// mix, and the schema's default preset is the router's own default, so a
+// router the provider deploys scores as an unconfigured llmd-router does.
+func TestRouterScoringPresets(t *testing.T) {
+	s := testRouterSettings()
+	for preset, want := range map[string][]config.Scorer{"cost-aware": config.DefaultScorers(), "llmd": config.LLMDScorers()} {
+		s.Scoring.Preset = &preset
+		r, err := s.router(connection{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.Scorers, want) {
+			t.Errorf("preset %q renders %+v, want %+v", preset, r.Scorers, want)
+		}
+	}
+	var resp defaults.ObjectResponse
+	routerScoringAttribute().Default.DefaultObject(context.Background(), defaults.ObjectRequest{}, &resp)
+	if got, ok := resp.PlanValue.Attributes()["preset"].(types.String); !ok || got.ValueString() != "cost-aware" {
+		t.Errorf("the schema's default preset is %v, want cost-aware (the router's default)", resp.PlanValue.Attributes()["preset"])
 	}
 }
 

@@ -31,7 +31,7 @@ type Router struct {
 	Replicas        int32
 	// Target is the fleet as llmd_model_fleet reports it.
 	Target RouterTarget
-	// Scorers are the picker's weighted sum (config.DefaultScorers: llm-d's mix).
+	// Scorers are the picker's weighted sum (config.DefaultScorers: the cost-aware mix).
 	Scorers   []config.Scorer
 	Limits    RouterLimits
 	LogLevel  string

@@ -52,13 +52,13 @@ const MaxEngines = 64
 // tracks MaxEngines engines, which DP 8 leaves to 8 pods.
 const MaxDataParallelSize = 8
 
-// DefaultScorers is used when the file lists none: llm-d's precise
-// prefix-cache mix (LLMDScorers). The bounded-load variant that won the
-// held-out tuning (BoundedLLMDScorers) lost to it on the seed workload in
-// 5 of 5 live demo runs on an idle machine (BENCHMARKS.md, 2026-12-01), so
-// the default stays; it changes only on repeated live runs (DESIGN.md
+// DefaultScorers is used when the file lists none: CostAwareScorers. It
+// replaced llm-d's mix (LLMDScorers) on live evidence: in five consecutive
+// demo runs on an idle machine it gave 2.53-2.57x round robin where llm-d's
+// mix gave 1.23-2.55x, collapsing in three of them (BENCHMARKS.md,
+// 2026-12-01); the default changes only on repeated live runs (DESIGN.md
 // decision 8).
-func DefaultScorers() []Scorer { return LLMDScorers() }
+func DefaultScorers() []Scorer { return CostAwareScorers() }
 
 // CostAwareScorers is prefix 2 : cost 2 : in-flight 1 under a bounded-load
 // cap: prefix affinity weighed against each pod's estimated time to first
@@ -77,7 +77,7 @@ func CostAwareScorers() []Scorer {
 }
 
 // LLMDScorers is llm-d's precise prefix-cache configuration: prefix 3 :
-// KV use 2 : queue 2 (the provider's preset "llmd").
+// KV use 2 : queue 2 (the provider's preset "llmd", the bench's llmd).
 func LLMDScorers() []Scorer {
 	return []Scorer{{Type: "prefix", Weight: 3}, {Type: "kv-usage", Weight: 2}, {Type: "queue", Weight: 2}}
 }

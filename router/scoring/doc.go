@@ -28,9 +28,12 @@
 // rank's and the Decision names that rank, or, for a prefix no rank holds,
 // the pod's ranks in turn.
 //
-// The llm-d precise configuration is prefix 3 : kv-usage 2 : queue 2
-// (config.LLMDScorers, today also config.DefaultScorers) with 2 s
-// speculative entries (index.Config).
+// The router's default (config.DefaultScorers = config.CostAwareScorers) is
+// prefix 2 : cost 2 : in-flight 1 under load-bound 10 at factor 1.75: every
+// input is the router's own count (pending prefill, in-flight requests),
+// exact at decision time. The llm-d precise configuration is prefix 3 :
+// kv-usage 2 : queue 2 (config.LLMDScorers); both keep speculative entries
+// for 2 s (index.Config).
 //
 // # Requests
 //

@@ -5,7 +5,7 @@ resource "llmd_prefix_router" "main" {
   fleet   = llmd_model_fleet.qwen.router_target
   name    = "router"
 
-  scoring = { preset = "llmd" } # llm-d's mix: prefix 3, kv-usage 2, queue 2
+  scoring = { preset = "cost-aware" } # the default; "llmd" is llm-d's prefix 3, kv-usage 2, queue 2
 
   limits = {
     max_in_flight_per_pod = 64
