@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -18,11 +19,19 @@ type Candidate struct {
 	Scorers []config.Scorer
 }
 
-// String renders the weights as "prefix 3 : cost 2".
+// String renders the weights as "prefix 3 : cost 2", parameters in
+// brackets ("load-bound 10 (factor 1.75)").
 func (c Candidate) String() string {
 	parts := make([]string, len(c.Scorers))
 	for i, s := range c.Scorers {
 		parts[i] = fmt.Sprintf("%s %g", s.Type, s.Weight)
+		if len(s.Params) > 0 {
+			var ps []string
+			for _, k := range slices.Sorted(maps.Keys(s.Params)) {
+				ps = append(ps, fmt.Sprintf("%s %g", k, s.Params[k]))
+			}
+			parts[i] += " (" + strings.Join(ps, ", ") + ")"
+		}
 	}
 	return strings.Join(parts, " : ")
 }
