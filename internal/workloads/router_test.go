@@ -108,6 +108,14 @@ func TestRouterObjects(t *testing.T) {
 	if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.Lifecycle.PreStop.Sleep == nil {
 		t.Errorf("probes or preStop: %+v %+v %+v", c.ReadinessProbe, c.LivenessProbe, c.Lifecycle)
 	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	// 90% of the 2Gi limit: the runtime collects harder before the kernel's OOM kill.
+	if env["GOGC"] != "400" || env["GOMEMLIMIT"] != "1932735276" {
+		t.Errorf("runtime env %v, want GOGC 400 and GOMEMLIMIT 1932735276", env)
+	}
 	if *pod.TerminationGracePeriodSeconds < int64(r.Limits.Drain.Seconds()) {
 		t.Errorf("grace period %d is shorter than the drain %s", *pod.TerminationGracePeriodSeconds, r.Limits.Drain)
 	}
