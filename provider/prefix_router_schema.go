@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"maps"
 	"regexp"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -140,7 +142,7 @@ func routerScoringAttribute() schema.SingleNestedAttribute {
 		MarkdownDescription: "How the router picks a pod: a weighted sum of scorers. Default `preset = \"cost-aware\"`, the router's default " +
 			"(prefix 2, cost 2, in-flight 1, under a load-bound cap at 1.75x the mean). A change rolls the router pods only.",
 		Attributes: map[string]schema.Attribute{
-			"preset": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf("cost-aware", "llmd")},
+			"preset": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf(slices.Sorted(maps.Keys(scoringPresets))...)},
 				MarkdownDescription: "`cost-aware` (prefix 2, cost 2, in-flight 1, load-bound 10 at factor 1.75: every input the router's own " +
 					"count, exact at decision time) or `llmd` (llm-d's precise prefix-cache mix: prefix 3, kv-usage 2, queue 2). Give either preset or scorers."},
 			"scorers": schema.ListNestedAttribute{Optional: true, Validators: []validator.List{listvalidator.SizeAtLeast(1)},

@@ -299,22 +299,11 @@ func (lr *liveReq) admit() {
 // it (its error), as vLLM checks a request before it answers a stream's
 // headers.
 func (lr *liveReq) waitAdmitted(ctx context.Context) error {
-	for {
-		lr.mu.Lock()
-		admitted, done, err := lr.admitted, lr.done, lr.err
-		lr.mu.Unlock()
-		switch {
-		case admitted:
-			return nil
-		case done:
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errClientGone
-		case <-lr.notify:
-		}
+	var err error
+	if !lr.await(ctx, func() bool { err = lr.err; return lr.admitted || lr.done }) {
+		return errClientGone
 	}
+	return err
 }
 
 func (lr *liveReq) poke() {
@@ -330,16 +319,28 @@ var errClientGone = errors.New("client went away")
 // wait blocks until tokens beyond have arrived or the request ended, and
 // returns the tokens after have.
 func (lr *liveReq) wait(ctx context.Context, have int) (more []uint32, done bool, err error) {
+	if !lr.await(ctx, func() bool {
+		more, done, err = lr.out[have:], lr.done, lr.err
+		return len(more) > 0 || done
+	}) {
+		return nil, false, errClientGone
+	}
+	return more, done, err
+}
+
+// await calls ready under lr.mu until it holds (true) or ctx ends (false),
+// waking whenever the driver pokes the request.
+func (lr *liveReq) await(ctx context.Context, ready func() bool) bool {
 	for {
 		lr.mu.Lock()
-		more, done, err = lr.out[have:], lr.done, lr.err
+		ok := ready()
 		lr.mu.Unlock()
-		if len(more) > 0 || done {
-			return more, done, err
+		if ok {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, errClientGone
+			return false
 		case <-lr.notify:
 		}
 	}
