@@ -73,11 +73,9 @@ func (ev *evaluator) stmt(n node, f *frame, out *strings.Builder) (flow, error) 
 	case *dataNode:
 		out.WriteString(n.text)
 	case *outputNode:
-		v, err := ev.eval(n.expr, f)
-		if err != nil {
+		if err := ev.output(n.expr, f, out); err != nil {
 			return flowNormal, err
 		}
-		out.WriteString(pyStr(v))
 		if err := checkRenderLen(out.Len()); err != nil {
 			return flowNormal, wrapAt(0, err)
 		}
@@ -154,6 +152,25 @@ func unpack(v any, n, line int) ([]any, error) {
 		return nil, templateError(line, "ValueError: expected %d values to unpack, got %d", n, len(items))
 	}
 	return items, nil
+}
+
+// output prints the value of an expression; a chain of strings joined by
+// "+" goes to out piece by piece, not joined first.
+func (ev *evaluator) output(e expr, f *frame, out *strings.Builder) error {
+	if b, ok := e.(*binExpr); ok && b.op == "+" {
+		v, written, err := ev.plusInto(b, f, out)
+		if err != nil || written {
+			return err
+		}
+		out.WriteString(pyStr(v))
+		return nil
+	}
+	v, err := ev.eval(e, f)
+	if err != nil {
+		return err
+	}
+	out.WriteString(pyStr(v))
+	return nil
 }
 
 func (ev *evaluator) forLoop(n *forNode, f *frame, out *strings.Builder) error {

@@ -190,6 +190,14 @@ func (ev *evaluator) binary(e *binExpr, f *frame) (any, error) {
 // joins a run of strings with one allocation instead of copying the
 // growing prefix at every "+": chat templates print each turn that way.
 func (ev *evaluator) plus(e *binExpr, f *frame) (any, error) {
+	v, _, err := ev.plusInto(e, f, nil)
+	return v, err
+}
+
+// plusInto is plus; given an output and a chain of strings only (what
+// `{{ '<|im_start|>' + message.role + '\n' + message.content }}` is), it
+// writes the strings there instead of joining them first, and says so.
+func (ev *evaluator) plusInto(e *binExpr, f *frame, out *strings.Builder) (any, bool, error) {
 	var operands []expr // rightmost first
 	n := e
 	for {
@@ -207,11 +215,11 @@ func (ev *evaluator) plus(e *binExpr, f *frame) (any, error) {
 	for i := len(operands) - 1; i >= 0; i-- {
 		v, err := ev.eval(operands[i], f)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if s, ok := v.(string); ok && (i == len(operands)-1 || parts != nil) {
 			if size += len(s); size > MaxRenderBytes {
-				return nil, wrapAt(e.line, checkRenderLen(size))
+				return nil, false, wrapAt(e.line, checkRenderLen(size))
 			}
 			parts = append(parts, s)
 			continue
@@ -224,13 +232,19 @@ func (ev *evaluator) plus(e *binExpr, f *frame) (any, error) {
 			continue
 		}
 		if acc, err = arith("+", acc, v); err != nil {
-			return nil, wrapAt(e.line, err)
+			return nil, false, wrapAt(e.line, err)
 		}
 	}
-	if parts != nil {
-		return strings.Join(parts, ""), nil
+	switch {
+	case parts != nil && out != nil: // every operand was a string
+		for _, p := range parts {
+			out.WriteString(p)
+		}
+		return nil, true, nil
+	case parts != nil:
+		return strings.Join(parts, ""), false, nil
 	}
-	return acc, nil
+	return acc, false, nil
 }
 
 func (ev *evaluator) compare(e *compareExpr, f *frame) (any, error) {

@@ -224,7 +224,10 @@ func (d *jsonDecoder) number() (any, error) {
 
 func (d *jsonDecoder) str() (string, error) {
 	d.i++
-	var b []byte
+	// Once an escape is seen the string is built here; String() hands
+	// over the builder's bytes without the copy string([]byte) makes.
+	var b strings.Builder
+	escaped := false
 	start := d.i
 	for {
 		if d.i >= len(d.s) {
@@ -233,24 +236,24 @@ func (d *jsonDecoder) str() (string, error) {
 		c := d.s[d.i]
 		switch {
 		case c == '"':
-			if b == nil {
+			if !escaped {
 				s := string(d.s[start:d.i])
 				d.i++
 				return s, d.checkUTF8(s)
 			}
-			b = append(b, d.s[start:d.i]...)
+			b.Write(d.s[start:d.i])
 			d.i++
-			s := string(b)
+			s := b.String()
 			return s, d.checkUTF8(s)
 		case c < 0x20:
 			return "", d.errorf("invalid control character in string")
 		case c == '\\':
-			if b == nil {
-				b = make([]byte, 0, d.stringEnd()-start)
+			if !escaped {
+				b.Grow(d.stringEnd() - start)
+				escaped = true
 			}
-			b = append(b, d.s[start:d.i]...)
-			var err error
-			if b, err = d.escape(b); err != nil {
+			b.Write(d.s[start:d.i])
+			if err := d.escape(&b); err != nil {
 				return "", err
 			}
 			start = d.i
@@ -286,44 +289,46 @@ func (d *jsonDecoder) checkUTF8(s string) error {
 }
 
 // escape decodes the escape at d.i (a backslash) onto b.
-func (d *jsonDecoder) escape(b []byte) ([]byte, error) {
+func (d *jsonDecoder) escape(b *strings.Builder) error {
 	if d.i+1 >= len(d.s) {
-		return nil, d.errorf("unterminated escape")
+		return d.errorf("unterminated escape")
 	}
 	c := d.s[d.i+1]
 	d.i += 2
 	switch c {
 	case '"', '\\', '/':
-		return append(b, c), nil
+		return b.WriteByte(c)
 	case 'b':
-		return append(b, '\b'), nil
+		return b.WriteByte('\b')
 	case 'f':
-		return append(b, '\f'), nil
+		return b.WriteByte('\f')
 	case 'n':
-		return append(b, '\n'), nil
+		return b.WriteByte('\n')
 	case 'r':
-		return append(b, '\r'), nil
+		return b.WriteByte('\r')
 	case 't':
-		return append(b, '\t'), nil
+		return b.WriteByte('\t')
 	case 'u':
 		r, ok := d.hex4()
 		if !ok {
-			return nil, d.errorf("invalid \\u escape")
+			return d.errorf("invalid \\u escape")
 		}
 		if utf16.IsSurrogate(r) {
 			if r <= 0xdbff && d.i+1 < len(d.s) && d.s[d.i] == '\\' && d.s[d.i+1] == 'u' {
 				save := d.i
 				d.i += 2
 				if lo, ok := d.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
-					return utf8.AppendRune(b, utf16.DecodeRune(r, lo)), nil
+					b.WriteRune(utf16.DecodeRune(r, lo))
+					return nil
 				}
 				d.i = save
 			}
-			return nil, fmt.Errorf("%w: lone surrogate \\u%04x in JSON", tokenizer.ErrUntokenizable, r)
+			return fmt.Errorf("%w: lone surrogate \\u%04x in JSON", tokenizer.ErrUntokenizable, r)
 		}
-		return utf8.AppendRune(b, r), nil
+		b.WriteRune(r)
+		return nil
 	}
-	return nil, d.errorf("invalid escape \\%c", c)
+	return d.errorf("invalid escape \\%c", c)
 }
 
 func (d *jsonDecoder) hex4() (rune, bool) {

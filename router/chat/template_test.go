@@ -41,6 +41,7 @@ var templateCases = []struct{ name, src, vars string }{
 	{"index out of range is undefined", `[{{ xs[5] }}]{{ xs[5] is defined }}`, `{"xs":[1]}`},
 	{"content loops", `{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}[{{ p.type }}:{{ p.text }}]{% endfor %}{% endif %}{% endfor %}`, `{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"user","content":"b"}]}`},
 	{"strftime format", `{{ strftime_now('%Y')|length }}`, `{}`},
+	{"plus chains printed", `{{ 'a' + s + '\n' + s }}|{{ 1 + 2 + 3 }}|{{ [1] + xs + [3] }}|{{ s + 'x' ~ 1 }}|{{ ('a' + 'b') + s }}|{{ n + 1.5 }}|{{ '' + '' }}|{% for m in ms %}{{ '<' + m.role + '>' + m.content }}{% endfor %}`, `{"s":"é\n\"q\"\\\/\ud83d\ude00\t","xs":[2],"n":1,"ms":[{"role":"u","content":"x\u0001y"},{"role":"a","content":""}]}`},
 }
 
 // TestTemplateFeatures requires identical output (or an error from both)
