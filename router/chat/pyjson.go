@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -223,62 +224,61 @@ func (d *jsonDecoder) number() (any, error) {
 }
 
 func (d *jsonDecoder) str() (string, error) {
-	d.i++
-	// Once an escape is seen the string is built here; String() hands
-	// over the builder's bytes without the copy string([]byte) makes.
-	var b strings.Builder
-	escaped := false
-	start := d.i
-	for {
-		if d.i >= len(d.s) {
-			return "", d.errorf("unterminated string")
-		}
-		c := d.s[d.i]
-		switch {
-		case c == '"':
-			if !escaped {
-				s := string(d.s[start:d.i])
-				d.i++
-				return s, d.checkUTF8(s)
-			}
-			b.Write(d.s[start:d.i])
-			d.i++
-			s := b.String()
-			return s, d.checkUTF8(s)
-		case c < 0x20:
+	start := d.i + 1
+	end := d.stringEnd(start)
+	if end < 0 {
+		d.i = len(d.s)
+		return "", d.errorf("unterminated string")
+	}
+	raw := d.s[start:end]
+	for i, c := range raw {
+		if c < 0x20 {
+			d.i = start + i
 			return "", d.errorf("invalid control character in string")
-		case c == '\\':
-			if !escaped {
-				b.Grow(d.stringEnd() - start)
-				escaped = true
-			}
-			b.Write(d.s[start:d.i])
-			if err := d.escape(&b); err != nil {
-				return "", err
-			}
-			start = d.i
-		default:
-			d.i++
-			// skip the run of plain bytes in one tight loop
-			for d.i < len(d.s) && d.s[d.i] >= 0x20 && d.s[d.i] != '"' && d.s[d.i] != '\\' {
-				d.i++
-			}
 		}
 	}
+	k := bytes.IndexByte(raw, '\\')
+	if k < 0 {
+		d.i = end + 1
+		s := string(raw)
+		return s, d.checkUTF8(s)
+	}
+	// Built once; String() hands over the builder's bytes without the copy
+	// string([]byte) would make.
+	var b strings.Builder
+	b.Grow(len(raw))
+	for d.i = start; k >= 0; k = bytes.IndexByte(d.s[d.i:end], '\\') {
+		b.Write(d.s[d.i : d.i+k])
+		d.i += k
+		if err := d.escape(&b); err != nil {
+			return "", err
+		}
+	}
+	b.Write(d.s[d.i:end])
+	d.i = end + 1
+	s := b.String()
+	return s, d.checkUTF8(s)
 }
 
-// stringEnd returns the index of the quote closing the string at d.i (or
-// the end of input), an upper bound of the decoded length.
-func (d *jsonDecoder) stringEnd() int {
-	for i := d.i; i < len(d.s); i++ {
-		switch d.s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
+// stringEnd returns the index of the quote that closes a string whose text
+// starts at from, or -1: the first quote after an even run of backslashes
+// (each pair is one escape, and only a backslash starts an escape).
+func (d *jsonDecoder) stringEnd(from int) int {
+	for i := from; ; {
+		k := bytes.IndexByte(d.s[i:], '"')
+		if k < 0 {
+			return -1
 		}
+		q := i + k
+		n := 0
+		for q-1-n >= from && d.s[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
 	}
-	return len(d.s)
 }
 
 func (d *jsonDecoder) checkUTF8(s string) error {

@@ -13,15 +13,36 @@ type normalizer interface {
 	normalize(s string) string
 }
 
-// unicodeForm applies one Unicode normalization form. The quick check runs
-// first because most prompts are already NFC and must not be copied.
+// unicodeForm applies one Unicode normalization form. The quick checks run
+// first because most prompts are already normal and must not be copied:
+// ASCII text is in every form (it has no decompositions and composes with
+// nothing), and checking that eight bytes at a time is several times
+// faster than the form's own quick check.
 type unicodeForm struct{ form norm.Form }
 
 func (u unicodeForm) normalize(s string) string {
-	if u.form.IsNormalString(s) {
+	if isASCII(s) || u.form.IsNormalString(s) {
 		return s
 	}
 	return u.form.String(s)
+}
+
+// isASCII reports whether every byte of s is below 0x80.
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 { // the compiler makes the eight loads one
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if v&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i]&0x80 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type normalizerSequence []normalizer
