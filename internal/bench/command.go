@@ -45,6 +45,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&live.Tokenizer.Config, "tokenizer-config", "", "live: the model's tokenizer_config.json, for the router")
 	scaled := fs.Bool("demo-scale", false, "the seed workload scaled for `make demo` (see internal/bench doc); virtual mode then models the live router's lag at the demo's time scale")
 	routerCost := fs.Duration("router-cost", routerCostPerRequest, "virtual: the router's wall-clock processing time per request, spent in arrival order (default measured on the 2-core test machine, see internal/bench doc)")
+	oracle := fs.Bool("oracle", false, "virtual: route on the fleet's state at each decision (1 ms scrapes, KV events at once, no router time), the ceiling of each policy's scorers (see internal/bench doc)")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -77,11 +78,17 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("--router-cost %s: must be >= 0", *routerCost)
 		}
 		lag := liveLag(live.TimeScale, *routerCost)
+		if *oracle {
+			lag = OracleLag(live.TimeScale)
+		}
 		run = func(w Workload) (Report, error) {
 			fmt.Fprintf(stderr, "bench: virtual time, %d policies in parallel ...\n", len(pols))
 			return RunVirtual(w, pols, lag)
 		}
 	case "live":
+		if *oracle {
+			return fmt.Errorf("--oracle: virtual mode only (a live router has the lag it has)")
+		}
 		run = func(w Workload) (Report, error) { return RunLive(ctx, w, pols, live, stderr) }
 	default:
 		return fmt.Errorf("--mode %q: want virtual or live", *mode)

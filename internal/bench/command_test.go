@@ -102,6 +102,7 @@ func TestCommandRefusesBadArguments(t *testing.T) {
 		{[]string{"--json", "x.json", "--block-size", "0"}, `--block-size must be > 0`},
 		{[]string{"--json", "x.json", "--dataset", "multi-turn", "--prompts", "tokens"}, `multi-turn sends chat messages`},
 		{[]string{"--json", "x.json", "--mode", "virtual", "--dataset", "multi-turn"}, `runs live only`},
+		{[]string{"--json", "x.json", "--mode", "live", "--oracle"}, `--oracle: virtual mode only`},
 	} {
 		err := Command(context.Background(), c.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

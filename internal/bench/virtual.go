@@ -50,6 +50,17 @@ func liveLag(timeScale float64, perRequest time.Duration) RouterLag {
 		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: perRequest.Seconds() * timeScale}
 }
 
+// OracleLag is a router that sees the fleet as it is at each decision:
+// loads scraped every millisecond, KV events in the index the moment their
+// step ends, no time spent per request (speculative entries live as in
+// LiveLag, though with events at once they are confirmed at once). No
+// router works so; a policy's throughput under it is the ceiling of its
+// scorers on the workload, and the gap to its LiveLag run is what the
+// router's information lag costs.
+func OracleLag(timeScale float64) RouterLag {
+	return RouterLag{Scrape: 0.001, SpeculationTTL: LiveLag(timeScale).SpeculationTTL}
+}
+
 // RunVirtual runs every policy on the workload in the simulator's virtual
 // time with the router's lag, the policies in parallel (each run is
 // deterministic and single threaded, so parallelism changes only the wall

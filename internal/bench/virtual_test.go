@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -92,5 +93,41 @@ func TestDemoScaleVirtualStretchesTheRouterLag(t *testing.T) {
 	}
 	if s := rep.Policy(PolicyLLMD); s == nil || s.Completed != DemoWorkload(SeedWorkload()).NumPrompts/150*150 {
 		t.Errorf("llmd did not run the demo workload: %+v", s)
+	}
+}
+
+// TestOracleShowsWhatTheLagCosts runs llm-d's mix on the demo workload with
+// the live router's lag and with none (--oracle): without the lag its
+// opening burst is placed on fresh loads and it no longer trails the
+// cost-aware mix, whose scorers read only the router's own counts and so
+// lose next to nothing to the lag.
+func TestOracleShowsWhatTheLagCosts(t *testing.T) {
+	run := func(extra ...string) *Report {
+		jsonPath := filepath.Join(t.TempDir(), "demo.json")
+		args := append([]string{"--mode", "virtual", "--demo-scale", "--policies", "llmd,best", "--json", jsonPath}, extra...)
+		var stderr bytes.Buffer
+		if err := Command(context.Background(), args, io.Discard, &stderr); err != nil {
+			t.Fatalf("bench: %v\n%s", err, stderr.String())
+		}
+		raw, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep Report
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return &rep
+	}
+	lagged, oracle := run(), run("--oracle")
+	if l := oracle.Lag; l == nil || l.Scrape != 0.001 || l.EventDelay != 0 || l.PerRequest != 0 {
+		t.Errorf("oracle lag %+v, want 1 ms scrapes, no event delay, no router time", oracle.Lag)
+	}
+	tput := func(r *Report, p string) float64 { return r.Policy(p).OutputThroughput }
+	if l, o := tput(lagged, PolicyLLMD), tput(oracle, PolicyLLMD); o < 1.05*l {
+		t.Errorf("llmd: %.0f tok/s with the lag, %.0f without: want the oracle 5%% ahead", l, o)
+	}
+	if l, o := tput(lagged, PolicyBest), tput(oracle, PolicyBest); math.Abs(o/l-1) > 0.02 {
+		t.Errorf("best: %.0f tok/s with the lag, %.0f without: want them within 2%%", l, o)
 	}
 }
