@@ -149,6 +149,20 @@
 // timeout were retried on other pods; results before that fix
 // (BENCHMARKS.md) are not comparable.
 //
+// # The ceiling of routing (--oracle)
+//
+// `--mode virtual --oracle` runs the policies with OracleLag: loads scraped
+// every millisecond, KV events in the index as their step ends, no router
+// time. No router has that; what a policy reaches under it is the ceiling
+// of its scorers on the workload, and the gap to its run with LiveLag is
+// what the router's information lag costs it. On the demo workload every
+// routed policy meets the same ceiling: what is left of the run is the
+// opening burst, whose ~150 new prefixes every pod must compute at once in
+// compute-bound steps (about 10 s of simulated time at the hit-rate
+// ceiling), and the drain, the last requests decoding in half-empty
+// batches (about 12 s), neither of which a placement shortens. The figures
+// are in BENCHMARKS.md.
+//
 // # Rate ladder
 //
 // `llmd-router bench --ladder 20,40,60` runs the policies at each request

@@ -142,7 +142,9 @@
 // and /metrics with vLLM's metric names. A request may name one of the
 // replica's LoRA adapters (ReplicaConfig.Adapters) and carry a cache_salt.
 // Text prompts need a tokenizer
-// (ReplicaConfig.Tokenizer); token-id prompts do not. Chat requests are
+// (ReplicaConfig.Tokenizer), which each replica runs through a prefix
+// cache (the same ids for a fraction of the CPU a live bench shares with
+// the router and the client); token-id prompts do not. Chat requests are
 // rendered by the router's own package router/chat from the model's
 // tokenizer_config.json chat template, as vLLM renders them
 // (ReplicaConfig.Chat; without it they are refused). KV events go out on

@@ -57,6 +57,11 @@ type Replica struct {
 	eng     *Engine
 	pub     *publisher
 	metrics *replicaMetrics
+	// tok encodes text prompts through a prefix cache of the tokenizer:
+	// the ids vLLM's tokenizer gives, for a fraction of the CPU, which a
+	// live bench shares with the router and the client (vLLM tokenizes on
+	// its own CPUs, which the engine's cost model leaves out).
+	tok *tokenizer.PrefixCache
 
 	mu     sync.Mutex
 	inbox  []*liveReq
@@ -81,6 +86,10 @@ type liveReq struct {
 	notify   chan struct{} // capacity 1: "something changed"
 }
 
+// replicaTokenCacheBytes bounds each replica's tokenizer prefix cache: the
+// demo's 150 prefixes and their latest prompts many times over.
+const replicaTokenCacheBytes = 32 << 20
+
 // NewReplica builds the engine and binds the KV-event sockets.
 func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 	if cfg.TimeScale <= 0 {
@@ -100,8 +109,12 @@ func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", cfg.Pod, err)
 	}
-	return &Replica{cfg: cfg, eng: eng, pub: pub, metrics: newReplicaMetrics(cfg.Model, cfg.Engine, cfg.TimeScale),
-		wake: make(chan struct{}, 1), live: make(map[*Request]*liveReq)}, nil
+	rp := &Replica{cfg: cfg, eng: eng, pub: pub, metrics: newReplicaMetrics(cfg.Model, cfg.Engine, cfg.TimeScale),
+		wake: make(chan struct{}, 1), live: make(map[*Request]*liveReq)}
+	if cfg.Tokenizer != nil {
+		rp.tok = cfg.Tokenizer.NewPrefixCache(replicaTokenCacheBytes)
+	}
+	return rp, nil
 }
 
 // KVAddr and ReplayAddr are the bound KV-event addresses.

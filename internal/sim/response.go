@@ -31,35 +31,61 @@ func finishReason(last bool) any {
 	return nil
 }
 
+// streamChunk is a streamed event in vLLM's field order. Typed rather than
+// a map: a live bench encodes one per token for every replica, on the CPU
+// it shares with the router and the client.
+type streamChunk struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []any  `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
+}
+
+// textChoice is a completion chunk's choice, chatChoice a chat chunk's.
+type textChoice struct {
+	Index        int    `json:"index"`
+	Text         string `json:"text"`
+	Logprobs     any    `json:"logprobs"`
+	FinishReason any    `json:"finish_reason"`
+	StopReason   any    `json:"stop_reason"`
+}
+
+type chatChoice struct {
+	Index        int       `json:"index"`
+	Delta        chatDelta `json:"delta"`
+	Logprobs     any       `json:"logprobs"`
+	FinishReason any       `json:"finish_reason"`
+}
+
+type chatDelta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content"`
+}
+
 // chunk is one streamed token.
-func (r *response) chunk(text string, last bool) map[string]any {
-	choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": finishReason(last)}
+func (r *response) chunk(text string, last bool) streamChunk {
 	if r.chat {
-		choice["delta"] = map[string]any{"content": text}
-	} else {
-		choice["text"] = text
-		choice["stop_reason"] = nil
+		return r.wrapChunk(chatChoice{Delta: chatDelta{Content: text}, FinishReason: finishReason(last)})
 	}
-	return r.wrapChunk(choice)
+	return r.wrapChunk(textChoice{Text: text, FinishReason: finishReason(last)})
 }
 
 // roleChunk opens a chat stream, as vLLM does when the first token is ready:
 // the assistant role with empty content.
-func (r *response) roleChunk() map[string]any {
-	return r.wrapChunk(map[string]any{"index": 0, "logprobs": nil, "finish_reason": nil,
-		"delta": map[string]any{"role": "assistant", "content": ""}})
+func (r *response) roleChunk() streamChunk {
+	return r.wrapChunk(chatChoice{Delta: chatDelta{Role: "assistant"}})
 }
 
-func (r *response) wrapChunk(choice map[string]any) map[string]any {
-	return map[string]any{"id": r.id, "object": r.object(true), "created": r.created, "model": r.model,
-		"choices": []any{choice}}
+func (r *response) wrapChunk(choice any) streamChunk {
+	return streamChunk{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Choices: []any{choice}}
 }
 
 // usageChunk is the final chunk stream_options.include_usage asks for.
-func (r *response) usageChunk(n int) map[string]any {
-	c := r.wrapChunk(nil)
-	c["choices"], c["usage"] = []any{}, r.usage(n)
-	return c
+func (r *response) usageChunk(n int) streamChunk {
+	u := r.usage(n)
+	return streamChunk{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Choices: []any{}, Usage: &u}
 }
 
 // whole is the non-streamed response for output ids.

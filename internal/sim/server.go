@@ -50,10 +50,10 @@ func (rp *Replica) models(w http.ResponseWriter, _ *http.Request) {
 
 // encode tokenizes text, or explains that this replica runs without a tokenizer.
 func (rp *Replica) encode(text string, addSpecial bool) ([]uint32, error) {
-	if rp.cfg.Tokenizer == nil {
+	if rp.tok == nil {
 		return nil, badRequest("this simulated replica has no tokenizer (start it with --tokenizer): send prompts as token ids")
 	}
-	ids, err := rp.cfg.Tokenizer.Encode(text, addSpecial)
+	ids, err := rp.tok.Encode(text, addSpecial)
 	if err != nil {
 		return nil, badRequest("tokenizing prompt: %v", err)
 	}
