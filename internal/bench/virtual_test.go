@@ -72,20 +72,7 @@ func TestVirtualPoliciesAreDeterministicAndSeparate(t *testing.T) {
 // speculation, the router's time per request) stretched by the demo's
 // time scale of 2.5, as live replicas at 2.5x real time experience them.
 func TestDemoScaleVirtualStretchesTheRouterLag(t *testing.T) {
-	jsonPath := filepath.Join(t.TempDir(), "demo.json")
-	var stdout, stderr bytes.Buffer
-	args := []string{"--mode", "virtual", "--demo-scale", "--policies", "llmd", "--router-cost", "4ms", "--json", jsonPath}
-	if err := Command(context.Background(), args, &stdout, &stderr); err != nil {
-		t.Fatalf("bench: %v\n%s", err, stderr.String())
-	}
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := benchReport(t, "--mode", "virtual", "--demo-scale", "--policies", "llmd", "--router-cost", "4ms")
 	want := RouterLag{Scrape: 0.125, EventDelay: 0.025, SpeculationTTL: 5, PerRequest: 0.01}
 	if rep.Lag == nil || math.Abs(rep.Lag.Scrape-want.Scrape) > 1e-9 || math.Abs(rep.Lag.EventDelay-want.EventDelay) > 1e-9 ||
 		math.Abs(rep.Lag.SpeculationTTL-want.SpeculationTTL) > 1e-9 || math.Abs(rep.Lag.PerRequest-want.PerRequest) > 1e-9 {
@@ -102,24 +89,8 @@ func TestDemoScaleVirtualStretchesTheRouterLag(t *testing.T) {
 // cost-aware mix, whose scorers read only the router's own counts and so
 // lose next to nothing to the lag.
 func TestOracleShowsWhatTheLagCosts(t *testing.T) {
-	run := func(extra ...string) *Report {
-		jsonPath := filepath.Join(t.TempDir(), "demo.json")
-		args := append([]string{"--mode", "virtual", "--demo-scale", "--policies", "llmd,best", "--json", jsonPath}, extra...)
-		var stderr bytes.Buffer
-		if err := Command(context.Background(), args, io.Discard, &stderr); err != nil {
-			t.Fatalf("bench: %v\n%s", err, stderr.String())
-		}
-		raw, err := os.ReadFile(jsonPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rep Report
-		if err := json.Unmarshal(raw, &rep); err != nil {
-			t.Fatal(err)
-		}
-		return &rep
-	}
-	lagged, oracle := run(), run("--oracle")
+	args := []string{"--mode", "virtual", "--demo-scale", "--policies", "llmd,best"}
+	lagged, oracle := benchReport(t, args...), benchReport(t, append(args, "--oracle")...)
 	if l := oracle.Lag; l == nil || l.Scrape != 0.001 || l.EventDelay != 0 || l.PerRequest != 0 {
 		t.Errorf("oracle lag %+v, want 1 ms scrapes, no event delay, no router time", oracle.Lag)
 	}
@@ -130,4 +101,23 @@ func TestOracleShowsWhatTheLagCosts(t *testing.T) {
 	if l, o := tput(lagged, PolicyBest), tput(oracle, PolicyBest); math.Abs(o/l-1) > 0.02 {
 		t.Errorf("best: %.0f tok/s with the lag, %.0f without: want them within 2%%", l, o)
 	}
+}
+
+// benchReport runs the bench command with args and returns its JSON report.
+func benchReport(t *testing.T, args ...string) *Report {
+	t.Helper()
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	var stderr bytes.Buffer
+	if err := Command(context.Background(), append(args, "--json", jsonPath), io.Discard, &stderr); err != nil {
+		t.Fatalf("bench %v: %v\n%s", args, err, stderr.String())
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return &rep
 }
