@@ -34,41 +34,17 @@ const eksTokenPrefix = "k8s-aws-v1."
 // trace-level logs of terraform and the provider; the fleet imports by
 // <cluster>/<namespace>/<name> with every attribute verified.
 func TestAccModelFleetOnCluster(t *testing.T) {
-	standIn, _ := standInSetup(t)
-	moto := &testenv.Moto{URL: standIn.URL}
-	c := testenv.StartCluster(t)
+	g := newInClusterGround(t, "fleet", 3, 0)
+	c := g.c
 	testenv.ServePodIPs(t)
-	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: "fleet-eks", Count: 3, GPUs: 1, Labels: map[string]string{"llmd.dev/pool": "gpu"}})
-	standIn.PointAllClustersAt(c)
-	roleARN := createRole(t, moto, "/platform/", "llmd-fleet-deployer")
-	c.MapIAMPrincipal(t, roleARN, "system:masters")
 	logs := t.TempDir()
 	t.Setenv("TF_LOG", "trace")
 	t.Setenv("TF_ACC_LOG_PATH", filepath.Join(logs, "terraform.log"))
 	t.Setenv("TF_LOG_PATH_MASK", filepath.Join(logs, "provider-%s.log"))
 
 	const cluster, ns = "acc-fleet", "llmd-fleet"
-	config := providerConfig(moto, `
-  assume_role {
-    role_arn     = "`+roleARN+`"
-    session_name = "tf"
-  }`) + fmt.Sprintf(`
-resource "llmd_inference_cluster" "test" {
-  name = %q
-  networking = {
-    vpc_cidr           = "10.0.0.0/16"
-    availability_zones = ["us-west-2a", "us-west-2b"]
-  }
-  gpu_node_group = {
-    desired_size = 3
-    min_size     = 3
-    max_size     = 3
-  }
-  model_storage = { deletion_protection = false }
-  # The device plugin lands on the test's GPU nodes; monitoring has its own test.
-  addons = { monitoring = { enabled = false } }
-}
-
+	// The device plugin lands on the test's GPU nodes; monitoring has its own test.
+	config := g.config(cluster, "  addons = { monitoring = { enabled = false } }", fmt.Sprintf(`
 resource "llmd_model_fleet" "test" {
   cluster   = llmd_inference_cluster.test.kubernetes
   name      = "qwen"
@@ -76,7 +52,7 @@ resource "llmd_model_fleet" "test" {
   replicas  = 3
   storage   = llmd_inference_cluster.test.model_storage
 }
-`, cluster, ns)
+`, ns))
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,

@@ -246,27 +246,8 @@ func explainRoute(t *testing.T, url string, body []byte) routeExplained {
 // (moto + the AWS stand-in, whose DescribeCluster points at the local
 // control plane) with its in-cluster add-ons (monitoring from the test's
 // chart repository), the fleet on it and the router in front of the fleet.
-func oneApplyConfig(moto *testenv.Moto, repo *testenv.ChartRepo, roleARN, cluster, ns, scoring string) string {
-	return providerConfig(moto, `
-  assume_role {
-    role_arn     = "`+roleARN+`"
-    session_name = "tf"
-  }`) + fmt.Sprintf(`
-resource "llmd_inference_cluster" "test" {
-  name = %q
-  networking = {
-    vpc_cidr           = "10.0.0.0/16"
-    availability_zones = ["us-west-2a", "us-west-2b"]
-  }
-  gpu_node_group = {
-    desired_size = 3
-    min_size     = 3
-    max_size     = 3
-  }
-  model_storage = { deletion_protection = false }
-%s
-}
-
+func oneApplyConfig(g inClusterGround, repo *testenv.ChartRepo, cluster, ns, scoring string) string {
+	return g.config(cluster, monitoringAddon(repo, true, ""), fmt.Sprintf(`
 resource "llmd_model_fleet" "test" {
   cluster   = llmd_inference_cluster.test.kubernetes
   name      = "qwen"
@@ -282,7 +263,7 @@ resource "llmd_prefix_router" "test" {
   image   = %q
 %s
 }
-`, cluster, monitoringAddon(repo, true, ""), ns, devRouterImage, scoring)
+`, ns, devRouterImage, scoring))
 }
 
 // TestAccPrefixRouterOneApply is the product's headline: ONE apply of
@@ -300,7 +281,7 @@ resource "llmd_prefix_router" "test" {
 func TestAccPrefixRouterOneApply(t *testing.T) {
 	began := time.Now()
 	g := newInClusterGround(t, "oneapply", 3, 2)
-	aws, moto, c, roleARN := g.aws, g.moto, g.c, g.roleARN
+	aws, c := g.aws, g.c
 	testenv.ServePodIPs(t)
 	repo := startMonitoringRepo(t, c)
 	const cluster, ns = "acc-oneapply", "llmd-oneapply"
@@ -315,7 +296,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 		CheckDestroy:             resource.ComposeTestCheckFunc(checkNothingOwned(t, aws, cluster), checkNamespaceEmpty(c, ns)),
 		Steps: []resource.TestStep{
 			{
-				Config: oneApplyConfig(moto, repo, roleARN, cluster, ns, ""),
+				Config: oneApplyConfig(g, repo, cluster, ns, ""),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+ns+".svc.cluster.local:8000")),
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
@@ -431,7 +412,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 				},
 			},
 			{
-				Config:   oneApplyConfig(moto, repo, roleARN, cluster, ns, ""),
+				Config:   oneApplyConfig(g, repo, cluster, ns, ""),
 				PlanOnly: true,
 			},
 			{
@@ -442,7 +423,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 				ImportStateVerifyIgnore: []string{"timeouts"},
 			},
 			{
-				Config: oneApplyConfig(moto, repo, roleARN, cluster, ns, `
+				Config: oneApplyConfig(g, repo, cluster, ns, `
   scoring = {
     scorers = [
       { type = "prefix", weight = 1 },
