@@ -144,6 +144,13 @@
 //
 //	go test -run '^$' -bench TuneBest -benchtime 1x -v ./internal/bench/
 //
+// Those live runs were taken while the simulated replicas tokenized every
+// text prompt from scratch on the CPU the router shares, which kept a
+// burst's requests out of the scraped queues for up to a second; since
+// they tokenize through a prefix cache, llm-d's mix held on the demo
+// workload in five runs of five (BENCHMARKS.md, session 6), so the
+// held-out comparison is to be run again on the current replica.
+//
 // Before the simulated replica answered a stream's headers at admission,
 // as vLLM does, queued requests past the router's 30 s response-header
 // timeout were retried on other pods; results before that fix

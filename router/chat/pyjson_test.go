@@ -2,8 +2,11 @@ package chat
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
 
 // TestJSONStrings decodes string literals the way encoding/json does (an
@@ -35,17 +38,44 @@ func TestJSONStrings(t *testing.T) {
 		}
 	}
 	for lit, msg := range map[string]string{
-		`"ab\"`:        "unterminated string",
-		`"ab\\\"`:      "unterminated string",
-		"\"a\x01b\"":   "invalid control character",
-		`"a\x"`:        `invalid escape \x`,
-		`"\u12"`:       `invalid \u escape`,
-		`"\ud800"`:     "lone surrogate",
-		`"\ud800\u"`:   "lone surrogate",
+		`"ab\"`:       "unterminated string",
+		`"ab\\\"`:     "unterminated string",
+		"\"a\x01b\"":  "invalid control character",
+		`"a\x"`:       `invalid escape \x`,
+		`"\u12"`:      `invalid \u escape`,
+		`"\ud800"`:    "lone surrogate",
+		`"\ud800\u"`:  "lone surrogate",
 		`{"k": "a\"}`: "unterminated string",
 	} {
 		if v, err := decodeJSON([]byte(lit)); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%s: got %v, %v; want an error saying %q", lit, v, err, msg)
 		}
 	}
+}
+
+// FuzzJSONString decodes arbitrary string literals against encoding/json:
+// where both accept, the strings are equal; where only encoding/json
+// accepts, the literal is one the tokenizer refuses (invalid UTF-8 or a
+// lone surrogate, which encoding/json replaces by U+FFFD); nothing else
+// may differ.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{`plain`, `a\"b`, `\\`, `\\\"`, `\u00e9\ud83d\ude00`, `\ud800`, "tab\there", `\x`, `\u12`, "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lit := []byte(`"` + s + `"`)
+		got, err := decodeJSON(lit)
+		var want string
+		werr := json.Unmarshal(lit, &want)
+		switch {
+		case err == nil && werr == nil:
+			if got != want {
+				t.Fatalf("%q: got %q, encoding/json %q", lit, got, want)
+			}
+		case err == nil:
+			t.Fatalf("%q: accepted as %q, encoding/json refuses it: %v", lit, got, werr)
+		case werr == nil && !errors.Is(err, tokenizer.ErrUntokenizable):
+			t.Fatalf("%q: %v, encoding/json accepts it as %q", lit, err, want)
+		}
+	})
 }
