@@ -84,8 +84,9 @@ func (r *response) wrapChunk(choice any) streamChunk {
 
 // usageChunk is the final chunk stream_options.include_usage asks for.
 func (r *response) usageChunk(n int) streamChunk {
-	u := r.usage(n)
-	return streamChunk{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Choices: []any{}, Usage: &u}
+	c, u := r.wrapChunk(nil), r.usage(n)
+	c.Choices, c.Usage = []any{}, &u
+	return c
 }
 
 // whole is the non-streamed response for output ids.

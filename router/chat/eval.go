@@ -157,15 +157,16 @@ func unpack(v any, n, line int) ([]any, error) {
 // output prints the value of an expression; a chain of strings joined by
 // "+" goes to out piece by piece, not joined first.
 func (ev *evaluator) output(e expr, f *frame, out *strings.Builder) error {
+	var v any
+	var err error
 	if b, ok := e.(*binExpr); ok && b.op == "+" {
-		v, written, err := ev.plusInto(b, f, out)
-		if err != nil || written {
-			return err
+		var written bool
+		if v, written, err = ev.plusInto(b, f, out); written {
+			return nil
 		}
-		out.WriteString(pyStr(v))
-		return nil
+	} else {
+		v, err = ev.eval(e, f)
 	}
-	v, err := ev.eval(e, f)
 	if err != nil {
 		return err
 	}
