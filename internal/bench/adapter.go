@@ -46,6 +46,6 @@ func (a *scoringPicker) Pick(r *sim.Route, v *sim.View) int {
 		a.err = err
 		return -1 // RunVirtual fails the run on an out-of-range pick
 	}
-	r.Uncached = d.UncachedTokens
+	r.Uncached, r.Hold = d.UncachedTokens, d.Hold
 	return d.Chosen
 }

@@ -27,6 +27,10 @@ type Route struct {
 	// holds no block of, as the router estimated them. The run counts them
 	// in the pod's PendingTokens until the request's first token.
 	Uncached int
+	// Hold is what a picker may set: the speculative index entries it wrote
+	// for the request. The run settles it at the request's first token, as
+	// the live router does at its first response byte.
+	Hold *index.Hold
 }
 
 // View is the router's knowledge of the fleet when a request arrives.

@@ -108,8 +108,10 @@ type virtualRun struct {
 	// been handed so far; sentAt is when the client sent each request.
 	routerFree float64
 	sentAt     []float64
-	// pending is each routed request's Route.Uncached until its first token.
+	// pending is each routed request's Route.Uncached until its first
+	// token, holds its Route.Hold.
 	pending []int
+	holds   []*index.Hold
 	res     Result
 	sampled int
 	// Buffers of delivered payloads and finished requests' tokens, reused
@@ -138,7 +140,7 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	}
 	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas),
 		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())},
-		sentAt: make([]float64, work.Len()), pending: make([]int, work.Len())}
+		sentAt: make([]float64, work.Len()), pending: make([]int, work.Len()), holds: make([]*index.Hold, work.Len())}
 	var now float64
 	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize, SpeculationTTL: seconds(cfg.SpeculationTTL),
 		Now: func() time.Time { return time.Unix(0, 0).Add(seconds(now)) }})
@@ -248,9 +250,13 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 		v.q.push(vevent{t: now + v.cfg.EventDelay, kind: evDeliver, pod: pod, payload: payload})
 	}
 	for _, r := range progress {
-		if i := uint32(r.ID); r.Output > 0 && v.pending[i] > 0 {
+		if i := uint32(r.ID); r.Output > 0 {
 			v.view.Load[pod].PendingTokens -= v.pending[i]
 			v.pending[i] = 0
+			if h := v.holds[i]; h != nil {
+				h.Settle()
+				v.holds[i] = nil
+			}
 		}
 		if !r.Finished() {
 			continue
@@ -318,6 +324,7 @@ func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 	v.res.PodRequests[pod]++
 	v.view.Load[pod].InFlight++
 	v.pending[i] = v.route.Uncached
+	v.holds[i] = v.route.Hold
 	v.view.Load[pod].PendingTokens += v.route.Uncached
 	v.kick = append(v.kick, pod)
 	return nil

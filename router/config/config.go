@@ -147,7 +147,9 @@ type Index struct {
 	// MaxKeys bounds the number of block keys; 0 is unbounded.
 	MaxKeys int `json:"max_keys,omitempty"`
 	// SpeculationTTL is how long a routing decision counts as a cached prefix
-	// on the chosen pod before its BlockStored event confirms it.
+	// on the chosen pod after the pod's first response byte, before its
+	// BlockStored event confirms it. Until that byte the request waits at
+	// the pod, and the decision counts whatever the time.
 	SpeculationTTL Duration `json:"speculation_ttl"`
 }
 

@@ -24,7 +24,9 @@
 // Lookup walks a prompt's keys with bit operations and reports each engine's
 // leading blocks on any tier and on GPU, without allocating. Speculative
 // entries, written right after a routing decision, count as GPU holdings
-// until an event confirms them or SpeculationTTL passes.
+// while the request waits at its engine (until its Hold settles, at the
+// first response byte) and then until an event confirms them or
+// SpeculationTTL passes.
 //
 // # Concurrency and bounds
 //

@@ -61,8 +61,9 @@ type Config struct {
 	MaxKeys int
 	// MaxOrphansPerEngine bounds orphans kept per engine (default 1<<16).
 	MaxOrphansPerEngine int
-	// SpeculationTTL is how long a speculative entry lives unless an event
-	// confirms it (default 2s).
+	// SpeculationTTL is how long a speculative entry lives after its Hold
+	// settles (the request's first byte) unless an event confirms it
+	// (default 2s).
 	SpeculationTTL time.Duration
 	// Now is the clock, replaced in tests (default time.Now).
 	Now func() time.Time

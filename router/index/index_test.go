@@ -225,6 +225,15 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+func mustSpeculate(t *testing.T, ix *Index, e Engine, keys []uint64) *Hold {
+	t.Helper()
+	h, err := ix.Speculate(e, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func TestSpeculationBridgesUntilConfirmedOrExpired(t *testing.T) {
 	const bs = 4
 	clock := &fakeClock{now: time.Unix(1000, 0)}
@@ -232,12 +241,8 @@ func TestSpeculationBridgesUntilConfirmedOrExpired(t *testing.T) {
 	c := newChain(rand.New(rand.NewPCG(4, 4)), 4, bs, 1)
 	keys := Keys(nil, c.tokens, bs, "", nil)
 	mustStore(t, ix, podA, c.stored(0, 2, bs, TierGPU))
-	if err := ix.Speculate(podA, keys); err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.Speculate(podB, keys[:3]); err != nil {
-		t.Fatal(err)
-	}
+	holdA := mustSpeculate(t, ix, podA, keys)
+	holdB := mustSpeculate(t, ix, podB, keys[:3])
 	got := lookup(ix, keys)
 	if a := got[podA]; a.Blocks != 4 || a.GPUBlocks != 4 || a.Speculative != 2 {
 		t.Fatalf("A with speculation: %+v", a)
@@ -245,13 +250,20 @@ func TestSpeculationBridgesUntilConfirmedOrExpired(t *testing.T) {
 	if b := got[podB]; b.Blocks != 3 || b.Speculative != 3 {
 		t.Fatalf("B with speculation: %+v", b)
 	}
-	// The event confirms A's block 2; the rest expires.
+	// Until the requests start, their entries outlive any TTL.
+	clock.Advance(time.Hour)
+	ix.sweepSpec()
+	if got := lookup(ix, keys); got[podA].Blocks != 4 || got[podB].Blocks != 3 {
+		t.Fatalf("held entries expired before their requests started: %+v", got)
+	}
+	// The requests start; the event confirms A's block 2, the rest expires.
+	holdA.Settle()
+	holdB.Settle()
 	mustStore(t, ix, podA, c.stored(2, 3, bs, TierGPU))
 	clock.Advance(500 * time.Millisecond)
-	if err := ix.Speculate(podB, keys[:1]); err != nil { // refreshes B's first block
-		t.Fatal(err)
-	}
+	holdB2 := mustSpeculate(t, ix, podB, keys[:1]) // a new request holds B's first block again
 	clock.Advance(600 * time.Millisecond)
+	holdB.Settle()         // a second call changes nothing
 	got = lookup(ix, keys) // expired entries are invisible even before a sweep
 	if a := got[podA]; a.Blocks != 3 || a.Speculative != 0 {
 		t.Fatalf("A after expiry: %+v", a)
@@ -262,6 +274,32 @@ func TestSpeculationBridgesUntilConfirmedOrExpired(t *testing.T) {
 	ix.sweepSpec()
 	if s := ix.Stats(); s.SpecConfirmed != 1 || s.Speculative != 1 || s.SpecExpired != 3 {
 		t.Fatalf("speculation stats: %+v", s)
+	}
+	holdB2.Settle()
+	clock.Advance(time.Second)
+	ix.sweepSpec()
+	if s := ix.Stats(); s.Speculative != 0 || s.SpecExpired != 4 {
+		t.Fatalf("after the last request started: %+v", s)
+	}
+}
+
+func TestSettleAfterThePodLeft(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	ix := New(Config{BlockSize: 4, SpeculationTTL: time.Second, Now: clock.Now})
+	old := mustSpeculate(t, ix, podA, []uint64{7, 8})
+	ix.DropPod(podA.Pod)
+	// The slot goes to a new engine whose request holds the same key.
+	cur := mustSpeculate(t, ix, podB, []uint64{7})
+	old.Settle() // must not start the TTL of the new engine's entry
+	(*Hold)(nil).Settle()
+	clock.Advance(time.Minute)
+	if got := lookup(ix, []uint64{7}); got[podB].Blocks != 1 || got[podB].Speculative != 1 {
+		t.Fatalf("the new engine's held entry: %+v", got)
+	}
+	cur.Settle()
+	clock.Advance(time.Second)
+	if got := lookup(ix, []uint64{7}); len(got) != 0 {
+		t.Fatalf("after settling: %+v", got)
 	}
 }
 
@@ -426,16 +464,16 @@ func TestMaxEnginesMatchesConfig(t *testing.T) {
 func TestDropPodFreesSlots(t *testing.T) {
 	ix := New(Config{BlockSize: 4})
 	for i := range MaxEngines {
-		if err := ix.Speculate(Engine{Pod: fmt.Sprintf("p%d", i/2), Rank: i % 2}, []uint64{uint64(i)}); err != nil {
+		if _, err := ix.Speculate(Engine{Pod: fmt.Sprintf("p%d", i/2), Rank: i % 2}, []uint64{uint64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := ix.Speculate(Engine{Pod: "new"}, []uint64{1}); err == nil {
+	if _, err := ix.Speculate(Engine{Pod: "new"}, []uint64{1}); err == nil {
 		t.Fatal("a 65th engine got a slot")
 	}
 	ix.DropPod("p3")
 	for r := range 2 {
-		if err := ix.Speculate(Engine{Pod: "new", Rank: r}, []uint64{1}); err != nil {
+		if _, err := ix.Speculate(Engine{Pod: "new", Rank: r}, []uint64{1}); err != nil {
 			t.Errorf("rank %d after dropping p3: %v", r, err)
 		}
 	}

@@ -1,12 +1,14 @@
 package index
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 )
 
-// specItem is one speculative entry in expiry order. The TTL is the same for
-// all, so insertion order is expiry order and the queue needs no heap.
+// specItem is one settled speculative entry in expiry order. Entries join
+// the queue when their Hold settles, with the same TTL for all, so insertion
+// order is expiry order and the queue needs no heap.
 type specItem struct {
 	key   uint64
 	until int64
@@ -20,42 +22,83 @@ type specQueue struct {
 	pending atomic.Int64 // len(items)-head, checked without the lock
 }
 
+// heldUntilSettled is the expiry of a speculative entry whose request has not started:
+// it outlives any clock until its Hold settles.
+const heldUntilSettled = int64(math.MaxInt64)
+
 // Speculate records that the router just sent a request whose prompt has
 // these keys to engine e, so the next decisions see the blocks the engine is
-// about to cache before its BlockStored arrives. Entries expire after the
-// TTL unless an event confirms them; keys e already holds on GPU are skipped.
-func (ix *Index) Speculate(e Engine, keys []uint64) error {
+// about to cache before its BlockStored arrives; keys e already holds on GPU
+// are skipped. The entries are held, whatever the time, until the returned
+// Hold settles: the request waits in e's queue until then, and its prefix is
+// e's to compute. From Settle on they expire after SpeculationTTL unless an
+// event confirms them. A later Speculate of a key holds it again.
+func (ix *Index) Speculate(e Engine, keys []uint64) (*Hold, error) {
 	es, err := ix.engineFor(e)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	until := ix.cfg.Now().UnixNano() + int64(ix.cfg.SpeculationTTL)
+	h := &Hold{ix: ix, es: es, keys: make([]uint64, 0, len(keys))}
 	var d delta
-	q := &ix.spec
-	q.mu.Lock()
 	for _, k := range keys {
 		sh := ix.shardOf(k)
 		sh.mu.Lock()
-		queued := false
 		if gpu, _ := sh.gpu.get(k); gpu&es.bit == 0 {
 			m := sh.spec[k]
 			if m&es.bit == 0 {
 				d.spec++
 			}
 			sh.spec[k] = m | es.bit
-			sh.specUntil[specKey{k, es.slot}] = until
-			queued = true
+			sh.specUntil[specKey{k, es.slot}] = heldUntilSettled
+			h.keys = append(h.keys, k)
 		}
 		sh.mu.Unlock()
-		if queued {
-			q.items = append(q.items, specItem{key: k, until: until, slot: es.slot})
+	}
+	ix.c.apply(&d)
+	ix.sweepSpec()
+	return h, nil
+}
+
+// Hold is one request's speculative entries, held until Settle.
+type Hold struct {
+	ix      *Index
+	es      *engine
+	keys    []uint64
+	settled atomic.Bool
+}
+
+// Settle starts the TTL of the entries h still holds: call it when the
+// request's first response byte arrives (its prefill is done, the engine's
+// BlockStored is on its way) or its attempt ends without one. Only the first
+// call counts; a nil Hold does nothing. Entries a later Speculate held again,
+// or an event confirmed, are left alone.
+func (h *Hold) Settle() {
+	if h == nil || !h.settled.CompareAndSwap(false, true) {
+		return
+	}
+	ix := h.ix
+	if ix.existing(h.es.id) != h.es {
+		return // the engine left; its entries went with it
+	}
+	until := ix.cfg.Now().UnixNano() + int64(ix.cfg.SpeculationTTL)
+	q := &ix.spec
+	q.mu.Lock()
+	for _, k := range h.keys {
+		sh := ix.shardOf(k)
+		sh.mu.Lock()
+		sk := specKey{k, h.es.slot}
+		u, ok := sh.specUntil[sk]
+		if ok && u == heldUntilSettled {
+			sh.specUntil[sk] = until
+		}
+		sh.mu.Unlock()
+		if ok && u == heldUntilSettled {
+			q.items = append(q.items, specItem{key: k, until: until, slot: h.es.slot})
 			q.pending.Add(1)
 		}
 	}
 	q.mu.Unlock()
-	ix.c.apply(&d)
 	ix.sweepSpec()
-	return nil
 }
 
 // sweepSpec removes expired speculative entries. Lookup already ignores

@@ -57,7 +57,8 @@ func okPod(t testing.TB) *httptest.Server {
 }
 
 // newServer builds a Server routing to pods (name -> base URL) with the
-// default scorers, the Qwen3 model under the name "m", and cfg's limits.
+// default scorers (unless cfg brings its own Picker), the Qwen3 model under
+// the name "m", and cfg's limits.
 func newServer(t testing.TB, pods map[string]string, cfg Config) (*Server, *discovery.Fleet) {
 	cat := chat.NewCatalog()
 	cat.AddModel("m", qwen(t))
@@ -77,7 +78,9 @@ func newServer(t testing.TB, pods map[string]string, cfg Config) (*Server, *disc
 	}
 	t.Cleanup(func() { _ = fleet.Update(nil) })
 	cfg.Fleet = fleet
-	cfg.Picker = scoring.NewPicker(index.New(index.Config{BlockSize: 16}), ws)
+	if cfg.Picker == nil {
+		cfg.Picker = scoring.NewPicker(index.New(index.Config{BlockSize: 16}), ws)
+	}
 	cfg.Prompter = &prompt.Chat{Catalog: cat}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -119,7 +119,10 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			// Any completion stores blocks once prompt and output fill one;
 			// d.Blocks cannot tell, being 0 until events taught the block size.
 			s.cfg.Fleet.ExpectEvents(d.Pod)
-			return slot{pod: d.Pod, dpRank: d.DPRank, started: started, release: func() { end(); s.adm.release(d.Pod) }}, nil
+			// The decision's speculative entries stay while the request
+			// waits at the pod, and start their TTL at its first byte.
+			return slot{pod: d.Pod, dpRank: d.DPRank, started: func() { started(); d.Hold.Settle() },
+				release: func() { d.Hold.Settle(); end(); s.adm.release(d.Pod) }}, nil
 		}
 	}
 }

@@ -76,6 +76,10 @@ type Decision struct {
 	// UncachedTokens are the prompt tokens Pod holds no GPU block of: the
 	// prefill the request costs it, as the index tells.
 	UncachedTokens int `json:"uncached_tokens"`
+	// Hold holds the speculative index entries a committed decision wrote
+	// on Pod (nil when none): the caller settles it at the request's first
+	// response byte, or when the attempt ends without one.
+	Hold *index.Hold `json:"-"`
 }
 
 // PodScore is one candidate's part of a decision.
@@ -104,8 +108,8 @@ type scratch struct {
 }
 
 // Pick decides and commits: the chosen pod is recorded as last chosen, the
-// index gets speculative entries for the request's blocks on it, and
-// learning scorers observe the choice.
+// index gets speculative entries for the request's blocks on it (held until
+// the caller settles Decision.Hold), and learning scorers observe the choice.
 func (p *Picker) Pick(r *Request, pods []Pod) (Decision, error) {
 	return p.decide(r, pods, true, nil)
 }
@@ -165,7 +169,7 @@ func (p *Picker) decide(r *Request, pods []Pod, commit bool, admit func(pod stri
 	}
 	d.DPRank = p.rank(d.Pod, s.Hits[d.Chosen], commit)
 	if commit {
-		p.commit(s, sc.keys, d.Chosen, d.DPRank)
+		d.Hold = p.commit(s, sc.keys, d.Chosen, d.DPRank)
 	}
 	return d, nil
 }
@@ -225,7 +229,7 @@ func (p *Picker) rank(pod string, h Hit, commit bool) int {
 	return r
 }
 
-func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) {
+func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) *index.Hold {
 	p.decisions.Add(1)
 	if s.Req.Untokenizable != "" {
 		p.untokenizable.Add(1)
@@ -235,8 +239,10 @@ func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) {
 	p.seq++
 	p.lastPicked[name] = p.seq
 	p.mu.Unlock()
+	var hold *index.Hold
 	if p.ix != nil && len(keys) > 0 {
-		if err := p.ix.Speculate(index.Engine{Pod: s.Pods[chosen].Name, Rank: max(rank, 0)}, keys); err != nil {
+		var err error
+		if hold, err = p.ix.Speculate(index.Engine{Pod: s.Pods[chosen].Name, Rank: max(rank, 0)}, keys); err != nil {
 			p.speculateErrs.Add(1)
 		}
 	}
@@ -245,6 +251,7 @@ func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) {
 			o.Picked(s, chosen)
 		}
 	}
+	return hold
 }
 
 // Forget drops what the picker and its learning scorers remember of a pod

@@ -151,19 +151,22 @@ func TestCostReadsThePendingPrefill(t *testing.T) {
 
 // TestSpeculationAndSpread: requests nobody has cached take turns over the
 // pods; a repeat of a just-routed prompt follows it through the speculative
-// entry before any event arrives, and that entry expires after its TTL.
+// entry before any event arrives; that entry lasts while the request has
+// not started and expires a TTL after it did.
 func TestSpeculationAndSpread(t *testing.T) {
 	now := time.Unix(1000, 0)
 	ix := index.New(index.Config{BlockSize: bs, SpeculationTTL: 2 * time.Second, Now: func() time.Time { return now }})
 	p := picker(t, ix, config.Scorer{Type: PrefixType, Weight: 3}, config.Scorer{Type: SpreadType, Weight: 1})
 	pods := []Pod{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	var got []string
+	var holds []*index.Hold
 	for i := range 3 {
 		d, err := p.Pick(&Request{Tokens: seq(1000*(i+1), 8*bs)}, pods)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, d.Pod)
+		holds = append(holds, d.Hold)
 	}
 	if strings.Join(got, ",") != "a,b,c" {
 		t.Errorf("three new prefixes went to %v, want one per pod", got)
@@ -175,6 +178,14 @@ func TestSpeculationAndSpread(t *testing.T) {
 	if d.Pod != "b" || d.Scores[1].Hit.Speculative != 8 {
 		t.Errorf("repeat of the second prefix: %v, want b through 8 speculative blocks", d)
 	}
+	now = now.Add(time.Minute)
+	if d, _ = p.Explain(&Request{Tokens: seq(2000, 8*bs)}, pods); d.Scores[1].Hit.Speculative != 8 {
+		t.Errorf("speculative entry of a request that has not started expired: %v", d)
+	}
+	if d.Hold != nil {
+		t.Error("Explain wrote speculative entries")
+	}
+	holds[1].Settle()
 	now = now.Add(3 * time.Second)
 	if d, _ = p.Explain(&Request{Tokens: seq(2000, 8*bs)}, pods); d.Scores[1].Hit.Blocks != 0 {
 		t.Errorf("speculative entry outlived its TTL: %v", d)
