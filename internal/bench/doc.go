@@ -115,10 +115,12 @@
 // queue). So a pod that drew more than its share of the burst's prefixes
 // keeps them while its KV cache fills and its queue grows, and the others
 // empty: one pod at 177 of the first 512 requests, P99 TTFT 91 s, 1.51x
-// rr; with a herd, 0.74x. A long queue then delays that pod's
-// BlockStored past the 2 s speculative TTL, and the next request of a
-// queued prefix finds no holder and computes it again, which feeds the
-// collapse (the report's speculation_expired doubles in such runs).
+// rr; with a herd, 0.74x. A long queue used to delay that pod's
+// BlockStored past the 2 s speculative TTL, so the next request of a
+// queued prefix found no holder and computed it again, which fed the
+// collapse (the report's speculation_expired doubled in such runs). Since
+// f884429 a speculative entry stands until its request's first byte and
+// only then starts the TTL: no entry expires in a demo run any more.
 //
 // The fix reads only the router's own counts, exact at decision time:
 // the in-flight count starts inside the decision (the proxy's admission),
@@ -146,10 +148,12 @@
 //
 // Those live runs were taken while the simulated replicas tokenized every
 // text prompt from scratch on the CPU the router shares, which kept a
-// burst's requests out of the scraped queues for up to a second; since
-// they tokenize through a prefix cache, llm-d's mix held on the demo
-// workload in five runs of five (BENCHMARKS.md, session 6), so the
-// held-out comparison is to be run again on the current replica.
+// burst's requests out of the scraped queues for up to a second. On the
+// current replica, with speculation held until the first byte, the
+// held-out comparison was run again (BENCHMARKS.md, session 7): the
+// cost-aware mix led on all three workloads (score 1.000 against llm-d's
+// 0.872), and in five demo runs held 2.47-2.51x rr where llm-d's mix
+// fell once to 1.02x.
 //
 // Before the simulated replica answered a stream's headers at admission,
 // as vLLM does, queued requests past the router's 30 s response-header

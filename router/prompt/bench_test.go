@@ -186,6 +186,7 @@ func BenchmarkDecision(b *testing.B) {
 				d, err := p.Pick(r, pods)
 				t2 := time.Now()
 				cpu = append(cpu, threadCPU(b)-c0)
+				d.Hold.Settle() // as the proxy does at the pod's first byte
 				if err != nil || (d.Pod != "pod-2" && d.Pod != "pod-5") {
 					b.Fatalf("picked %s: %v", d.Pod, err)
 				}

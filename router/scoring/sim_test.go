@@ -37,6 +37,7 @@ func (a *simPicker) Pick(r *sim.Route, v *sim.View) int {
 		return -1 // the simulator reports the bad pick
 	}
 	a.picks++
+	r.Hold = d.Hold // the simulator settles it at the request's first token
 	return d.Chosen
 }
 
