@@ -40,13 +40,22 @@ func qwen(t testing.TB) *chat.Model {
 	return qwenModel
 }
 
+// idleMetrics reads r's body and, when r is a scrape, answers it as an idle
+// vLLM pod's /metrics and reports true.
+func idleMetrics(w http.ResponseWriter, r *http.Request) bool {
+	_, _ = io.Copy(io.Discard, r.Body)
+	if r.URL.Path != "/metrics" {
+		return false
+	}
+	_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n")
+	return true
+}
+
 // okPod is a stand-in pod that reads the request and answers 200 with a
 // small JSON body, as vLLM answers a completion.
 func okPod(t testing.TB) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.URL.Path == "/metrics" {
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n")
+		if idleMetrics(w, r) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

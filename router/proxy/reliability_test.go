@@ -49,9 +49,7 @@ func newStandin(t testing.TB, how sickness) *standin {
 	p := &standin{}
 	quit := make(chan struct{})
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.URL.Path == "/metrics" {
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n")
+		if idleMetrics(w, r) {
 			return
 		}
 		p.mu.Lock()

@@ -30,9 +30,7 @@ func TestSpeculationHeldUntilFirstByte(t *testing.T) {
 
 	gate := make(chan struct{})
 	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.URL.Path == "/metrics" {
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n")
+		if idleMetrics(w, r) {
 			return
 		}
 		// vLLM sends a stream's headers when it accepts the request and
