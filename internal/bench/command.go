@@ -117,6 +117,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := WriteTable(stdout, rep); err != nil {
 		return err
 	}
+	if err := WriteCeiling(stdout, rep); err != nil {
+		return err
+	}
 	if err := writeJSON(*jsonPath, rep); err != nil {
 		return err
 	}

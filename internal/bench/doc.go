@@ -174,6 +174,12 @@
 // batches (about 12 s), neither of which a placement shortens. The figures
 // are in BENCHMARKS.md.
 //
+// A live run that includes a routed policy runs the routed policies once
+// more this way on its own workload (RoutingCeiling, under a second on the
+// demo workload), reports the best as the run's ceiling ("ceiling" in the
+// JSON) and prints each routed policy's share of it under the table: how
+// much of what routing can give the workload the live router took.
+//
 // # Rate ladder
 //
 // `llmd-router bench --ladder 20,40,60` runs the policies at each request

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,6 +86,13 @@ func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOption
 		if err := lag.check(opts); err != nil {
 			return rep, fmt.Errorf("policy %s: %w", p, err)
 		}
+	}
+	if slices.ContainsFunc(policies, func(p string) bool { _, _, routed := RouterScorers(p); return routed }) {
+		c, err := RoutingCeiling(w, opts.TimeScale)
+		if err != nil {
+			return rep, err
+		}
+		rep.Ceiling = &c
 	}
 	return rep, nil
 }

@@ -76,6 +76,15 @@ func TestLiveModeThroughRouterProcess(t *testing.T) {
 	if rep.Live == nil || rep.Live.TimeScale != 5 || rep.Live.WallSeconds <= 0 {
 		t.Errorf("live info: %+v", rep.Live)
 	}
+	// The ceiling is a virtual run of the same workload without router lag:
+	// a live router on four replicas gets most of it and not much more.
+	if c := rep.Ceiling; c == nil || c.OutputThroughput <= 0 {
+		t.Errorf("no ceiling of routing: %+v", c)
+	} else if share := llmd.OutputThroughput / c.OutputThroughput; share < 0.5 || share > 1.2 {
+		t.Errorf("llmd reached %.2f of the ceiling (%.0f tok/s, %s)", share, c.OutputThroughput, c.Policy)
+	} else {
+		t.Logf("llmd reached %.2f of the ceiling (%.0f tok/s, %s)", share, c.OutputThroughput, c.Policy)
+	}
 }
 
 // TestLiveMultiTurnChat runs the multi-turn workload through the router:

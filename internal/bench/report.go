@@ -10,6 +10,17 @@ type Report struct {
 	Live *LiveInfo `json:"live,omitempty"`
 	// Lag is the router lag virtual mode modelled.
 	Lag *RouterLag `json:"router_lag,omitempty"`
+	// Ceiling, in live mode, is what routing could give the workload at
+	// most: each routed policy's live throughput is read against it.
+	Ceiling *Ceiling `json:"ceiling,omitempty"`
+}
+
+// Ceiling is the most output throughput any of the router's policies
+// reaches on a workload in virtual time under OracleLag, a router without
+// information lag (doc.go, "The ceiling of routing").
+type Ceiling struct {
+	Policy           string  `json:"policy"`
+	OutputThroughput float64 `json:"output_throughput"`
 }
 
 // Policy returns the named policy's summary, or nil.

@@ -31,6 +31,24 @@ func WriteTable(w io.Writer, rep Report) error {
 	return nil
 }
 
+// WriteCeiling prints, when the report has one, the ceiling of routing and
+// the share of it each routed policy reached.
+func WriteCeiling(w io.Writer, rep Report) error {
+	c := rep.Ceiling
+	if c == nil || c.OutputThroughput <= 0 {
+		return nil
+	}
+	line := fmt.Sprintf("ceiling of routing (virtual time, no router lag, best of the router's policies): %.0f output tok/s (%s); reached:",
+		c.OutputThroughput, c.Policy)
+	for _, s := range rep.Policies {
+		if _, _, routed := RouterScorers(s.Policy); routed {
+			line += fmt.Sprintf(" %s %.2f", s.Policy, s.OutputThroughput/c.OutputThroughput)
+		}
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}
+
 // WriteSummary prints one policy's summary in the shape of `vllm bench
 // serve`'s, plus the fleet counters it cannot see.
 func WriteSummary(w io.Writer, s Summary) error {

@@ -61,6 +61,25 @@ func OracleLag(timeScale float64) RouterLag {
 	return RouterLag{Scrape: 0.001, SpeculationTTL: LiveLag(timeScale).SpeculationTTL}
 }
 
+// routedPolicies are the policies a router process decides.
+var routedPolicies = []string{PolicyApprox, PolicyLLMD, PolicyBest}
+
+// RoutingCeiling runs the routed policies on w in virtual time under
+// OracleLag(timeScale) and returns the best of them.
+func RoutingCeiling(w Workload, timeScale float64) (Ceiling, error) {
+	rep, err := RunVirtual(w, routedPolicies, OracleLag(timeScale))
+	if err != nil {
+		return Ceiling{}, fmt.Errorf("the ceiling of routing: %w", err)
+	}
+	var c Ceiling
+	for _, s := range rep.Policies {
+		if s.OutputThroughput > c.OutputThroughput {
+			c = Ceiling{Policy: s.Policy, OutputThroughput: s.OutputThroughput}
+		}
+	}
+	return c, nil
+}
+
 // RunVirtual runs every policy on the workload in the simulator's virtual
 // time with the router's lag, the policies in parallel (each run is
 // deterministic and single threaded, so parallelism changes only the wall
