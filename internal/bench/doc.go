@@ -174,7 +174,8 @@
 // batches (about 12 s), neither of which a placement shortens. The figures
 // are in BENCHMARKS.md.
 //
-// A live run that includes a routed policy runs the routed policies once
+// A live run that includes a routed policy (on any dataset but
+// multi-turn, which has no virtual form) runs the routed policies once
 // more this way on its own workload (RoutingCeiling, under a second on the
 // demo workload), reports the best as the run's ceiling ("ceiling" in the
 // JSON) and prints each routed policy's share of it under the table: how

@@ -87,7 +87,10 @@ func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOption
 			return rep, fmt.Errorf("policy %s: %w", p, err)
 		}
 	}
-	if slices.ContainsFunc(policies, func(p string) bool { _, _, routed := RouterScorers(p); return routed }) {
+	// Multi-turn has no virtual form (its turns carry live replies): it
+	// runs without a ceiling.
+	_, derr := w.SimDataset()
+	if derr == nil && slices.ContainsFunc(policies, func(p string) bool { _, _, routed := RouterScorers(p); return routed }) {
 		c, err := RoutingCeiling(w, opts.TimeScale)
 		if err != nil {
 			return rep, err

@@ -128,4 +128,7 @@ func TestLiveMultiTurnChat(t *testing.T) {
 	if s.PodsOverTime == nil || len(s.PodsOverTime.T) == 0 || len(s.PodsOverTime.Pods) != w.Replicas {
 		t.Errorf("no per-pod series in the report: %+v", s.PodsOverTime)
 	}
+	if rep.Ceiling != nil {
+		t.Errorf("a ceiling %+v for a workload virtual time cannot run", rep.Ceiling)
+	}
 }
