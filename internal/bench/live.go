@@ -90,7 +90,7 @@ func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOption
 	// Multi-turn has no virtual form (its turns carry live replies): it
 	// runs without a ceiling.
 	_, derr := w.SimDataset()
-	if derr == nil && slices.ContainsFunc(policies, func(p string) bool { _, _, routed := RouterScorers(p); return routed }) {
+	if derr == nil && slices.ContainsFunc(policies, routed) {
 		c, err := RoutingCeiling(w, opts.TimeScale)
 		if err != nil {
 			return rep, err

@@ -58,6 +58,12 @@ func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
 	return nil, false, false
 }
 
+// routed says a router process decides policy (rr and random need none).
+func routed(policy string) bool {
+	_, _, ok := RouterScorers(policy)
+	return ok
+}
+
 // candidatePrefix names a tuning candidate as a policy ("cand:prefix+cost"),
 // so live runs can try the grid one candidate at a time.
 const candidatePrefix = "cand:"

@@ -41,7 +41,7 @@ func WriteCeiling(w io.Writer, rep Report) error {
 	line := fmt.Sprintf("ceiling of routing (virtual time, no router lag, best of the router's policies): %.0f output tok/s (%s); reached:",
 		c.OutputThroughput, c.Policy)
 	for _, s := range rep.Policies {
-		if _, _, routed := RouterScorers(s.Policy); routed {
+		if routed(s.Policy) {
 			line += fmt.Sprintf(" %s %.2f", s.Policy, s.OutputThroughput/c.OutputThroughput)
 		}
 	}

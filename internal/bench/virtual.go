@@ -126,7 +126,7 @@ func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag Ro
 		return Summary{}, err
 	}
 	perRequest := lag.PerRequest
-	if _, _, routed := RouterScorers(policy); !routed {
+	if !routed(policy) {
 		perRequest = 0
 	}
 	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: w.engineConfig(), Replicas: w.Replicas, Workload: ds,

@@ -22,8 +22,8 @@ type specQueue struct {
 	pending atomic.Int64 // len(items)-head, checked without the lock
 }
 
-// heldUntilSettled is the expiry of a speculative entry whose request has not started:
-// it outlives any clock until its Hold settles.
+// heldUntilSettled is the expiry of a speculative entry whose request has
+// not started: it outlives any clock until its Hold settles.
 const heldUntilSettled = int64(math.MaxInt64)
 
 // Speculate records that the router just sent a request whose prompt has
@@ -87,15 +87,12 @@ func (h *Hold) Settle() {
 		sh := ix.shardOf(k)
 		sh.mu.Lock()
 		sk := specKey{k, h.es.slot}
-		u, ok := sh.specUntil[sk]
-		if ok && u == heldUntilSettled {
+		if u, ok := sh.specUntil[sk]; ok && u == heldUntilSettled {
 			sh.specUntil[sk] = until
-		}
-		sh.mu.Unlock()
-		if ok && u == heldUntilSettled {
 			q.items = append(q.items, specItem{key: k, until: until, slot: h.es.slot})
 			q.pending.Add(1)
 		}
+		sh.mu.Unlock()
 	}
 	q.mu.Unlock()
 	ix.sweepSpec()
