@@ -117,6 +117,11 @@ func runVirtualPolicy(w Workload, policy string, scorers []config.Scorer) (Summa
 // runVirtualLagged runs one policy with the given router lag. rr and
 // random are placements without a router: they pay no router cost.
 func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag RouterLag) (Summary, error) {
+	return runVirtualOn(w.engineConfig(), w, policy, scorers, lag)
+}
+
+// runVirtualOn is runVirtualLagged on replicas running engine ec.
+func runVirtualOn(ec sim.EngineConfig, w Workload, policy string, scorers []config.Scorer, lag RouterLag) (Summary, error) {
 	ds, err := w.SimDataset()
 	if err != nil {
 		return Summary{}, err
@@ -129,7 +134,7 @@ func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag Ro
 	if !routed(policy) {
 		perRequest = 0
 	}
-	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: w.engineConfig(), Replicas: w.Replicas, Workload: ds,
+	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: ec, Replicas: w.Replicas, Workload: ds,
 		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: lag.EventDelay,
 		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest,
 		Form: kvevents.FormMap, Seed: w.Seed})

@@ -112,32 +112,71 @@ func ladderRun(ec EngineConfig, seed uint64, rate float64) VirtualConfig {
 	return c
 }
 
+// Figure is one figure of the seed benchmark's round-robin side and the
+// simulator's value for it.
+type Figure struct {
+	Name      string
+	Seed, Sim float64
+	format    string // how Markdown prints both values
+}
+
+// Error is the simulated value's error against the seed's, in percent.
+func (f Figure) Error() float64 { return pct(f.Sim, f.Seed) }
+
+// Figures are the figures the calibration is judged on (issue 18): every
+// figure of the round-robin column but the hit rate, which is reported
+// and not fitted (doc.go, "Calibration"), then each ladder step's five.
+func (c CalibrationReport) Figures() []Figure {
+	col := c.column()
+	figs := col[: len(col)-1 : len(col)-1]
+	for i := range c.Ladder {
+		figs = append(figs, c.ladderStep(i)...)
+	}
+	return figs
+}
+
+// column is the round-robin column, the hit rate last.
+func (c CalibrationReport) column() []Figure {
+	s, r := SeedBaseline, c.Rows[0].Result
+	return []Figure{
+		{"duration s", s.Duration, r.Duration, "%.1f"},
+		{"request throughput req/s", s.RequestThroughput, r.RequestThroughput, "%.2f"},
+		{"output token throughput tok/s", s.OutputThroughput, r.OutputThroughput, "%.0f"},
+		{"total token throughput tok/s", s.TotalThroughput, r.TotalThroughput, "%.0f"},
+		{"mean TTFT ms", 1e3 * s.MeanTTFT, 1e3 * r.MeanTTFT, "%.0f"},
+		{"median TTFT ms", 1e3 * s.MedianTTFT, 1e3 * r.MedianTTFT, "%.0f"},
+		{"P99 TTFT ms", 1e3 * s.P99TTFT, 1e3 * r.P99TTFT, "%.0f"},
+		{"mean TPOT ms", 1e3 * s.MeanTPOT, 1e3 * r.MeanTPOT, "%.1f"},
+		{"P99 TPOT ms", 1e3 * s.P99TPOT, 1e3 * r.P99TPOT, "%.1f"},
+		{"GPU KV-cache use %", 100 * s.MeanKVUsage, 100 * r.MeanKVUsage, "%.1f"},
+		{"waiting requests", s.MeanWaiting, r.MeanWaiting, "%.0f"},
+		{"prefix cache hit rate % (not fitted)", 100 * s.HitRate, 100 * r.HitRate, "%.1f"},
+	}
+}
+
+// ladderStep is step i of the rate ladder: achieved rate, output
+// throughput, mean and P99 TTFT, mean TPOT.
+func (c CalibrationReport) ladderStep(i int) []Figure {
+	s, r := SeedLadder[i].Result, c.Ladder[i].Result
+	at := fmt.Sprintf("%g req/s: ", c.Ladder[i].Rate)
+	return []Figure{
+		{at + "achieved req/s", s.RequestThroughput, r.RequestThroughput, "%.2f"},
+		{at + "output tok/s", s.OutputThroughput, r.OutputThroughput, "%.0f"},
+		{at + "mean TTFT ms", 1e3 * s.MeanTTFT, 1e3 * r.MeanTTFT, "%.0f"},
+		{at + "P99 TTFT ms", 1e3 * s.P99TTFT, 1e3 * r.P99TTFT, "%.0f"},
+		{at + "mean TPOT ms", 1e3 * s.MeanTPOT, 1e3 * r.MeanTPOT, "%.1f"},
+	}
+}
+
 // Markdown renders the report as the tables in BENCHMARKS.md: every
 // figure of the seed's round-robin column, the capacity sensitivity, and
 // the rate ladder, each simulated figure with its error against the seed.
 func (c CalibrationReport) Markdown() string {
 	var b strings.Builder
-	s, r := SeedBaseline, c.Rows[0].Result
+	s := SeedBaseline
 	b.WriteString("| round robin, concurrency 512 | seed (vLLM) | simulated | error |\n|---|---|---|---|\n")
-	for _, m := range []struct {
-		name      string
-		format    string
-		seed, sim float64
-	}{
-		{"duration s", "%.1f", s.Duration, r.Duration},
-		{"request throughput req/s", "%.2f", s.RequestThroughput, r.RequestThroughput},
-		{"output token throughput tok/s", "%.0f", s.OutputThroughput, r.OutputThroughput},
-		{"total token throughput tok/s", "%.0f", s.TotalThroughput, r.TotalThroughput},
-		{"mean TTFT ms", "%.0f", 1e3 * s.MeanTTFT, 1e3 * r.MeanTTFT},
-		{"median TTFT ms", "%.0f", 1e3 * s.MedianTTFT, 1e3 * r.MedianTTFT},
-		{"P99 TTFT ms", "%.0f", 1e3 * s.P99TTFT, 1e3 * r.P99TTFT},
-		{"mean TPOT ms", "%.1f", 1e3 * s.MeanTPOT, 1e3 * r.MeanTPOT},
-		{"P99 TPOT ms", "%.1f", 1e3 * s.P99TPOT, 1e3 * r.P99TPOT},
-		{"GPU KV-cache use %", "%.1f", 100 * s.MeanKVUsage, 100 * r.MeanKVUsage},
-		{"waiting requests", "%.0f", s.MeanWaiting, r.MeanWaiting},
-		{"prefix cache hit rate % (not fitted)", "%.1f", 100 * s.HitRate, 100 * r.HitRate},
-	} {
-		fmt.Fprintf(&b, "| %s | "+m.format+" | "+m.format+" | %+.1f%% |\n", m.name, m.seed, m.sim, pct(m.sim, m.seed))
+	for _, f := range c.column() {
+		fmt.Fprintf(&b, "| %s | "+f.format+" | "+f.format+" | %+.1f%% |\n", f.Name, f.Seed, f.Sim, f.Error())
 	}
 	b.WriteString("\n| run | num_gpu_blocks | duration s | mean TTFT s | waiting | KV use | preemptions |\n|---|---|---|---|---|---|---|\n")
 	for _, row := range c.Rows {
@@ -148,14 +187,11 @@ func (c CalibrationReport) Markdown() string {
 	}
 	b.WriteString("\n| requested rate | prompts | achieved req/s | output tok/s | mean TTFT ms | P99 TTFT ms | mean TPOT ms |\n|---|---|---|---|---|---|---|\n")
 	for i, lp := range c.Ladder {
-		s, r := SeedLadder[i].Result, lp.Result
-		cell := func(format string, sim, seed float64) string {
-			return fmt.Sprintf(format+" vs "+format+" (%+.1f%%)", sim, seed, pct(sim, seed))
+		fmt.Fprintf(&b, "| %g req/s | %d |", lp.Rate, lp.Result.Requests)
+		for _, f := range c.ladderStep(i) {
+			fmt.Fprintf(&b, " "+f.format+" vs "+f.format+" (%+.1f%%) |", f.Sim, f.Seed, f.Error())
 		}
-		fmt.Fprintf(&b, "| %g req/s | %d | %s | %s | %s | %s | %s |\n", lp.Rate, r.Requests,
-			cell("%.2f", r.RequestThroughput, s.RequestThroughput), cell("%.0f", r.OutputThroughput, s.OutputThroughput),
-			cell("%.0f", 1e3*r.MeanTTFT, 1e3*s.MeanTTFT), cell("%.0f", 1e3*r.P99TTFT, 1e3*s.P99TTFT),
-			cell("%.1f", 1e3*r.MeanTPOT, 1e3*s.MeanTPOT))
+		b.WriteString("\n")
 	}
 	return b.String()
 }

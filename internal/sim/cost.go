@@ -28,8 +28,14 @@ type CostModel struct {
 	PeakFLOPS    float64
 	MemBandwidth float64
 	// BandwidthEfficiency is the share of MemBandwidth a decode step's
-	// reads achieve (sourced: see doc.go).
+	// weight reads achieve (sourced: see doc.go).
 	BandwidthEfficiency float64
+	// KVReadEfficiency is the share of MemBandwidth attention's reads of
+	// the paged KV cache achieve. DefaultCost prices them as the weights'
+	// reads, for want of a sourced figure of their own; the round-robin
+	// calibration cannot tell the two apart (doc.go, "Calibration"), and
+	// the routed side's throughput depends on it.
+	KVReadEfficiency float64
 	// MFU is the share of PeakFLOPS that prefill achieves (fitted).
 	MFU float64
 	// StepOverhead is the fixed per-step time outside the roofline:
@@ -67,6 +73,7 @@ func DefaultCost() CostModel {
 		// vLLM decoding one sequence reaches 77% of the memory roofline
 		// (Llama-3.1-8B, A100 40GB, vLLM 0.23; doc.go cites it).
 		BandwidthEfficiency: 0.77,
+		KVReadEfficiency:    0.77,
 		MFU:                 fittedMFU,
 		StepOverhead:        fittedStepOverhead,
 		SeqOverhead:         fittedSeqOverhead,
@@ -99,6 +106,6 @@ type stepShape struct {
 func (c *CostModel) stepTime(s *stepShape) float64 {
 	flops := c.FLOPsPerToken*float64(s.tokens) + c.FLOPsPerSample*float64(s.samples) + c.AttnFLOPsPerPair*s.pairs
 	compute := flops / (c.PeakFLOPS * c.MFU)
-	memory := (c.WeightBytes + c.KVBytesPerToken*s.kvTokens) / (c.MemBandwidth * c.BandwidthEfficiency)
+	memory := c.WeightBytes/(c.MemBandwidth*c.BandwidthEfficiency) + c.KVBytesPerToken*s.kvTokens/(c.MemBandwidth*c.KVReadEfficiency)
 	return max(compute, memory) + c.StepOverhead + c.SeqOverhead*float64(s.seqs)
 }
