@@ -132,14 +132,15 @@ func heapInuse() uint64 {
 // BenchmarkSpeculate measures the speculative entries of one routed request
 // and their settling at its first byte, on an index of 1,000,000 keys: a
 // warm 220 KB chat request (800 blocks, the chosen engine already holding
-// the first 700 on GPU) and a new 34-block prompt of the seed workload. The
+// the first 700 on GPU), a cold one (700 blocks, none held) and a new
+// 34-block prompt of the seed workload. The
 // clock advances 1 ms each time the index reads it, so entries expire as
 // under a steady load.
 func BenchmarkSpeculate(b *testing.B) {
 	ix := New(Config{Now: benchClock()})
 	fill(b, ix, 1_000_000, 1)
 	rng := rand.New(rand.NewPCG(9, 9))
-	for _, tc := range []struct{ blocks, held int }{{800, 700}, {34, 0}} {
+	for _, tc := range []struct{ blocks, held int }{{800, 700}, {700, 0}, {34, 0}} {
 		b.Run(fmt.Sprintf("blocks=%d/held=%d", tc.blocks, tc.held), func(b *testing.B) {
 			const bs = 64
 			e := Engine{Pod: "pod-0"}

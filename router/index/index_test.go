@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -280,6 +281,55 @@ func TestSpeculationBridgesUntilConfirmedOrExpired(t *testing.T) {
 	ix.sweepSpec()
 	if s := ix.Stats(); s.Speculative != 0 || s.SpecExpired != 4 {
 		t.Fatalf("after the last request started: %+v", s)
+	}
+}
+
+// TestSpeculationOnThreeEngines holds one key on three engines, each with
+// its own clock: confirming, expiring and dropping one holder leaves the
+// others' entries and expiries as they were.
+func TestSpeculationOnThreeEngines(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	ix := New(Config{BlockSize: 4, SpeculationTTL: time.Second, Now: clock.Now})
+	podC := Engine{Pod: "c"}
+	c := newChain(rand.New(rand.NewPCG(5, 5)), 1, 4, 1)
+	key := Keys(nil, c.tokens, 4, "", nil)
+	holders := func() (got []string) {
+		for e := range lookup(ix, key) {
+			got = append(got, e.Pod)
+		}
+		slices.Sort(got)
+		return got
+	}
+	hA := mustSpeculate(t, ix, podA, key)
+	hB := mustSpeculate(t, ix, podB, key)
+	hC := mustSpeculate(t, ix, podC, key)
+	hC.Settle() // C's TTL runs from now; A's and B's entries are held
+	clock.Advance(600 * time.Millisecond)
+	hB.Settle() // B's from 600 ms
+	mustStore(t, ix, podA, c.stored(0, 1, 4, TierGPU))
+	if got := holders(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("A confirmed, B and C speculative: %v", got)
+	}
+	clock.Advance(500 * time.Millisecond) // C expires, B does not
+	ix.sweepSpec()
+	if got := holders(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after C's TTL: %v", got)
+	}
+	ix.DropPod(podA.Pod)
+	clock.Advance(400 * time.Millisecond) // B's TTL has 100 ms left
+	if got := holders(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("A gone, B's entry left: %v", got)
+	}
+	clock.Advance(200 * time.Millisecond)
+	ix.sweepSpec()
+	hA.Settle() // its engine left: nothing to start
+	if got, s := holders(), ix.Stats(); len(got) != 0 || s.Speculative != 0 || s.SpecConfirmed != 1 || s.SpecExpired != 2 {
+		t.Fatalf("after B's TTL: %v, %+v", got, s)
+	}
+	for i := range ix.shards {
+		if sh := &ix.shards[i]; len(sh.spec) != 0 || len(sh.specMore) != 0 {
+			t.Fatalf("shard %d keeps %d speculative entries and %d expiries", i, len(sh.spec), len(sh.specMore))
+		}
 	}
 }
 

@@ -33,11 +33,11 @@ func (ix *Index) Lookup(keys []uint64, dst []Match) []Match {
 		gpu, off := sh.held(k)
 		var spec uint64
 		if len(sh.spec) > 0 {
-			if m := sh.spec[k]; m != 0 {
+			if e, ok := sh.spec[k]; ok {
 				if now < 0 {
 					now = ix.cfg.Now().UnixNano()
 				}
-				spec = sh.liveSpec(k, m, now)
+				spec = sh.liveSpec(k, e, now)
 			}
 		}
 		sh.mu.RUnlock()

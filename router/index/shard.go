@@ -15,21 +15,31 @@ type specKey struct {
 	slot uint8
 }
 
+// specEntry is a key's speculative holders, a bit per engine slot, and the
+// expiry of one of them (slot's, in clock nanoseconds): a key one engine
+// holds, the common case, costs one map entry. Its other holders' expiries
+// live in shard.specMore.
+type specEntry struct {
+	mask  uint64
+	until int64
+	slot  uint8
+}
+
 type shard struct {
 	mu  sync.RWMutex
 	gpu table // key -> engine slots holding it on GPU
 	off map[uint64]offMasks
-	// spec holds speculative holders per key; specUntil their expiry, per
-	// (key, slot), in clock nanoseconds.
-	spec      map[uint64]uint64
-	specUntil map[specKey]int64
-	_         [64]byte // keep neighbouring shards' locks off one cache line
+	// spec holds each speculated key's holders and one holder's expiry;
+	// specMore the expiries of the others, per (key, slot).
+	spec     map[uint64]specEntry
+	specMore map[specKey]int64
+	_        [64]byte // keep neighbouring shards' locks off one cache line
 }
 
 func (s *shard) init() {
 	s.off = make(map[uint64]offMasks)
-	s.spec = make(map[uint64]uint64)
-	s.specUntil = make(map[specKey]int64)
+	s.spec = make(map[uint64]specEntry)
+	s.specMore = make(map[specKey]int64)
 }
 
 func (ix *Index) shardOf(k uint64) *shard { return &ix.shards[k>>57] }
@@ -67,8 +77,8 @@ func (s *shard) add(k uint64, t Tier, bit uint64, slot uint8) (newKey, confirmed
 	}
 	newKey = !exists(gpu, off)
 	if len(s.spec) > 0 {
-		if m := s.spec[k]; m&bit != 0 {
-			s.dropSpec(k, m, bit, slot)
+		if e, ok := s.spec[k]; ok && e.mask&bit != 0 {
+			s.dropSpec(k, e, slot)
 			confirmed = true
 		}
 	}
@@ -121,13 +131,59 @@ func (s *shard) put(k uint64, gpu uint64, off offMasks) {
 	}
 }
 
-// dropSpec removes slot's speculative entry for k; m is s.spec[k]. Callers
-// hold s.mu.
-func (s *shard) dropSpec(k, m, bit uint64, slot uint8) {
-	if m &^= bit; m == 0 {
-		delete(s.spec, k)
-	} else {
-		s.spec[k] = m
+// specUntil returns the expiry of slot's speculative entry for k, if it
+// has one. Callers hold s.mu.
+func (s *shard) specUntil(k uint64, slot uint8) (int64, bool) {
+	e, ok := s.spec[k]
+	switch {
+	case !ok || e.mask&(1<<slot) == 0:
+		return 0, false
+	case e.slot == slot:
+		return e.until, true
 	}
-	delete(s.specUntil, specKey{k, slot})
+	u, ok := s.specMore[specKey{k, slot}]
+	return u, ok
+}
+
+// holdSpec gives slot a speculative entry for k that expires at until, or
+// moves the expiry of the one it has, and reports whether the entry is new.
+// Callers hold s.mu.
+func (s *shard) holdSpec(k uint64, slot uint8, until int64) (added bool) {
+	bit := uint64(1) << slot
+	e, ok := s.spec[k]
+	switch {
+	case !ok:
+		s.spec[k] = specEntry{mask: bit, until: until, slot: slot}
+		return true
+	case e.slot == slot:
+		e.until = until
+		s.spec[k] = e
+		return false
+	}
+	s.specMore[specKey{k, slot}] = until
+	if e.mask&bit != 0 {
+		return false
+	}
+	e.mask |= bit
+	s.spec[k] = e
+	return true
+}
+
+// dropSpec removes slot's speculative entry for k; e is s.spec[k], which
+// holds slot. Callers hold s.mu.
+func (s *shard) dropSpec(k uint64, e specEntry, slot uint8) {
+	e.mask &^= 1 << slot
+	switch {
+	case e.mask == 0:
+		delete(s.spec, k)
+		return
+	case e.slot == slot: // another holder's expiry moves into the entry
+		e.slot = uint8(trailingZeros(e.mask))
+		sk := specKey{k, e.slot}
+		e.until = s.specMore[sk]
+		delete(s.specMore, sk)
+	default:
+		delete(s.specMore, specKey{k, slot})
+	}
+	s.spec[k] = e
 }

@@ -44,12 +44,9 @@ func (ix *Index) Speculate(e Engine, keys []uint64) (*Hold, error) {
 		sh := ix.shardOf(k)
 		sh.mu.Lock()
 		if gpu, _ := sh.gpu.get(k); gpu&es.bit == 0 {
-			m := sh.spec[k]
-			if m&es.bit == 0 {
+			if sh.holdSpec(k, es.slot, heldUntilSettled) {
 				d.spec++
 			}
-			sh.spec[k] = m | es.bit
-			sh.specUntil[specKey{k, es.slot}] = heldUntilSettled
 			h.keys = append(h.keys, k)
 		}
 		sh.mu.Unlock()
@@ -83,17 +80,17 @@ func (h *Hold) Settle() {
 	until := ix.cfg.Now().UnixNano() + int64(ix.cfg.SpeculationTTL)
 	q := &ix.spec
 	q.mu.Lock()
+	queued := len(q.items)
 	for _, k := range h.keys {
 		sh := ix.shardOf(k)
 		sh.mu.Lock()
-		sk := specKey{k, h.es.slot}
-		if u, ok := sh.specUntil[sk]; ok && u == heldUntilSettled {
-			sh.specUntil[sk] = until
+		if u, ok := sh.specUntil(k, h.es.slot); ok && u == heldUntilSettled {
+			sh.holdSpec(k, h.es.slot, until)
 			q.items = append(q.items, specItem{key: k, until: until, slot: h.es.slot})
-			q.pending.Add(1)
 		}
 		sh.mu.Unlock()
 	}
+	q.pending.Add(int64(len(q.items) - queued))
 	q.mu.Unlock()
 	ix.sweepSpec()
 }
@@ -115,8 +112,8 @@ func (ix *Index) sweepSpec() {
 		sh := ix.shardOf(it.key)
 		sh.mu.Lock()
 		// A later Speculate of the same (key, slot) moved its expiry: leave it.
-		if u, ok := sh.specUntil[specKey{it.key, it.slot}]; ok && u == it.until {
-			sh.dropSpec(it.key, sh.spec[it.key], 1<<it.slot, it.slot)
+		if u, ok := sh.specUntil(it.key, it.slot); ok && u == it.until {
+			sh.dropSpec(it.key, sh.spec[it.key], it.slot)
 			d.spec--
 			d.specExpired++
 		}
@@ -138,9 +135,9 @@ func (ix *Index) clearSpec(slot uint8) int64 {
 	for i := range ix.shards {
 		sh := &ix.shards[i]
 		sh.mu.Lock()
-		for k, m := range sh.spec {
-			if m&bit != 0 {
-				sh.dropSpec(k, m, bit, slot)
+		for k, e := range sh.spec {
+			if e.mask&bit != 0 {
+				sh.dropSpec(k, e, slot)
 				n++
 			}
 		}
@@ -151,11 +148,14 @@ func (ix *Index) clearSpec(slot uint8) int64 {
 
 // liveSpec filters a key's speculative holders to those not yet expired.
 // Callers hold s.mu (read).
-func (s *shard) liveSpec(k, m uint64, now int64) uint64 {
-	live := m
-	for b := m; b != 0; b &= b - 1 {
+func (s *shard) liveSpec(k uint64, e specEntry, now int64) uint64 {
+	live := e.mask
+	if e.until <= now {
+		live &^= 1 << e.slot
+	}
+	for b := e.mask &^ (1 << e.slot); b != 0; b &= b - 1 {
 		slot := uint8(trailingZeros(b))
-		if s.specUntil[specKey{k, slot}] <= now {
+		if s.specMore[specKey{k, slot}] <= now {
 			live &^= 1 << slot
 		}
 	}
