@@ -1,0 +1,139 @@
+package index
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestSpeculationMatchesModel runs random speculations, settles, stored and
+// evicted blocks, pods leaving, sweeps and clock steps against a model of
+// what each engine holds for each key (on GPU, or speculatively until some
+// time), and checks every lookup against it: which leading blocks each
+// engine holds and how many of them only speculatively.
+func TestSpeculationMatchesModel(t *testing.T) {
+	const bs, engines, chainsN, blocks, ttl = 4, 4, 5, 6, time.Second
+	rng := rand.New(rand.NewPCG(21, 22))
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	ix := New(Config{SpeculationTTL: ttl, Now: clock.Now})
+	var chains []chain
+	var keys [][]uint64
+	for i := range chainsN {
+		c := newChain(rng, blocks, bs, uint64(i))
+		chains, keys = append(chains, c), append(keys, Keys(nil, c.tokens, bs, "", nil))
+	}
+	eng := func(e int) Engine { return Engine{Pod: fmt.Sprint("pod", e)} }
+	const held = int64(math.MaxInt64)
+	type hold struct {
+		h    *Hold
+		e    int
+		keys []uint64
+		gen  int // the engine's life it was made in
+		done bool
+	}
+	var (
+		gpu   [engines]map[uint64]bool
+		spec  [engines]map[uint64]int64 // key -> expiry in clock nanoseconds
+		gen   [engines]int
+		holds []*hold
+	)
+	for e := range engines {
+		gpu[e], spec[e] = map[uint64]bool{}, map[uint64]int64{}
+	}
+	heldPrefix := func(e, ci int) int {
+		n := 0
+		for n < blocks && gpu[e][keys[ci][n]] {
+			n++
+		}
+		return n
+	}
+	for step := range 5000 {
+		e, ci := rng.IntN(engines), rng.IntN(chainsN)
+		var what string
+		switch op := rng.IntN(20); {
+		case op < 6:
+			n := 1 + rng.IntN(blocks)
+			what = fmt.Sprintf("speculate %d blocks of chain %d on %d", n, ci, e)
+			h := &hold{h: mustSpeculate(t, ix, eng(e), keys[ci][:n]), e: e, gen: gen[e]}
+			for _, k := range keys[ci][:n] {
+				if !gpu[e][k] {
+					spec[e][k] = held
+					h.keys = append(h.keys, k)
+				}
+			}
+			holds = append(holds, h)
+		case op < 10 && len(holds) > 0:
+			i := rng.IntN(len(holds))
+			h := holds[i]
+			what = fmt.Sprintf("settle hold %d of %d", i, h.e)
+			h.h.Settle()
+			if !h.done && h.gen == gen[h.e] {
+				until := clock.Now().UnixNano() + int64(ttl)
+				for _, k := range h.keys {
+					if u, ok := spec[h.e][k]; ok && u == held {
+						spec[h.e][k] = until
+					}
+				}
+			}
+			h.done = true
+		case op < 14:
+			from := heldPrefix(e, ci)
+			if from == blocks {
+				continue
+			}
+			to := from + 1 + rng.IntN(blocks-from)
+			what = fmt.Sprintf("store blocks %d-%d of chain %d on %d", from, to, ci, e)
+			mustStore(t, ix, eng(e), chains[ci].stored(from, to, bs, TierGPU))
+			for _, k := range keys[ci][from:to] {
+				gpu[e][k] = true
+				delete(spec[e], k)
+			}
+		case op < 16:
+			from := rng.IntN(blocks)
+			what = fmt.Sprintf("evict chain %d from block %d on %d", ci, from, e)
+			ix.Remove(eng(e), chains[ci].hashes[from:], TierGPU)
+			for _, k := range keys[ci][from:] {
+				delete(gpu[e], k)
+			}
+		case op < 17:
+			what = fmt.Sprintf("pod %d leaves", e)
+			ix.DropPod(eng(e).Pod)
+			gpu[e], spec[e] = map[uint64]bool{}, map[uint64]int64{}
+			gen[e]++
+		default:
+			d := time.Duration(rng.IntN(700)) * time.Millisecond
+			what = fmt.Sprintf("clock +%v", d)
+			clock.Advance(d)
+			if rng.IntN(2) == 0 {
+				ix.sweepSpec()
+			}
+		}
+		now := clock.Now().UnixNano()
+		for ci := range chains {
+			got := lookup(ix, keys[ci])
+			for e := range engines {
+				var want Match
+				for _, k := range keys[ci] {
+					live := spec[e][k] > now
+					if !gpu[e][k] && !live {
+						break
+					}
+					want.Blocks++
+					if !gpu[e][k] {
+						want.Speculative++
+					}
+				}
+				m := got[eng(e)]
+				if m.Blocks != want.Blocks || m.GPUBlocks != want.Blocks || m.Speculative != want.Speculative {
+					t.Fatalf("step %d (%s): engine %d on chain %d: got %d blocks (%d GPU, %d speculative), model %d (%d speculative)",
+						step, what, e, ci, m.Blocks, m.GPUBlocks, m.Speculative, want.Blocks, want.Speculative)
+				}
+			}
+		}
+	}
+	if st := ix.Stats(); st.SpecConfirmed == 0 || st.SpecExpired == 0 {
+		t.Fatalf("the run never confirmed or expired an entry: %+v", st)
+	}
+}
