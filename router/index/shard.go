@@ -57,7 +57,7 @@ func exists(gpu uint64, off offMasks) bool { return gpu|off.cpu|off.storage != 0
 
 // add marks slot bit as holding k on tier t and reports whether k is a new
 // key. It confirms a speculative entry of the same slot. Callers hold s.mu.
-func (s *shard) add(k uint64, t Tier, bit uint64, slot uint8) (newKey, confirmed bool) {
+func (s *shard) add(k uint64, t Tier, bit uint64, slot uint8) (newKey, confirmed, wasHeld bool) {
 	var gpu uint64
 	var off offMasks
 	if len(s.off) > 0 {
@@ -78,11 +78,11 @@ func (s *shard) add(k uint64, t Tier, bit uint64, slot uint8) (newKey, confirmed
 	newKey = !exists(gpu, off)
 	if len(s.spec) > 0 {
 		if e, ok := s.spec[k]; ok && e.mask&bit != 0 {
-			s.dropSpec(k, e, slot)
+			wasHeld = s.dropSpec(k, e, slot)
 			confirmed = true
 		}
 	}
-	return newKey, confirmed
+	return newKey, confirmed, wasHeld
 }
 
 // del clears slot bit from k on tier t. It reports whether k lost its last
@@ -146,44 +146,53 @@ func (s *shard) specUntil(k uint64, slot uint8) (int64, bool) {
 }
 
 // holdSpec gives slot a speculative entry for k that expires at until, or
-// moves the expiry of the one it has, and reports whether the entry is new.
-// Callers hold s.mu.
-func (s *shard) holdSpec(k uint64, slot uint8, until int64) (added bool) {
+// moves the expiry of the one it has, and reports whether the entry is new
+// and whether the one it had was held. Callers hold s.mu.
+func (s *shard) holdSpec(k uint64, slot uint8, until int64) (added, wasHeld bool) {
 	bit := uint64(1) << slot
 	e, ok := s.spec[k]
 	switch {
 	case !ok:
 		s.spec[k] = specEntry{mask: bit, until: until, slot: slot}
-		return true
+		return true, false
 	case e.slot == slot:
-		e.until = until
+		wasHeld, e.until = e.until == heldUntilSettled, until
 		s.spec[k] = e
-		return false
+		return false, wasHeld
 	}
-	s.specMore[specKey{k, slot}] = until
+	sk := specKey{k, slot}
 	if e.mask&bit != 0 {
-		return false
+		wasHeld = s.specMore[sk] == heldUntilSettled
+		s.specMore[sk] = until
+		return false, wasHeld
 	}
+	s.specMore[sk] = until
 	e.mask |= bit
 	s.spec[k] = e
-	return true
+	return true, false
 }
 
-// dropSpec removes slot's speculative entry for k; e is s.spec[k], which
-// holds slot. Callers hold s.mu.
-func (s *shard) dropSpec(k uint64, e specEntry, slot uint8) {
+// dropSpec removes slot's speculative entry for k, e being s.spec[k], which
+// holds slot, and reports whether the entry was held. Callers hold s.mu.
+func (s *shard) dropSpec(k uint64, e specEntry, slot uint8) (wasHeld bool) {
 	e.mask &^= 1 << slot
 	switch {
-	case e.mask == 0:
-		delete(s.spec, k)
-		return
-	case e.slot == slot: // another holder's expiry moves into the entry
+	case e.slot == slot:
+		wasHeld = e.until == heldUntilSettled
+		if e.mask == 0 {
+			delete(s.spec, k)
+			return wasHeld
+		}
+		// Another holder's expiry moves into the entry.
 		e.slot = uint8(trailingZeros(e.mask))
 		sk := specKey{k, e.slot}
 		e.until = s.specMore[sk]
 		delete(s.specMore, sk)
 	default:
-		delete(s.specMore, specKey{k, slot})
+		sk := specKey{k, slot}
+		wasHeld = s.specMore[sk] == heldUntilSettled
+		delete(s.specMore, sk)
 	}
 	s.spec[k] = e
+	return wasHeld
 }

@@ -44,8 +44,12 @@ func (ix *Index) Speculate(e Engine, keys []uint64) (*Hold, error) {
 		sh := ix.shardOf(k)
 		sh.mu.Lock()
 		if gpu, _ := sh.gpu.get(k); gpu&es.bit == 0 {
-			if sh.holdSpec(k, es.slot, heldUntilSettled) {
+			added, wasHeld := sh.holdSpec(k, es.slot, heldUntilSettled)
+			if added {
 				d.spec++
+			}
+			if !wasHeld {
+				d.specHeld++
 			}
 			h.keys = append(h.keys, k)
 		}
@@ -90,8 +94,10 @@ func (h *Hold) Settle() {
 		}
 		sh.mu.Unlock()
 	}
-	q.pending.Add(int64(len(q.items) - queued))
+	settled := int64(len(q.items) - queued)
+	q.pending.Add(settled)
 	q.mu.Unlock()
+	ix.c.apply(&delta{specHeld: -settled})
 	ix.sweepSpec()
 }
 
@@ -127,23 +133,25 @@ func (ix *Index) sweepSpec() {
 	ix.c.apply(&d)
 }
 
-// clearSpec drops every speculative entry of slot and returns how many.
-// Queue items left behind find nothing when they expire.
-func (ix *Index) clearSpec(slot uint8) int64 {
-	var n int64
+// clearSpec drops every speculative entry of slot and returns how many, and
+// how many of them were held. Queue items left behind find nothing when
+// they expire.
+func (ix *Index) clearSpec(slot uint8) (n, held int64) {
 	bit := uint64(1) << slot
 	for i := range ix.shards {
 		sh := &ix.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.spec {
 			if e.mask&bit != 0 {
-				sh.dropSpec(k, e, slot)
+				if sh.dropSpec(k, e, slot) {
+					held++
+				}
 				n++
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return n
+	return n, held
 }
 
 // liveSpec filters a key's speculative holders to those not yet expired.

@@ -11,8 +11,9 @@ import (
 // TestSpeculationMatchesModel runs random speculations, settles, stored and
 // evicted blocks, pods leaving, sweeps and clock steps against a model of
 // what each engine holds for each key (on GPU, or speculatively until some
-// time), and checks every lookup against it: which leading blocks each
-// engine holds and how many of them only speculatively.
+// time), and checks every lookup against it, which leading blocks each
+// engine holds and how many of them only speculatively, and the count of
+// held entries.
 func TestSpeculationMatchesModel(t *testing.T) {
 	const bs, engines, chainsN, blocks, ttl = 4, 4, 5, 6, time.Second
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -111,6 +112,17 @@ func TestSpeculationMatchesModel(t *testing.T) {
 			}
 		}
 		now := clock.Now().UnixNano()
+		var heldN int64
+		for e := range engines {
+			for _, u := range spec[e] {
+				if u == held {
+					heldN++
+				}
+			}
+		}
+		if st := ix.Stats(); st.SpeculativeHeld != heldN {
+			t.Fatalf("step %d (%s): %d held entries, model %d", step, what, st.SpeculativeHeld, heldN)
+		}
 		for ci := range chains {
 			got := lookup(ix, keys[ci])
 			for e := range engines {

@@ -17,7 +17,10 @@ type Stats struct {
 	Pairs       int64 // (key, engine) holdings
 	Orphans     int64 // blocks waiting for their parent
 	Speculative int64 // live speculative (key, engine) entries
-	MemoryBytes int64 // estimate from the measured per-entry sizes
+	// SpeculativeHeld counts the Speculative entries held until their
+	// request's first byte: the blocks queued requests will compute.
+	SpeculativeHeld int64
+	MemoryBytes     int64 // estimate from the measured per-entry sizes
 
 	// Counters.
 	BlocksStored        int64 // blocks applied from BlockStored
@@ -33,7 +36,7 @@ type Stats struct {
 }
 
 type counters struct {
-	keys, pairs, orphans, spec                               atomic.Int64
+	keys, pairs, orphans, spec, specHeld                     atomic.Int64
 	stored, removed, purges, evicted, linked, orphansDropped atomic.Int64
 	unresolved, mismatches, specConfirmed, specExpired       atomic.Int64
 }
@@ -41,7 +44,7 @@ type counters struct {
 // delta gathers one operation's counter changes so that they are published
 // with a handful of atomic adds instead of several per block.
 type delta struct {
-	keys, pairs, orphans, spec                               int64
+	keys, pairs, orphans, spec, specHeld                     int64
 	stored, removed, purges, evicted, linked, orphansDropped int64
 	unresolved, mismatches, specConfirmed, specExpired       int64
 }
@@ -57,6 +60,7 @@ func (c *counters) apply(d *delta) {
 	add(&c.pairs, d.pairs)
 	add(&c.orphans, d.orphans)
 	add(&c.spec, d.spec)
+	add(&c.specHeld, d.specHeld)
 	add(&c.stored, d.stored)
 	add(&c.removed, d.removed)
 	add(&c.purges, d.purges)
@@ -74,7 +78,8 @@ func (ix *Index) Stats() Stats {
 	c := &ix.c
 	s := Stats{
 		Keys: c.keys.Load(), Pairs: c.pairs.Load(), Orphans: c.orphans.Load(), Speculative: c.spec.Load(),
-		BlocksStored: c.stored.Load(), BlocksRemoved: c.removed.Load(), Purges: c.purges.Load(),
+		SpeculativeHeld: c.specHeld.Load(),
+		BlocksStored:    c.stored.Load(), BlocksRemoved: c.removed.Load(), Purges: c.purges.Load(),
 		Evicted: c.evicted.Load(), OrphansLinked: c.linked.Load(), OrphansDropped: c.orphansDropped.Load(),
 		Unresolved: c.unresolved.Load(), BlockSizeMismatches: c.mismatches.Load(),
 		SpecConfirmed: c.specConfirmed.Load(), SpecExpired: c.specExpired.Load(),

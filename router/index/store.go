@@ -138,7 +138,7 @@ func (ix *Index) hold(es *engine, h, k uint64, t Tier, d *delta) {
 	}
 	sh := ix.shardOf(k)
 	sh.mu.Lock()
-	newKey, confirmed := sh.add(k, t, es.bit, es.slot)
+	newKey, confirmed, wasHeld := sh.add(k, t, es.bit, es.slot)
 	sh.mu.Unlock()
 	if newKey {
 		d.keys++
@@ -146,6 +146,9 @@ func (ix *Index) hold(es *engine, h, k uint64, t Tier, d *delta) {
 	if confirmed {
 		d.specConfirmed++
 		d.spec--
+	}
+	if wasHeld {
+		d.specHeld--
 	}
 	d.stored++
 	if len(es.waiting) > 0 {
@@ -208,7 +211,8 @@ func (ix *Index) purge(es *engine, d *delta) {
 	})
 	d.pairs -= int64(es.blocks.len())
 	d.orphans -= int64(len(es.orphanOf))
-	d.spec -= ix.clearSpec(es.slot)
+	n, held := ix.clearSpec(es.slot)
+	d.spec, d.specHeld = d.spec-n, d.specHeld-held
 	d.purges++
 	es.reset()
 }

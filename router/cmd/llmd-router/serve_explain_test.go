@@ -103,6 +103,7 @@ func TestServeReplicasSideBySide(t *testing.T) {
 		{"llmd_router_upstream_first_byte_seconds", []string{"endpoint", "chat_completions"}, 1},
 		{"llmd_router_index_keys", nil, 4},
 		{"llmd_router_index_orphans", nil, 0},
+		{"llmd_router_index_speculative_held", nil, 0},
 		{"llmd_router_kv_event_lag_seconds", nil, 0},
 		{"llmd_router_kv_event_gaps_total", nil, 0},
 		{"llmd_router_kv_event_replays_total", nil, 2},
