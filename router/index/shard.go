@@ -56,7 +56,8 @@ func (s *shard) held(k uint64) (gpu uint64, off offMasks) {
 func exists(gpu uint64, off offMasks) bool { return gpu|off.cpu|off.storage != 0 }
 
 // add marks slot bit as holding k on tier t and reports whether k is a new
-// key. It confirms a speculative entry of the same slot. Callers hold s.mu.
+// key. It confirms a speculative entry of the same slot, and reports whether
+// there was one and whether it was held. Callers hold s.mu.
 func (s *shard) add(k uint64, t Tier, bit uint64, slot uint8) (newKey, confirmed, wasHeld bool) {
 	var gpu uint64
 	var off offMasks
