@@ -132,44 +132,46 @@ func (s *shard) put(k uint64, gpu uint64, off offMasks) {
 	}
 }
 
-// specUntil returns the expiry of slot's speculative entry for k, if it
-// has one. Callers hold s.mu.
-func (s *shard) specUntil(k uint64, slot uint8) (int64, bool) {
-	e, ok := s.spec[k]
+// specOf returns k's speculative entry (zero if none) and, when slot is
+// one of its holders, slot's expiry. Callers hold s.mu.
+func (s *shard) specOf(k uint64, slot uint8) (e specEntry, until int64, ok bool) {
+	e = s.spec[k]
 	switch {
-	case !ok || e.mask&(1<<slot) == 0:
-		return 0, false
+	case e.mask&(1<<slot) == 0:
+		return e, 0, false
 	case e.slot == slot:
-		return e.until, true
+		return e, e.until, true
 	}
-	u, ok := s.specMore[specKey{k, slot}]
-	return u, ok
+	return e, s.specMore[specKey{k, slot}], true
+}
+
+// setSpecUntil moves the expiry of slot's entry for k, e being s.spec[k],
+// which holds slot. Callers hold s.mu.
+func (s *shard) setSpecUntil(k uint64, e specEntry, slot uint8, until int64) {
+	if e.slot == slot {
+		e.until = until
+		s.spec[k] = e
+		return
+	}
+	s.specMore[specKey{k, slot}] = until
 }
 
 // holdSpec gives slot a speculative entry for k that expires at until, or
 // moves the expiry of the one it has, and reports whether the entry is new
 // and whether the one it had was held. Callers hold s.mu.
 func (s *shard) holdSpec(k uint64, slot uint8, until int64) (added, wasHeld bool) {
-	bit := uint64(1) << slot
-	e, ok := s.spec[k]
+	e, u, ok := s.specOf(k, slot)
 	switch {
-	case !ok:
-		s.spec[k] = specEntry{mask: bit, until: until, slot: slot}
-		return true, false
-	case e.slot == slot:
-		wasHeld, e.until = e.until == heldUntilSettled, until
+	case ok:
+		s.setSpecUntil(k, e, slot, until)
+		return false, u == heldUntilSettled
+	case e.mask == 0:
+		s.spec[k] = specEntry{mask: 1 << slot, until: until, slot: slot}
+	default:
+		e.mask |= 1 << slot
 		s.spec[k] = e
-		return false, wasHeld
+		s.specMore[specKey{k, slot}] = until
 	}
-	sk := specKey{k, slot}
-	if e.mask&bit != 0 {
-		wasHeld = s.specMore[sk] == heldUntilSettled
-		s.specMore[sk] = until
-		return false, wasHeld
-	}
-	s.specMore[sk] = until
-	e.mask |= bit
-	s.spec[k] = e
 	return true, false
 }
 

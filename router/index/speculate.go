@@ -88,8 +88,8 @@ func (h *Hold) Settle() {
 	for _, k := range h.keys {
 		sh := ix.shardOf(k)
 		sh.mu.Lock()
-		if u, ok := sh.specUntil(k, h.es.slot); ok && u == heldUntilSettled {
-			sh.holdSpec(k, h.es.slot, until)
+		if e, u, ok := sh.specOf(k, h.es.slot); ok && u == heldUntilSettled {
+			sh.setSpecUntil(k, e, h.es.slot, until)
 			q.items = append(q.items, specItem{key: k, until: until, slot: h.es.slot})
 		}
 		sh.mu.Unlock()
@@ -118,8 +118,8 @@ func (ix *Index) sweepSpec() {
 		sh := ix.shardOf(it.key)
 		sh.mu.Lock()
 		// A later Speculate of the same (key, slot) moved its expiry: leave it.
-		if u, ok := sh.specUntil(it.key, it.slot); ok && u == it.until {
-			sh.dropSpec(it.key, sh.spec[it.key], it.slot)
+		if e, u, ok := sh.specOf(it.key, it.slot); ok && u == it.until {
+			sh.dropSpec(it.key, e, it.slot)
 			d.spec--
 			d.specExpired++
 		}

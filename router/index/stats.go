@@ -77,9 +77,9 @@ func (c *counters) apply(d *delta) {
 func (ix *Index) Stats() Stats {
 	c := &ix.c
 	s := Stats{
-		Keys: c.keys.Load(), Pairs: c.pairs.Load(), Orphans: c.orphans.Load(), Speculative: c.spec.Load(),
-		SpeculativeHeld: c.specHeld.Load(),
-		BlocksStored:    c.stored.Load(), BlocksRemoved: c.removed.Load(), Purges: c.purges.Load(),
+		Keys: c.keys.Load(), Pairs: c.pairs.Load(), Orphans: c.orphans.Load(),
+		Speculative: c.spec.Load(), SpeculativeHeld: c.specHeld.Load(),
+		BlocksStored: c.stored.Load(), BlocksRemoved: c.removed.Load(), Purges: c.purges.Load(),
 		Evicted: c.evicted.Load(), OrphansLinked: c.linked.Load(), OrphansDropped: c.orphansDropped.Load(),
 		Unresolved: c.unresolved.Load(), BlockSizeMismatches: c.mismatches.Load(),
 		SpecConfirmed: c.specConfirmed.Load(), SpecExpired: c.specExpired.Load(),
