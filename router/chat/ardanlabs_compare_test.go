@@ -20,7 +20,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ardanlabs/jinja"
+	ardan "github.com/ardanlabs/jinja"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 )
 
 // ardanModel is a loaded family with each of its chat templates also
@@ -28,7 +30,7 @@ import (
 type ardanModel struct {
 	m         *Model
 	files     string // tokenizer_config.json
-	templates map[*Template]*jinja.Template
+	templates map[*template]*ardan.Template
 }
 
 func loadArdan(t testing.TB, family string) ardanModel {
@@ -42,9 +44,9 @@ func loadArdan(t testing.TB, family string) ardanModel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	am := ardanModel{m: m, files: files.TokenizerConfig, templates: map[*Template]*jinja.Template{}}
+	am := ardanModel{m: m, files: files.TokenizerConfig, templates: map[*template]*ardan.Template{}}
 	for name, src := range cfg.templates {
-		jt, err := jinja.Compile(src)
+		jt, err := ardan.Compile(src)
 		if err != nil {
 			t.Fatalf("ardanlabs/jinja cannot compile the %s template %q: %v", family, name, err)
 		}
@@ -56,40 +58,40 @@ func loadArdan(t testing.TB, family string) ardanModel {
 // toArdan converts a template value of ours into an ardanlabs/jinja value,
 // keeping dict key order (FromGoValue would sort map keys). Integers past
 // 64 bits have no ardanlabs type; they become their digits as a string.
-func toArdan(v any) jinja.Value {
+func toArdan(v any) ardan.Value {
 	switch v := v.(type) {
 	case nil:
-		return jinja.None()
+		return ardan.None()
 	case bool:
-		return jinja.NewBool(v)
+		return ardan.NewBool(v)
 	case int64:
-		return jinja.NewInt(v)
-	case bigInt:
-		return jinja.NewString(string(v))
+		return ardan.NewInt(v)
+	case jinja.BigInt:
+		return ardan.NewString(string(v))
 	case float64:
-		return jinja.NewFloat(v)
+		return ardan.NewFloat(v)
 	case string:
-		return jinja.NewString(v)
+		return ardan.NewString(v)
 	case []any:
-		items := make([]jinja.Value, len(v))
+		items := make([]ardan.Value, len(v))
 		for i, x := range v {
 			items[i] = toArdan(x)
 		}
-		return jinja.NewList(items)
-	case *Dict:
-		d := jinja.NewDict()
-		for _, k := range v.keys {
-			d.AsDict().Set(k, toArdan(v.m[k]))
+		return ardan.NewList(items)
+	case *jinja.Dict:
+		d := ardan.NewDict()
+		for _, k := range v.Keys() {
+			d.AsDict().Set(k, toArdan(get(v, k)))
 		}
 		return d
 	}
 	panic(fmt.Sprintf("toArdan: no conversion for %T", v))
 }
 
-func ardanVars(vars *Dict) map[string]jinja.Value {
-	out := make(map[string]jinja.Value, len(vars.keys))
-	for _, k := range vars.keys {
-		out[k] = toArdan(vars.m[k])
+func ardanVars(vars *jinja.Dict) map[string]ardan.Value {
+	out := make(map[string]ardan.Value, len(vars.Keys()))
+	for _, k := range vars.Keys() {
+		out[k] = toArdan(get(vars, k))
 	}
 	return out
 }
@@ -294,7 +296,7 @@ func BenchmarkArdanCompare(b *testing.B) {
 	})
 	b.Run("template/ardanlabs", func(b *testing.B) {
 		calls := prepared(b)
-		vars := make([]map[string]jinja.Value, len(calls))
+		vars := make([]map[string]ardan.Value, len(calls))
 		for i, c := range calls {
 			vars[i] = ardanVars(c.vars)
 		}

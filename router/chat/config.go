@@ -2,6 +2,8 @@ package chat
 
 import (
 	"fmt"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 )
 
 // config is what transformers reads from tokenizer_config.json for chat:
@@ -12,7 +14,7 @@ type config struct {
 	templates map[string]string
 	// special is transformers' special_tokens_map: only the tokens that are
 	// set, as strings, in its attribute order.
-	special *Dict
+	special *jinja.Dict
 }
 
 // specialNames are the special-token attributes of a transformers
@@ -24,20 +26,20 @@ func parseConfig(data []byte) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding tokenizer_config.json: %w", err)
 	}
-	root, ok := v.(*Dict)
+	root, ok := v.(*jinja.Dict)
 	if !ok {
 		return nil, fmt.Errorf("tokenizer_config.json is not an object")
 	}
-	c := &config{templates: map[string]string{}, special: NewDict()}
-	switch t := root.m["chat_template"].(type) {
+	c := &config{templates: map[string]string{}, special: jinja.NewDict()}
+	switch t := get(root, "chat_template").(type) {
 	case nil:
 	case string:
 		c.templates["default"] = t
 	case []any:
 		for i, e := range t {
-			d, ok := e.(*Dict)
-			name, ok1 := d.m["name"].(string)
-			src, ok2 := d.m["template"].(string)
+			d, ok := e.(*jinja.Dict)
+			name, ok1 := get(d, "name").(string)
+			src, ok2 := get(d, "template").(string)
 			if !ok || !ok1 || !ok2 {
 				return nil, fmt.Errorf("chat_template[%d] is not an object with string name and template", i)
 			}
@@ -47,19 +49,19 @@ func parseConfig(data []byte) (*config, error) {
 		return nil, fmt.Errorf("chat_template is neither a string nor a list of named templates")
 	}
 	for _, name := range specialNames {
-		switch t := root.m[name].(type) {
+		switch t := get(root, name).(type) {
 		case nil:
 		case string:
 			c.special.Set(name, t)
-		case *Dict: // a serialised AddedToken: str() of it is its content
-			if s, ok := t.m["content"].(string); ok {
+		case *jinja.Dict: // a serialised AddedToken: str() of it is its content
+			if s, ok := get(t, "content").(string); ok {
 				c.special.Set(name, s)
 			}
 		case []any:
 			list := make([]any, 0, len(t))
 			for _, e := range t {
-				if d, ok := e.(*Dict); ok {
-					e = d.m["content"]
+				if d, ok := e.(*jinja.Dict); ok {
+					e = get(d, "content")
 				}
 				if s, ok := e.(string); ok {
 					list = append(list, s)

@@ -49,10 +49,10 @@
 //     defaults) override them and reach the template only when the
 //     template reads the name or it is an apply_chat_template parameter;
 //     "chat_template" and "tokenize" there are refused (vLLM asks
-//     jinja2.meta.find_undeclared_variables; Template.Reads accepts any
-//     name the template mentions, a superset whose extra names the template
-//     assigns before reading or uses only as attribute, filter or test
-//     names, so passing them changes nothing);
+//     jinja2.meta.find_undeclared_variables; jinja.Template.Reads accepts
+//     any name the template mentions, a superset whose extra names the
+//     template assigns before reading or uses only as attribute, filter or
+//     test names, so passing them changes nothing);
 //   - the template is the request's chat_template (only with
 //     TrustRequestTemplate, vLLM's --trust-request-chat-template; a name
 //     selects one of the model's named templates), else "tool_use" when
@@ -71,37 +71,11 @@
 //
 // # Templates
 //
-// Compile and Render implement the subset of Jinja2 that chat templates use,
-// with the semantics of transformers' environment:
-// ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks and loop
-// controls; transformers' tojson (json.dumps with ensure_ascii=False, no key
-// sorting, indent, separators, sort_keys), raise_exception and
-// strftime_now; its {% generation %} tag. The lexer follows Jinja2's
-// whitespace rules to the character (line-break normalisation, the dropped
-// final newline, "-" and "+" modifiers, lstrip of Unicode white space at line
-// starts); values follow Python's data model (ordered dicts, int/float
-// arithmetic, str() and repr() of None, bools, floats, lists and dicts,
-// Undefined that prints empty and fails on attribute access). Supported:
-// if/elif/else, for with else, loop filters, tuple targets and the loop
-// variable, break/continue, set (names, tuples, namespace attributes,
-// blocks), macros with defaults and keyword arguments, filter blocks, raw;
-// namespace(), range, dict; slicing with steps; the filters, tests and
-// str/dict/list methods listed in filters.go, tests.go and methods.go.
-// A rendering is bounded to 4M steps (statements, loop iterations, range
-// items), since a request template is untrusted input; FuzzTemplate checks
-// that no source panics. Known gaps, none used by the templates we serve: tuples are lists (so
-// {{ (1, 2) }} prints [1, 2], not (1, 2)), recursive loops, call blocks,
-// includes and imports, str % formatting and format specs in str.format.
-//
-// Why not a library: github.com/nikolalohinski/gonja/v2 v2.9.1 (the
-// maintained Go Jinja on the module proxy) renders the plain Qwen3, Llama 3
-// and DeepSeek V3 templates right, but its tojson sorts keys, escapes <, &
-// and ' as \u003c \u0026 \u0027 and drops the spaces after "," and ":", and
-// its Go-map values cannot keep a tool schema's key order; every Qwen3
-// request with tools would render differently from vLLM.
-// github.com/ardanlabs/jinja v1.8.0 was evaluated against the parity suite
-// and for speed (ardanlabs_compare_test.go); BENCHMARKS.md has the figures
-// and the decision.
+// The model's templates (tokenizer_config.json's chat_template, a string or
+// named templates, or Options.ChatTemplate) and a request's chat_template
+// are compiled and rendered by package jinja, this router's Jinja2 engine
+// with the Hugging Face environment. This package picks the template,
+// resolves its content format and builds the variables it sees.
 //
 // # Exactness (tests)
 //
@@ -115,8 +89,7 @@
 // environment written out) and ids identical to @lenml/tokenizers' ids for
 // that text: 956 of 960 render identically and the 4 others are refused by
 // both. TestRequestTemplates does the same for request templates (the
-// "openai" content format) and named templates, TestTemplateFeatures for 27
-// feature cases against jinja2.
+// "openai" content format) and named templates.
 //
 // Measured figures live in BENCHMARKS.md at the repository root.
 package chat

@@ -3,12 +3,15 @@ package chat
 import (
 	"errors"
 	"fmt"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 )
 
 var (
 	// ErrTemplate wraps every error raised while compiling or rendering a
-	// chat template, including raise_exception(); vLLM answers these with 400.
-	ErrTemplate = errors.New("chat template")
+	// chat template, including raise_exception(); vLLM answers these with
+	// 400. It is the template engine's jinja.ErrTemplate.
+	ErrTemplate = jinja.ErrTemplate
 	// ErrInvalidRequest wraps a request vLLM itself would refuse.
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrUntokenizable wraps a request the router cannot tokenize the way the
@@ -32,9 +35,4 @@ func (e *UntokenizableError) Is(target error) bool { return target == ErrUntoken
 
 func untokenizable(reason, format string, args ...any) error {
 	return &UntokenizableError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
-}
-
-// templateError is an error raised by a template at a source line.
-func templateError(line int, format string, args ...any) error {
-	return fmt.Errorf("%w: line %d: %s", ErrTemplate, line, fmt.Sprintf(format, args...))
 }

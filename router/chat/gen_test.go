@@ -3,6 +3,8 @@ package chat
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 )
 
 // bodyGen generates raw OpenAI chat request bodies covering what vLLM's
@@ -43,7 +45,7 @@ func (g *bodyGen) content() any {
 	}
 	var parts []any
 	for range 1 + g.r.IntN(3) {
-		p := NewDict()
+		p := jinja.NewDict()
 		switch g.r.IntN(5) {
 		case 0:
 			p.Set("type", "input_text")
@@ -94,16 +96,16 @@ func (g *bodyGen) value(depth int) any {
 
 var genKeys = []string{"zeta", "alpha", "Mid", "clé", "b", "a", "_x", "数", "type", "enum"}
 
-func (g *bodyGen) object(depth int) *Dict {
-	d := NewDict()
+func (g *bodyGen) object(depth int) *jinja.Dict {
+	d := jinja.NewDict()
 	for range g.r.IntN(4) {
 		d.Set(genKeys[g.r.IntN(len(genKeys))], g.value(depth))
 	}
 	return d
 }
 
-func (g *bodyGen) tool(i int) *Dict {
-	fn := NewDict()
+func (g *bodyGen) tool(i int) *jinja.Dict {
+	fn := jinja.NewDict()
 	if g.chance(0.5) {
 		fn.Set("parameters", g.object(2)) // before name: dump order must fix it
 	}
@@ -114,7 +116,7 @@ func (g *bodyGen) tool(i int) *Dict {
 	if g.chance(0.2) {
 		fn.Set("strict", true)
 	}
-	t := NewDict()
+	t := jinja.NewDict()
 	if g.chance(0.2) {
 		t.Set("x_extra", g.text())
 	}
@@ -128,18 +130,17 @@ func (g *bodyGen) tool(i int) *Dict {
 func (g *bodyGen) toolCalls() []any {
 	var calls []any
 	for i := range 1 + g.r.IntN(2) {
-		fn := NewDict()
+		fn := jinja.NewDict()
 		switch g.r.IntN(6) {
 		case 0:
 			fn.Set("arguments", "not json")
 		case 1:
 			fn.Set("arguments", "")
 		default:
-			s, _ := pyDumps(g.object(1), newDumpOptions(nil, nil))
-			fn.Set("arguments", s)
+			fn.Set("arguments", pyDumps(g.object(1), false))
 		}
 		fn.Set("name", fmt.Sprintf("tool_%d", i))
-		c := NewDict()
+		c := jinja.NewDict()
 		c.Set("type", "function")
 		c.Set("function", fn)
 		c.Set("id", fmt.Sprintf("call_%d", g.r.IntN(1000)))
@@ -148,8 +149,8 @@ func (g *bodyGen) toolCalls() []any {
 	return calls
 }
 
-func msg(role string, content any) *Dict {
-	d := NewDict()
+func msg(role string, content any) *jinja.Dict {
+	d := jinja.NewDict()
 	d.Set("role", role)
 	d.Set("content", content)
 	return d
@@ -201,16 +202,16 @@ func (g *bodyGen) body() []byte {
 	if g.chance(0.7) {
 		msgs = append(msgs, msg("user", g.content()))
 	}
-	req := NewDict()
+	req := jinja.NewDict()
 	req.Set("model", "m")
 	req.Set("messages", msgs)
-	last := msgs[len(msgs)-1].(*Dict)
+	last := msgs[len(msgs)-1].(*jinja.Dict)
 	switch g.r.IntN(3) {
 	case 0:
 		req.Set("add_generation_prompt", true)
 	case 1:
 		req.Set("add_generation_prompt", false)
-		if last.m["role"] == "assistant" && g.chance(0.6) {
+		if get(last, "role") == "assistant" && g.chance(0.6) {
 			req.Set("continue_final_message", true)
 		}
 	}
@@ -222,16 +223,33 @@ func (g *bodyGen) body() []byte {
 		req.Set("tools", tools)
 	}
 	if g.chance(0.3) {
-		kw := NewDict()
+		kw := jinja.NewDict()
 		kw.Set("enable_thinking", g.chance(0.5))
 		kw.Set("unused_kwarg", int64(1))
 		req.Set("chat_template_kwargs", kw)
 	}
-	o := newDumpOptions(nil, nil)
-	o.ensureASCII = g.chance(0.3) // \u escapes, surrogate pairs included
-	s, err := pyDumps(req, o)
+	return []byte(pyDumps(req, g.chance(0.3))) // \u escapes, surrogate pairs included
+}
+
+// dumpsTemplate is Python's json.dumps(v, ensure_ascii=a), through the
+// engine's tojson filter (transformers' tojson, whose other defaults are
+// json.dumps's).
+var dumpsTemplate = func() *jinja.Template {
+	t, err := jinja.Compile("{{ v|tojson(ensure_ascii=a) }}")
 	if err != nil {
 		panic(err)
 	}
-	return []byte(s)
+	return t
+}()
+
+// pyDumps is json.dumps(v, ensure_ascii=ensureASCII) of a template value.
+func pyDumps(v any, ensureASCII bool) string {
+	vars := jinja.NewDict()
+	vars.Set("v", v)
+	vars.Set("a", ensureASCII)
+	s, err := dumpsTemplate.Render(vars)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

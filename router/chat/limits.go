@@ -1,14 +1,20 @@
 package chat
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
+)
 
 // Bounds on what one request may make the router do. A body is untrusted
-// input that every recursive walk (the JSON reader, normalisation, the
-// template's filters) and every allocation follows, so each is bounded here
-// rather than by the stack or the heap: a stack overflow is fatal in Go and
-// takes every open stream with it. Each bound sits far above what real
-// clients send and far below what would hurt the router; breaking one is a
-// LimitError, which the proxy answers with 400 naming the limit.
+// input that every recursive walk (the JSON reader, normalisation) and
+// every allocation follows, so each is bounded here rather than by the
+// stack or the heap: a stack overflow is fatal in Go and takes every open
+// stream with it. Each bound sits far above what real clients send and far
+// below what would hurt the router; breaking one is a LimitError, which the
+// proxy answers with 400 naming the limit. The template engine bounds
+// templates itself (jinja.MaxTemplateDepth, jinja.MaxRenderBytes).
 const (
 	// MaxJSONDepth bounds the nesting of arrays and objects in a request
 	// body (and in tool-call arguments). Chat bodies nest under 10 levels
@@ -29,13 +35,6 @@ const (
 	// MaxPromptTokens bounds the token ids of one prompt given as ids: 1Mi,
 	// eight times the longest context of common open models (128k).
 	MaxPromptTokens = 1 << 20
-	// MaxTemplateDepth bounds the nesting of a chat template's statements
-	// and expressions (a request's chat_template is untrusted input); model
-	// templates nest under 10.
-	MaxTemplateDepth = 128
-	// MaxRenderBytes bounds any string a template builds, and the rendered
-	// prompt: 64 MiB, four times the default body limit.
-	MaxRenderBytes = 64 << 20
 	// MaxTokenizeBytes bounds the text the router tokenizes for one
 	// request. Beyond it the request routes on load alone (reason
 	// "prompt_too_long") rather than being refused, since the engine may
@@ -47,42 +46,29 @@ const (
 	MaxTokenizeBytes = 1 << 20
 )
 
-// LimitError is a request that breaks one of the bounds above. It matches
-// ErrInvalidRequest with errors.Is: the router answers it with 400.
-type LimitError struct {
-	// Limit names the bound, e.g. "MaxJSONDepth".
-	Limit string
-	// Max is the bound's value.
-	Max int
-	// What says what exceeded it.
-	What string
-}
+// LimitError is a request that breaks one of the bounds above, or one of
+// the template engine's (jinja.MaxTemplateDepth, jinja.MaxRenderBytes). An
+// error of this package that holds one matches ErrInvalidRequest with
+// errors.Is: the router answers it with 400.
+type LimitError = jinja.LimitError
 
-// Error names what exceeded which limit.
-func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s exceeds the router's limit %s = %d", e.What, e.Limit, e.Max)
-}
-
-// Is makes errors.Is(err, ErrInvalidRequest) true.
-func (e *LimitError) Is(target error) bool { return target == ErrInvalidRequest }
-
+// overLimit is a request past one of the bounds above.
 func overLimit(limit string, max int, format string, args ...any) error {
-	return &LimitError{Limit: limit, Max: max, What: fmt.Sprintf(format, args...)}
+	return invalidIfLimit(&LimitError{Limit: limit, Max: max, What: fmt.Sprintf(format, args...)})
 }
 
-// templateLimit is a template nested beyond MaxTemplateDepth: a template
-// error (the engine would fail to render it too) that the proxy still
-// answers with 400, as a LimitError.
-func templateLimit(line int) error {
-	return fmt.Errorf("%w: line %d: %w", ErrTemplate, line,
-		overLimit("MaxTemplateDepth", MaxTemplateDepth, "template nesting"))
-}
-
-// checkRenderLen refuses a string of n bytes beyond MaxRenderBytes before
-// the template builds it; callers wrap it as a template error at a line.
-func checkRenderLen(n int) error {
-	if n > MaxRenderBytes {
-		return overLimit("MaxRenderBytes", MaxRenderBytes, "a rendered string of %d bytes", n)
+// invalidIfLimit makes err, when it holds a LimitError (the request's or
+// the engine's), match ErrInvalidRequest as well, keeping its text.
+func invalidIfLimit(err error) error {
+	var le *LimitError
+	if errors.As(err, &le) {
+		return invalidRequest{err}
 	}
-	return nil
+	return err
 }
+
+// invalidRequest is an error that also matches ErrInvalidRequest.
+type invalidRequest struct{ error }
+
+// Unwrap exposes the error and ErrInvalidRequest to errors.Is and errors.As.
+func (e invalidRequest) Unwrap() []error { return []error{e.error, ErrInvalidRequest} }

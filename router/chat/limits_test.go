@@ -72,7 +72,7 @@ func parseAndTokenize(m *Model, path, body string) error {
 }
 
 func chatWithTemplate(src string) string {
-	b, _ := pyDumps(src, newDumpOptions(nil, nil))
+	b := pyDumps(src, false)
 	return `{"messages":[{"role":"user","content":"hi"}],"chat_template":` + b + `}`
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
 
@@ -32,9 +33,9 @@ type Options struct {
 // vLLM does. It is safe for concurrent use.
 type Model struct {
 	tok       *tokenizer.Tokenizer
-	templates map[string]*Template
-	special   *Dict
-	defaults  *Dict
+	templates map[string]*template
+	special   *jinja.Dict
+	defaults  *jinja.Dict
 	trust     bool
 	// cache holds recent prompts' ids; nil when Options.TokenCacheBytes is 0.
 	cache *tokenizer.PrefixCache
@@ -68,12 +69,12 @@ func NewModel(tok *tokenizer.Tokenizer, tokenizerConfig []byte, opts Options) (*
 	if opts.ChatTemplate != "" {
 		cfg.templates = map[string]string{"default": opts.ChatTemplate}
 	}
-	m := &Model{tok: tok, templates: map[string]*Template{}, special: cfg.special, defaults: NewDict(), trust: opts.TrustRequestTemplate}
+	m := &Model{tok: tok, templates: map[string]*template{}, special: cfg.special, defaults: jinja.NewDict(), trust: opts.TrustRequestTemplate}
 	if opts.TokenCacheBytes > 0 {
 		m.cache = tok.NewPrefixCache(opts.TokenCacheBytes)
 	}
 	for name, src := range cfg.templates {
-		t, err := Compile(src)
+		t, err := compile(src)
 		if err != nil {
 			return nil, fmt.Errorf("compiling chat template %q: %w", name, err)
 		}
@@ -108,7 +109,7 @@ func (m *Model) encode(text string, addSpecial bool) ([]uint32, error) {
 // request template that names one of the model's templates selects it, any
 // other request template is the template itself; otherwise "tool_use" when
 // tools are given and the model has one, else "default".
-func (m *Model) template(requested any, hasTools bool) (*Template, error) {
+func (m *Model) template(requested any, hasTools bool) (*template, error) {
 	if requested != nil {
 		src, ok := requested.(string)
 		if !ok {
@@ -121,9 +122,9 @@ func (m *Model) template(requested any, hasTools bool) (*Template, error) {
 			return t, nil
 		}
 		if t, ok := m.overrides.Load(src); ok {
-			return t.(*Template), nil
+			return t.(*template), nil
 		}
-		t, err := Compile(src)
+		t, err := compile(src)
 		if err != nil {
 			return nil, err
 		}
@@ -141,6 +142,22 @@ func (m *Model) template(requested any, hasTools bool) (*Template, error) {
 	return nil, fmt.Errorf("%w: the model has no chat template", ErrInvalidRequest)
 }
 
+// template is a compiled chat template with the content format vLLM's
+// "auto" resolves to for it.
+type template struct {
+	*jinja.Template
+	format contentFormat
+}
+
+// compile compiles a chat template and resolves its content format.
+func compile(src string) (*template, error) {
+	t, err := jinja.Compile(src)
+	if err != nil {
+		return nil, invalidIfLimit(err)
+	}
+	return &template{Template: t, format: detectFormat(t)}, nil
+}
+
 func (m *Model) cachedOverrides() int {
 	n := 0
 	m.overrides.Range(func(any, any) bool { n++; return true })
@@ -154,22 +171,22 @@ func applyContinue(rendered string, final any) (string, error) {
 	content, ok := final.(string)
 	if parts, isList := final.([]any); isList {
 		for i := len(parts) - 1; i >= 0 && !ok; i-- {
-			if d, isDict := parts[i].(*Dict); isDict {
-				content, ok = d.m["text"].(string)
+			if d, isDict := parts[i].(*jinja.Dict); isDict {
+				content, ok = get(d, "text").(string)
 			}
 		}
 	}
 	if !ok {
 		return "", fmt.Errorf("%w: continue_final_message needs text in the final message", ErrInvalidRequest)
 	}
-	stripped := pyStrip(content, nil, true, true)
+	stripped := jinja.Strip(content, nil, true, true)
 	at := strings.LastIndex(rendered, stripped)
 	if at < 0 {
 		return "", fmt.Errorf("%w: continue_final_message is set but the final message does not appear in the rendered chat", ErrTemplate)
 	}
 	// transformers keeps the message's trailing white space only when the
 	// template printed the message exactly as given.
-	end := min(len(rendered), at+len(pyStrip(content, nil, true, false)))
+	end := min(len(rendered), at+len(jinja.Strip(content, nil, true, false)))
 	if rendered[at:end] == content {
 		return rendered[:end], nil
 	}

@@ -3,6 +3,8 @@ package chat
 import (
 	"fmt"
 	"strings"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 )
 
 // This file turns a raw /v1/chat/completions body into the conversation
@@ -43,7 +45,7 @@ func normalizeMessages(raw any, format contentFormat) ([]any, error) {
 	}
 	conv := make([]any, 0, len(list))
 	for i, m := range list {
-		msg, ok := m.(*Dict)
+		msg, ok := m.(*jinja.Dict)
 		if !ok {
 			return nil, fmt.Errorf("%w: messages[%d] is not an object", ErrInvalidRequest, i)
 		}
@@ -56,16 +58,16 @@ func normalizeMessages(raw any, format contentFormat) ([]any, error) {
 	return conv, nil
 }
 
-func normalizeMessage(msg *Dict, format contentFormat) (*Dict, error) {
-	role, ok := msg.m["role"].(string)
+func normalizeMessage(msg *jinja.Dict, format contentFormat) (*jinja.Dict, error) {
+	role, ok := get(msg, "role").(string)
 	if !ok {
 		return nil, fmt.Errorf("%w: role must be a string", ErrInvalidRequest)
 	}
-	content, err := normalizeContent(msg.m["content"], format)
+	content, err := normalizeContent(get(msg, "content"), format)
 	if err != nil {
 		return nil, err
 	}
-	out := NewDict()
+	out := jinja.NewDict()
 	out.Set("role", role)
 	out.Set("content", content)
 	switch role {
@@ -73,19 +75,19 @@ func normalizeMessage(msg *Dict, format contentFormat) (*Dict, error) {
 		// _parse_chat_message_content: tool_calls copied when present and
 		// not None; "reasoning" copied twice, as reasoning and as the older
 		// reasoning_content name templates read.
-		if tc, ok := msg.m["tool_calls"]; ok && tc != nil {
+		if tc, ok := msg.Get("tool_calls"); ok && tc != nil {
 			calls, err := normalizeToolCalls(tc)
 			if err != nil {
 				return nil, err
 			}
 			out.Set("tool_calls", calls)
 		}
-		if r, ok := msg.m["reasoning"]; ok && r != nil {
+		if r, ok := msg.Get("reasoning"); ok && r != nil {
 			out.Set("reasoning", r)
 			out.Set("reasoning_content", r)
 		}
 	case "tool":
-		if id, ok := msg.m["tool_call_id"]; ok {
+		if id, ok := msg.Get("tool_call_id"); ok {
 			out.Set("tool_call_id", id)
 		}
 		// Tool results sent as a list of text parts become one string even in
@@ -93,19 +95,19 @@ func normalizeMessage(msg *Dict, format contentFormat) (*Dict, error) {
 		if parts, ok := content.([]any); ok && allText(parts) {
 			texts := make([]string, len(parts))
 			for i, p := range parts {
-				texts[i], _ = p.(*Dict).m["text"].(string)
+				texts[i], _ = get(p.(*jinja.Dict), "text").(string)
 			}
 			out.Set("content", strings.Join(texts, "\n"))
 		}
 	}
-	if name, ok := msg.m["name"].(string); ok {
+	if name, ok := get(msg, "name").(string); ok {
 		out.Set("name", name)
 	}
-	if task, ok := msg.m["task"].(string); ok {
+	if task, ok := get(msg, "task").(string); ok {
 		out.Set("task", task)
 	}
 	if role == "developer" {
-		out.Set("tools", msg.m["tools"])
+		out.Set("tools", get(msg, "tools"))
 	}
 	postprocessToolCalls(out)
 	return out, nil
@@ -113,7 +115,7 @@ func normalizeMessage(msg *Dict, format contentFormat) (*Dict, error) {
 
 func allText(parts []any) bool {
 	for _, p := range parts {
-		if d, ok := p.(*Dict); ok && d.m["type"] != "text" {
+		if d, ok := p.(*jinja.Dict); ok && get(d, "type") != "text" {
 			return false
 		}
 	}
@@ -151,14 +153,14 @@ func normalizeContent(c any, format contentFormat) (any, error) {
 			continue
 		}
 		if name, ok := isToolReference(p); ok && format == formatOpenAI {
-			d := NewDict()
+			d := jinja.NewDict()
 			d.Set("type", "tool_reference")
 			d.Set("name", name)
 			wrapped = append(wrapped, d)
 			continue
 		}
 		texts = append(texts, text)
-		d := NewDict()
+		d := jinja.NewDict()
 		d.Set("type", "text")
 		d.Set("text", text)
 		wrapped = append(wrapped, d)
@@ -173,11 +175,11 @@ func normalizeContent(c any, format contentFormat) (any, error) {
 }
 
 func isToolReference(p any) (any, bool) {
-	d, ok := p.(*Dict)
-	if !ok || d.m["type"] != "tool_reference" {
+	d, ok := p.(*jinja.Dict)
+	if !ok || get(d, "type") != "tool_reference" {
 		return nil, false
 	}
-	return d.m["name"], true
+	return get(d, "name"), true
 }
 
 // partText returns the text of one content part (_parse_chat_message_content_part).
@@ -185,15 +187,15 @@ func partText(p any) (text string, skip bool, err error) {
 	if s, ok := p.(string); ok {
 		return s, false, nil
 	}
-	d, ok := p.(*Dict)
+	d, ok := p.(*jinja.Dict)
 	if !ok {
 		return "", false, fmt.Errorf("%w: content part is not an object", ErrInvalidRequest)
 	}
-	typ, hasType := d.m["type"]
-	uuid := d.m["uuid"]
+	typ, hasType := d.Get("type")
+	uuid := get(d, "uuid")
 	ts, isStr := typ.(string)
 	if field, known := textPartTypes[ts]; isStr && known && uuid == nil {
-		v := d.m[field]
+		v := get(d, field)
 		if v == nil && (ts == "text" || ts == "refusal") {
 			return "", true, nil // vLLM logs and skips the part
 		}
@@ -205,11 +207,11 @@ func partText(p any) (text string, skip bool, err error) {
 	}
 	if !hasType || typ == nil || uuid != nil {
 		for _, k := range mediaPartKeys {
-			if _, ok := d.m[k]; ok {
+			if _, ok := d.Get(k); ok {
 				return "", false, untokenizable("multimodal", "content part %q", k)
 			}
 		}
-		if _, ok := d.m["tool_reference"]; ok {
+		if _, ok := d.Get("tool_reference"); ok {
 			return "", false, untokenizable("content_part", "untyped tool_reference part")
 		}
 		return "", false, fmt.Errorf("%w: Missing 'type' field in multimodal part.", ErrInvalidRequest)
@@ -234,27 +236,27 @@ func normalizeToolCalls(v any) (any, error) {
 	}
 	out := make([]any, len(list))
 	for i, c := range list {
-		call, ok := c.(*Dict)
+		call, ok := c.(*jinja.Dict)
 		if !ok {
 			return nil, fmt.Errorf("%w: tool_calls[%d] is not an object", ErrInvalidRequest, i)
 		}
-		fn, ok := call.m["function"].(*Dict)
+		fn, ok := get(call, "function").(*jinja.Dict)
 		if !ok {
 			return nil, fmt.Errorf("%w: tool_calls[%d].function is not an object", ErrInvalidRequest, i)
 		}
-		id, okID := call.m["id"].(string)
-		name, okName := fn.m["name"].(string)
-		args, okArgs := fn.m["arguments"].(string)
+		id, okID := get(call, "id").(string)
+		name, okName := get(fn, "name").(string)
+		args, okArgs := get(fn, "arguments").(string)
 		if !okID || !okName || !okArgs {
 			return nil, fmt.Errorf("%w: tool_calls[%d] needs string id, function.name and function.arguments", ErrInvalidRequest, i)
 		}
-		if t, ok := call.m["type"]; ok && t != "function" {
+		if t, ok := call.Get("type"); ok && t != "function" {
 			return nil, fmt.Errorf("%w: tool_calls[%d].type must be \"function\"", ErrInvalidRequest, i)
 		}
-		f := NewDict()
+		f := jinja.NewDict()
 		f.Set("arguments", args)
 		f.Set("name", name)
-		d := NewDict()
+		d := jinja.NewDict()
 		d.Set("id", id)
 		d.Set("function", f)
 		d.Set("type", "function")
@@ -267,8 +269,8 @@ func normalizeToolCalls(v any) (any, error) {
 // list is dropped, and string arguments are parsed with json.loads (an
 // unparsable string becomes {}), because templates expect arguments as
 // objects. Validation has already made every arguments value a string.
-func postprocessToolCalls(msg *Dict) {
-	calls, ok := msg.m["tool_calls"].([]any)
+func postprocessToolCalls(msg *jinja.Dict) {
+	calls, ok := get(msg, "tool_calls").([]any)
 	if !ok {
 		return
 	}
@@ -277,10 +279,10 @@ func postprocessToolCalls(msg *Dict) {
 		return
 	}
 	for _, c := range calls {
-		fn := c.(*Dict).m["function"].(*Dict)
-		parsed, err := decodeJSON([]byte(fn.m["arguments"].(string)))
+		fn := get(c.(*jinja.Dict), "function").(*jinja.Dict)
+		parsed, err := decodeJSON([]byte(get(fn, "arguments").(string)))
 		if err != nil {
-			parsed = NewDict()
+			parsed = jinja.NewDict()
 		}
 		fn.Set("arguments", parsed)
 	}
@@ -300,41 +302,41 @@ func normalizeTools(v any) (any, error) {
 	}
 	out := make([]any, len(list))
 	for i, t := range list {
-		tool, ok := t.(*Dict)
+		tool, ok := t.(*jinja.Dict)
 		if !ok {
 			return nil, fmt.Errorf("%w: tools[%d] is not an object", ErrInvalidRequest, i)
 		}
 		typ := any("function")
-		if x, ok := tool.m["type"]; ok {
+		if x, ok := tool.Get("type"); ok {
 			typ = x
 		}
 		if typ != "function" {
-			return nil, untokenizable("tool_type", "tools[%d].type %s", i, pyStr(typ))
+			return nil, untokenizable("tool_type", "tools[%d].type %s", i, jinja.Str(typ))
 		}
-		fn, ok := tool.m["function"].(*Dict)
+		fn, ok := get(tool, "function").(*jinja.Dict)
 		if !ok {
 			return nil, fmt.Errorf("%w: tools[%d].function is not an object", ErrInvalidRequest, i)
 		}
-		if _, ok := fn.m["name"].(string); !ok {
+		if _, ok := get(fn, "name").(string); !ok {
 			return nil, fmt.Errorf("%w: tools[%d].function.name is not a string", ErrInvalidRequest, i)
 		}
-		if p, ok := fn.m["parameters"]; ok && p != nil {
-			if _, isDict := p.(*Dict); !isDict {
+		if p, ok := fn.Get("parameters"); ok && p != nil {
+			if _, isDict := p.(*jinja.Dict); !isDict {
 				return nil, fmt.Errorf("%w: tools[%d].function.parameters is not an object", ErrInvalidRequest, i)
 			}
 		}
-		if d, ok := fn.m["description"]; ok && d != nil {
+		if d, ok := fn.Get("description"); ok && d != nil {
 			if _, isStr := d.(string); !isStr {
 				return nil, fmt.Errorf("%w: tools[%d].function.description is not a string", ErrInvalidRequest, i)
 			}
 		}
 		f := withDeclared(fn, []string{"name", "description", "parameters"})
-		d := NewDict()
+		d := jinja.NewDict()
 		d.Set("type", "function")
 		d.Set("function", f)
-		for _, k := range tool.keys {
+		for _, k := range tool.Keys() {
 			if k != "type" && k != "function" {
-				d.Set(k, tool.m[k])
+				d.Set(k, get(tool, k))
 			}
 		}
 		out[i] = d
@@ -345,14 +347,14 @@ func normalizeTools(v any) (any, error) {
 // withDeclared copies d with the declared fields first (None when absent)
 // and the remaining keys after them, as pydantic dumps a model with
 // extra="allow".
-func withDeclared(d *Dict, declared []string) *Dict {
-	out := NewDict()
+func withDeclared(d *jinja.Dict, declared []string) *jinja.Dict {
+	out := jinja.NewDict()
 	for _, k := range declared {
-		out.Set(k, d.m[k])
+		out.Set(k, get(d, k))
 	}
-	for _, k := range d.keys {
-		if _, ok := out.m[k]; !ok {
-			out.Set(k, d.m[k])
+	for _, k := range d.Keys() {
+		if _, ok := out.Get(k); !ok {
+			out.Set(k, get(d, k))
 		}
 	}
 	return out

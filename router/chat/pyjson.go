@@ -10,6 +10,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
 
@@ -106,7 +107,7 @@ func (d *jsonDecoder) value() (any, error) {
 
 func (d *jsonDecoder) object() (any, error) {
 	d.i++
-	obj := NewDict()
+	obj := jinja.NewDict()
 	d.space()
 	if d.i < len(d.s) && d.s[d.i] == '}' {
 		d.i++
@@ -220,7 +221,7 @@ func (d *jsonDecoder) number() (any, error) {
 	if n, err := strconv.ParseInt(text, 10, 64); err == nil {
 		return n, nil
 	}
-	return bigInt(text), nil
+	return jinja.BigInt(text), nil
 }
 
 func (d *jsonDecoder) str() (string, error) {

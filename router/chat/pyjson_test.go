@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
 
@@ -33,8 +34,8 @@ func TestJSONStrings(t *testing.T) {
 			t.Errorf("%.40s in an object: %v", lit, err)
 			continue
 		}
-		if d := v.(*Dict); d.m["k"] != want || d.m["n"] != `"x"` {
-			t.Errorf("%.40s in an object: got %.40q and %q", lit, d.m["k"], d.m["n"])
+		if d := v.(*jinja.Dict); get(d, "k") != want || get(d, "n") != `"x"` {
+			t.Errorf("%.40s in an object: got %.40q and %q", lit, get(d, "k"), get(d, "n"))
 		}
 	}
 	for lit, msg := range map[string]string{

@@ -3,6 +3,8 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 )
 
 // hfParams are the parameters of transformers' apply_chat_template. vLLM
@@ -28,21 +30,27 @@ func (m *Model) RenderChat(body []byte) (string, error) {
 }
 
 // decodeBody decodes a request body that must be a JSON object.
-func decodeBody(body []byte) (*Dict, error) {
+func decodeBody(body []byte) (*jinja.Dict, error) {
 	v, err := decodeJSON(body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	req, ok := v.(*Dict)
+	req, ok := v.(*jinja.Dict)
 	if !ok {
 		return nil, fmt.Errorf("%w: body is not a JSON object", ErrInvalidRequest)
 	}
 	return req, nil
 }
 
+// get returns the value under k, nil when d has no such key.
+func get(d *jinja.Dict, k string) any {
+	v, _ := d.Get(k)
+	return v
+}
+
 // boolField reads an optional boolean request field.
-func boolField(req *Dict, name string, def bool) (bool, error) {
-	switch v := req.m[name].(type) {
+func boolField(req *jinja.Dict, name string, def bool) (bool, error) {
+	switch v := get(req, name).(type) {
 	case nil:
 		return def, nil
 	case bool:
@@ -54,14 +62,14 @@ func boolField(req *Dict, name string, def bool) (bool, error) {
 // renderChat renders a decoded chat request and reports whether vLLM would
 // add the tokenizer's special tokens when encoding it (add_special_tokens,
 // false by default for chat).
-func (m *Model) renderChat(req *Dict) (string, bool, error) {
+func (m *Model) renderChat(req *jinja.Dict) (string, bool, error) {
 	call, err := m.prepareChat(req)
 	if err != nil {
 		return "", false, err
 	}
 	text, err := call.tmpl.Render(call.vars)
 	if err != nil {
-		return "", false, err
+		return "", false, invalidIfLimit(err)
 	}
 	text, err = call.finish(text)
 	return text, call.addSpecial, err
@@ -72,10 +80,10 @@ func (m *Model) renderChat(req *Dict) (string, bool, error) {
 // apart from the rendering lets a test feed the same input to another
 // engine (ardanlabs_compare_test.go).
 type chatCall struct {
-	tmpl *Template
-	vars *Dict
+	tmpl *template
+	vars *jinja.Dict
 	// final is the last message when continue_final_message is set.
-	final      *Dict
+	final      *jinja.Dict
 	addSpecial bool
 }
 
@@ -84,11 +92,11 @@ func (c chatCall) finish(text string) (string, error) {
 	if c.final == nil {
 		return text, nil
 	}
-	return applyContinue(text, c.final.m["content"])
+	return applyContinue(text, get(c.final, "content"))
 }
 
 // prepareChat runs vLLM's and transformers' steps before the template.
-func (m *Model) prepareChat(req *Dict) (chatCall, error) {
+func (m *Model) prepareChat(req *jinja.Dict) (chatCall, error) {
 	addGen, err := boolField(req, "add_generation_prompt", true)
 	if err != nil {
 		return chatCall{}, err
@@ -104,68 +112,70 @@ func (m *Model) prepareChat(req *Dict) (chatCall, error) {
 	if addGen && cont {
 		return chatCall{}, fmt.Errorf("%w: Cannot set both `continue_final_message` and `add_generation_prompt` to True.", ErrInvalidRequest)
 	}
-	tools, err := normalizeTools(req.m["tools"])
+	tools, err := normalizeTools(get(req, "tools"))
 	if err != nil {
 		return chatCall{}, err
 	}
-	tmpl, err := m.template(req.m["chat_template"], tools != nil)
+	tmpl, err := m.template(get(req, "chat_template"), tools != nil)
 	if err != nil {
 		return chatCall{}, err
 	}
-	conv, err := normalizeMessages(req.m["messages"], tmpl.format)
+	conv, err := normalizeMessages(get(req, "messages"), tmpl.format)
 	if err != nil {
 		return chatCall{}, err
 	}
 
 	// vLLM's kwargs: its own fields, then server defaults, then the
 	// request's chat_template_kwargs, filtered by resolve_chat_template_kwargs.
-	kw := NewDict()
+	kw := jinja.NewDict()
 	kw.Set("add_generation_prompt", addGen)
 	kw.Set("continue_final_message", cont)
 	kw.Set("tools", tools)
-	kw.Set("documents", req.m["documents"])
-	for _, k := range m.defaults.keys {
-		kw.Set(k, m.defaults.m[k])
+	kw.Set("documents", get(req, "documents"))
+	for _, k := range m.defaults.Keys() {
+		kw.Set(k, get(m.defaults, k))
 	}
-	switch extra := req.m["chat_template_kwargs"].(type) {
+	switch extra := get(req, "chat_template_kwargs").(type) {
 	case nil:
-	case *Dict:
-		for _, k := range extra.keys {
+	case *jinja.Dict:
+		for _, k := range extra.Keys() {
 			if k == "chat_template" || k == "tokenize" {
 				return chatCall{}, fmt.Errorf("%w: Found unexpected chat template kwargs from request: %s", ErrInvalidRequest, k)
 			}
 			if k == "tools" {
-				if extra.m[k], err = normalizeTools(extra.m[k]); err != nil {
+				extraTools, err := normalizeTools(get(extra, k))
+				if err != nil {
 					return chatCall{}, err
 				}
+				extra.Set(k, extraTools)
 			}
-			kw.Set(k, extra.m[k])
+			kw.Set(k, get(extra, k))
 		}
 	default:
 		return chatCall{}, fmt.Errorf("%w: chat_template_kwargs must be an object", ErrInvalidRequest)
 	}
-	if truthy(kw.m["add_generation_prompt"]) && truthy(kw.m["continue_final_message"]) {
+	if jinja.Truthy(get(kw, "add_generation_prompt")) && jinja.Truthy(get(kw, "continue_final_message")) {
 		return chatCall{}, fmt.Errorf("%w: continue_final_message and add_generation_prompt are not compatible", ErrInvalidRequest)
 	}
 
 	// transformers renders with special_tokens_map, then the kwargs it does
 	// not consume, then messages, tools, documents, add_generation_prompt.
-	vars := NewDict()
-	for _, k := range m.special.keys {
-		vars.Set(k, m.special.m[k])
+	vars := jinja.NewDict()
+	for _, k := range m.special.Keys() {
+		vars.Set(k, get(m.special, k))
 	}
-	for _, k := range kw.keys {
+	for _, k := range kw.Keys() {
 		if !hfParams[k] && tmpl.Reads(k) {
-			vars.Set(k, kw.m[k])
+			vars.Set(k, get(kw, k))
 		}
 	}
 	vars.Set("messages", conv)
-	vars.Set("tools", kw.m["tools"])
-	vars.Set("documents", kw.m["documents"])
-	vars.Set("add_generation_prompt", kw.m["add_generation_prompt"])
+	vars.Set("tools", get(kw, "tools"))
+	vars.Set("documents", get(kw, "documents"))
+	vars.Set("add_generation_prompt", get(kw, "add_generation_prompt"))
 	call := chatCall{tmpl: tmpl, vars: vars, addSpecial: addSpecial}
-	if truthy(kw.m["continue_final_message"]) && len(conv) > 0 {
-		call.final = conv[len(conv)-1].(*Dict)
+	if jinja.Truthy(get(kw, "continue_final_message")) && len(conv) > 0 {
+		call.final = conv[len(conv)-1].(*jinja.Dict)
 	}
 	return call, nil
 }

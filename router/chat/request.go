@@ -3,6 +3,8 @@ package chat
 import (
 	"fmt"
 	"strings"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
 )
 
 // Paths of the OpenAI-compatible endpoints the router tokenizes.
@@ -27,7 +29,7 @@ type Request struct {
 	// Untokenizable is set (wrapping ErrUntokenizable) for requests the
 	// router routes on load alone: other endpoints, prompt embeddings.
 	Untokenizable error
-	body          *Dict
+	body          *jinja.Dict
 	raw           []byte
 }
 
@@ -48,8 +50,8 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 		// the router does not mirror.
 		r.Untokenizable = untokenizable("endpoint", "endpoint %s", path)
 		if d, err := decodeBody(body); err == nil {
-			r.Model, _ = d.m["model"].(string)
-			r.Stream, _ = d.m["stream"].(bool)
+			r.Model, _ = get(d, "model").(string)
+			r.Stream, _ = get(d, "stream").(bool)
 		}
 		return r, nil
 	}
@@ -58,15 +60,15 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 		return nil, err
 	}
 	r.body = d
-	r.Stream, _ = d.m["stream"].(bool)
-	switch m := d.m["model"].(type) {
+	r.Stream, _ = get(d, "stream").(bool)
+	switch m := get(d, "model").(type) {
 	case nil:
 	case string:
 		r.Model = m
 	default:
 		return nil, fmt.Errorf("%w: model must be a string", ErrInvalidRequest)
 	}
-	switch s := d.m["cache_salt"].(type) {
+	switch s := get(d, "cache_salt").(type) {
 	case nil:
 	case string:
 		if s == "" {
@@ -77,7 +79,7 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 		return nil, fmt.Errorf("%w: Parameter 'cache_salt' must be a non-empty string if provided.", ErrInvalidRequest)
 	}
 	if path == PathCompletions {
-		if _, ok := d.m["prompt_embeds"]; ok && d.m["prompt_embeds"] != nil {
+		if _, ok := d.Get("prompt_embeds"); ok && get(d, "prompt_embeds") != nil {
 			r.Untokenizable = untokenizable("prompt_embeds", "completion with prompt_embeds")
 		}
 	}
@@ -112,7 +114,7 @@ func (m *Model) Tokenize(r *Request) ([][]uint32, error) {
 // a list of strings (a batch), a list of token ids, or a list of such lists.
 // Strings get the tokenizer's special tokens unless add_special_tokens is
 // false; token ids are taken as they are.
-func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
+func (m *Model) completionIDs(body *jinja.Dict) ([][]uint32, error) {
 	addSpecial, err := boolField(body, "add_special_tokens", true)
 	if err != nil {
 		return nil, err
@@ -128,7 +130,7 @@ func (m *Model) completionIDs(body *Dict) ([][]uint32, error) {
 		}
 		return ids, nil
 	}
-	switch p := body.m["prompt"].(type) {
+	switch p := get(body, "prompt").(type) {
 	case string:
 		ids, err := encode(p)
 		return [][]uint32{ids}, err
@@ -182,7 +184,7 @@ func tokenList(list []any) ([]uint32, error) {
 	for i, e := range list {
 		n, ok := e.(int64)
 		if !ok || n < 0 || n > 1<<32-1 {
-			return nil, fmt.Errorf("%w: token id %s at %d is not an integer in [0, 2^32)", ErrInvalidRequest, pyStr(e), i)
+			return nil, fmt.Errorf("%w: token id %s at %d is not an integer in [0, 2^32)", ErrInvalidRequest, jinja.Str(e), i)
 		}
 		ids[i] = uint32(n)
 	}

@@ -1,6 +1,6 @@
 """Python reference for router/chat: renders raw OpenAI chat request bodies
 the way vLLM serves them, with the Hugging Face chat-template environment
-written out literally (transformers' _compile_jinja_template settings).
+written out literally in ../jinja/testdata/hf_env.py.
 
 usage: python3 render_reference.py TOKENIZER_CONFIG [--trust-request-template] < bodies.jsonl
 Each stdin line is a JSON request body; each stdout line is
@@ -10,46 +10,14 @@ The request rules are the vLLM behaviour documented in router/chat/normalize.go,
 written here independently in Python.
 """
 import json
+import os
 import sys
-from datetime import datetime
 
-import jinja2
-import jinja2.ext
 import jinja2.meta
 import jinja2.nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-
-class AssistantTracker(jinja2.ext.Extension):
-    """transformers' {% generation %} tag, rendering its body unchanged."""
-    tags = {"generation"}
-
-    def parse(self, parser):
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
-
-    def _render(self, caller):
-        return caller()
-
-
-def raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
-
-
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def strftime_now(fmt):
-    return datetime.now().strftime(fmt)
-
-
-ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                    extensions=[AssistantTracker, jinja2.ext.loopcontrols])
-ENV.filters["tojson"] = tojson
-ENV.globals["raise_exception"] = raise_exception
-ENV.globals["strftime_now"] = strftime_now
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jinja", "testdata"))
+from hf_env import ENV  # noqa: E402  (the environment lives with the engine's tests)
 
 HF_PARAMS = {"conversation", "tools", "documents", "chat_template", "add_generation_prompt",
              "continue_final_message", "tokenize", "padding", "truncation", "max_length",

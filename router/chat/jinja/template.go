@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"fmt"
@@ -18,14 +18,11 @@ type Template struct {
 	// jinja2.meta.find_undeclared_variables that vLLM uses to decide which
 	// chat_template_kwargs reach the template.
 	names map[string]bool
-	// format is the content format vLLM's "auto" resolves to for this
-	// template (see detectFormat).
-	format contentFormat
 	// sizeHint is the length of the last rendering, to size the next one.
 	sizeHint atomic.Int64
 }
 
-// Compile parses template source.
+// Compile parses template source. Its errors wrap ErrTemplate.
 func Compile(src string) (*Template, error) {
 	toks, err := lex(src, lexerOptions{trimBlocks: true, lstripBlocks: true})
 	if err != nil {
@@ -41,18 +38,20 @@ func Compile(src string) (*Template, error) {
 			names[t.val] = true
 		}
 	}
-	t := &Template{body: body, names: names}
-	t.format = detectFormat(t)
-	return t, nil
+	return &Template{body: body, names: names}, nil
 }
 
-// Reads reports whether the template mentions the variable name.
+// Reads reports whether the template mentions the variable name: a
+// superset of jinja2.meta.find_undeclared_variables, whose extra names the
+// template assigns before reading or uses only as attribute, filter or test
+// names.
 func (t *Template) Reads(name string) bool { return t.names[name] }
 
 // now is the clock behind strftime_now; tests replace it.
 var now = time.Now
 
-// Render renders the template with the given variables.
+// Render renders the template with the given variables. Its errors wrap
+// ErrTemplate.
 func (t *Template) Render(vars *Dict) (string, error) {
 	global := newFrame(nil)
 	for name, fn := range globals {
@@ -73,10 +72,10 @@ func (t *Template) Render(vars *Dict) (string, error) {
 
 var globals = map[string]callable{
 	"raise_exception": func(_ *evaluator, args []any, _ *Dict) (any, error) {
-		return nil, fmt.Errorf("%w: TemplateError: %s", ErrTemplate, pyStr(argOrNil(args)))
+		return nil, fmt.Errorf("%w: TemplateError: %s", ErrTemplate, Str(argOrNil(args)))
 	},
 	"strftime_now": func(_ *evaluator, args []any, _ *Dict) (any, error) {
-		return strftime(now(), pyStr(argOrNil(args))), nil
+		return strftime(now(), Str(argOrNil(args))), nil
 	},
 	"namespace": func(_ *evaluator, args []any, kw *Dict) (any, error) {
 		ns := &namespace{attrs: NewDict()}

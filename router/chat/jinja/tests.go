@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 type testFunc func(v any, args []any) (bool, error)
 

@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"errors"
@@ -69,7 +69,7 @@ func getItem(obj any, key any, line int) (any, error) {
 	if k, ok := key.(string); ok {
 		return getAttr(obj, k, line)
 	}
-	return undefined{pyStr(key)}, nil
+	return undefined{Str(key)}, nil
 }
 
 // index resolves a Python index (negative from the end) into [0, n).

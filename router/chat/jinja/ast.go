@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 // Statement nodes.
 type (

@@ -1,13 +1,18 @@
-package chat
+package jinja
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // templateCases exercise the Jinja2 features chat templates use, each
 // rendered by Python's jinja2 with the Hugging Face environment and by
@@ -57,12 +62,24 @@ func TestTemplateFeatures(t *testing.T) {
 		inputs[i] = b
 	}
 	cmd := exec.Command(py, filepath.Join("testdata", "render_template.py"))
-	cmd.Dir = "."
 	cmd.Env = append(cmd.Environ(), "PYTHONPATH=testdata")
-	lines := runLines(t, cmd, inputs)
+	cmd.Stdin = bytes.NewReader(append(bytes.Join(inputs, []byte("\n")), '\n'))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd.Path, err, stderr.String())
+	}
+	lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
+	if len(lines) != len(inputs) {
+		t.Fatalf("%s answered %d lines for %d cases", cmd.Path, len(lines), len(inputs))
+	}
 	errors := 0
 	for i, c := range templateCases {
-		var want refResult
+		var want struct {
+			Text  *string `json:"text"`
+			Error string  `json:"error"`
+		}
 		if err := json.Unmarshal(lines[i], &want); err != nil {
 			t.Fatal(err)
 		}
@@ -89,9 +106,56 @@ func renderCase(src, vars string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	v, err := decodeJSON([]byte(vars))
+	dec := json.NewDecoder(strings.NewReader(vars))
+	dec.UseNumber()
+	v, err := jsonValue(dec)
 	if err != nil {
 		return "", err
 	}
 	return tmpl.Render(v.(*Dict))
+}
+
+// jsonValue reads the next JSON value from dec as a template value,
+// keeping object key order (the order tojson prints) and telling integers
+// from floats as Python's json.loads does.
+func jsonValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch x := tok.(type) {
+	case json.Delim:
+		if x == '[' {
+			list := []any{}
+			for dec.More() {
+				v, err := jsonValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, v)
+			}
+			_, err := dec.Token()
+			return list, err
+		}
+		d := NewDict()
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := jsonValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			d.Set(k.(string), v)
+		}
+		_, err := dec.Token()
+		return d, err
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n, nil
+		}
+		return x.Float64()
+	}
+	return tok, nil
 }

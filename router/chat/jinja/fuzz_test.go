@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"errors"
@@ -14,7 +14,12 @@ func FuzzTemplate(f *testing.F) {
 	}
 	f.Add(`{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}`)
 	vars := NewDict()
-	vars.Set("messages", []any{msg("user", "hi"), msg("assistant", nil)})
+	user, assistant := NewDict(), NewDict()
+	user.Set("role", "user")
+	user.Set("content", "hi")
+	assistant.Set("role", "assistant")
+	assistant.Set("content", nil)
+	vars.Set("messages", []any{user, assistant})
 	vars.Set("xs", []any{int64(1), "a", nil, 2.5})
 	f.Fuzz(func(t *testing.T, src string) {
 		tmpl, err := Compile(src)

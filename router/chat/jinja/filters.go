@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"html"
@@ -48,7 +48,7 @@ func init() {
 		"tojson":     tojsonFilter,
 		"length":     lengthFilter,
 		"count":      lengthFilter,
-		"string":     func(_ *evaluator, v any, _ []any, _ *Dict) (any, error) { return pyStr(v), nil },
+		"string":     func(_ *evaluator, v any, _ []any, _ *Dict) (any, error) { return Str(v), nil },
 		"safe":       func(_ *evaluator, v any, _ []any, _ *Dict) (any, error) { return v, nil },
 		"trim":       trimFilter,
 		"lower":      strFilter(strings.ToLower),
@@ -76,7 +76,7 @@ func init() {
 		"sort":    sortFilter,
 		"indent":  indentFilter,
 		"wordcount": func(_ *evaluator, v any, _ []any, _ *Dict) (any, error) {
-			return int64(len(splitSpace(pyStr(v), -1, false))), nil
+			return int64(len(splitSpace(Str(v), -1, false))), nil
 		},
 		"selectattr": selectFilter(true, false),
 		"rejectattr": selectFilter(true, true),
@@ -93,7 +93,7 @@ func init() {
 // and no key sorting by default (Jinja2's own tojson sorts keys and
 // HTML-escapes, which would change the rendered prompt).
 func tojsonFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
-	ensureASCII := truthy(arg(args, kw, 0, "ensure_ascii", false))
+	ensureASCII := Truthy(arg(args, kw, 0, "ensure_ascii", false))
 	var indent *string
 	switch x := arg(args, kw, 1, "indent", nil).(type) {
 	case nil:
@@ -120,7 +120,7 @@ func tojsonFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 	}
 	o := newDumpOptions(indent, seps)
 	o.ensureASCII = ensureASCII
-	o.sortKeys = truthy(arg(args, kw, 3, "sort_keys", false))
+	o.sortKeys = Truthy(arg(args, kw, 3, "sort_keys", false))
 	return pyDumps(v, o)
 }
 
@@ -140,19 +140,19 @@ func lengthFilter(_ *evaluator, v any, _ []any, _ *Dict) (any, error) {
 
 func trimFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 	if c, ok := arg(args, kw, 0, "chars", nil).(string); ok {
-		return pyStrip(pyStr(v), &c, true, true), nil
+		return Strip(Str(v), &c, true, true), nil
 	}
-	return pyStrip(pyStr(v), nil, true, true), nil
+	return Strip(Str(v), nil, true, true), nil
 }
 
 func strFilter(fn func(string) string) filterFunc {
-	return func(_ *evaluator, v any, _ []any, _ *Dict) (any, error) { return fn(pyStr(v)), nil }
+	return func(_ *evaluator, v any, _ []any, _ *Dict) (any, error) { return fn(Str(v)), nil }
 }
 
 func defaultFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 	def := arg(args, kw, 0, "default_value", "")
 	_, isUndef := v.(undefined)
-	if isUndef || truthy(arg(args, kw, 1, "boolean", false)) && !truthy(v) {
+	if isUndef || Truthy(arg(args, kw, 1, "boolean", false)) && !Truthy(v) {
 		return def, nil
 	}
 	return v, nil
@@ -175,7 +175,7 @@ func firstLast(first bool) filterFunc {
 }
 
 func joinFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
-	sep := pyStr(arg(args, kw, 0, "d", ""))
+	sep := Str(arg(args, kw, 0, "d", ""))
 	items, err := iterate(v, 0)
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func joinFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 				return nil, err
 			}
 		}
-		parts[i] = pyStr(it)
+		parts[i] = Str(it)
 	}
 	return strings.Join(parts, sep), nil
 }
@@ -204,13 +204,13 @@ func itemsFilter(_ *evaluator, v any, _ []any, _ *Dict) (any, error) {
 }
 
 func replaceFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
-	old := pyStr(arg(args, kw, 0, "old", ""))
-	repl := pyStr(arg(args, kw, 1, "new", ""))
+	old := Str(arg(args, kw, 0, "old", ""))
+	repl := Str(arg(args, kw, 1, "new", ""))
 	n := -1
 	if c, ok := arg(args, kw, 2, "count", nil).(int64); ok {
 		n = int(c)
 	}
-	return strings.Replace(pyStr(v), old, repl, n), nil
+	return strings.Replace(Str(v), old, repl, n), nil
 }
 
 func intFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
@@ -229,7 +229,7 @@ func intFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 		}
 		return int64(x), nil
 	case string:
-		s := strings.ReplaceAll(pyStrip(x, nil, true, true), "_", "")
+		s := strings.ReplaceAll(Strip(x, nil, true, true), "_", "")
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return n, nil
 		}
@@ -244,7 +244,7 @@ func floatFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 	def := arg(args, kw, 0, "default", 0.0)
 	switch x := v.(type) {
 	case string:
-		if f, err := strconv.ParseFloat(pyStrip(x, nil, true, true), 64); err == nil {
+		if f, err := strconv.ParseFloat(Strip(x, nil, true, true), 64); err == nil {
 			return f, nil
 		}
 		return def, nil
@@ -339,8 +339,8 @@ func sortFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	reverse := truthy(arg(args, kw, 0, "reverse", false))
-	caseSensitive := truthy(arg(args, kw, 1, "case_sensitive", false))
+	reverse := Truthy(arg(args, kw, 0, "reverse", false))
+	caseSensitive := Truthy(arg(args, kw, 1, "case_sensitive", false))
 	attr, _ := arg(args, kw, 2, "attribute", nil).(string)
 	keys := make([]any, len(items))
 	for i, it := range items {
@@ -388,9 +388,9 @@ func indentFilter(_ *evaluator, v any, args []any, kw *Dict) (any, error) {
 	case string:
 		pad = w
 	}
-	first := truthy(arg(args, kw, 1, "first", false))
-	blank := truthy(arg(args, kw, 2, "blank", false))
-	s := pyStr(v)
+	first := Truthy(arg(args, kw, 1, "first", false))
+	blank := Truthy(arg(args, kw, 2, "blank", false))
+	s := Str(v)
 	lines := strings.Split(s, "\n")
 	for i := range lines {
 		if i == 0 && !first {
@@ -422,7 +422,7 @@ func attrPath(v any, path string) (any, error) {
 // attribute, then test).
 func selectFilter(byAttr, reject bool) filterFunc {
 	return func(ev *evaluator, v any, args []any, _ *Dict) (any, error) {
-		if !truthy(v) { // Jinja2 selects from a false sequence (None) nothing
+		if !Truthy(v) { // Jinja2 selects from a false sequence (None) nothing
 			return []any{}, nil
 		}
 		items, err := iterate(v, 0)
@@ -434,12 +434,12 @@ func selectFilter(byAttr, reject bool) filterFunc {
 			if len(args) == 0 {
 				return nil, errorString("TypeError: missing attribute for selectattr")
 			}
-			attr = pyStr(args[0])
+			attr = Str(args[0])
 			args = args[1:]
 		}
 		var testName string
 		if len(args) > 0 {
-			testName = pyStr(args[0])
+			testName = Str(args[0])
 			args = args[1:]
 		}
 		var out []any
@@ -450,7 +450,7 @@ func selectFilter(byAttr, reject bool) filterFunc {
 					return nil, err
 				}
 			}
-			ok := truthy(x)
+			ok := Truthy(x)
 			if testName != "" {
 				t, found := tests[testName]
 				if !found {
@@ -472,7 +472,7 @@ func selectFilter(byAttr, reject bool) filterFunc {
 }
 
 func mapFilter(ev *evaluator, v any, args []any, kw *Dict) (any, error) {
-	if !truthy(v) { // Jinja2 maps a false sequence (None) to nothing
+	if !Truthy(v) { // Jinja2 maps a false sequence (None) to nothing
 		return []any{}, nil
 	}
 	items, err := iterate(v, 0)
@@ -483,7 +483,7 @@ func mapFilter(ev *evaluator, v any, args []any, kw *Dict) (any, error) {
 	if a, ok := kw.Get("attribute"); ok {
 		def, hasDef := kw.Get("default")
 		for i, it := range items {
-			x, err := attrPath(it, pyStr(a))
+			x, err := attrPath(it, Str(a))
 			if err != nil {
 				return nil, err
 			}
@@ -497,7 +497,7 @@ func mapFilter(ev *evaluator, v any, args []any, kw *Dict) (any, error) {
 	if len(args) == 0 {
 		return items, nil
 	}
-	name := pyStr(args[0])
+	name := Str(args[0])
 	fn, ok := filters[name]
 	if !ok {
 		return nil, errorString("TemplateRuntimeError: No filter named '" + name + "'")

@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 //
 //	nil        None
 //	bool       bool
-//	int64      int (bigInt beyond 64 bits)
+//	int64      int (BigInt beyond 64 bits)
 //	float64    float
 //	string     str
 //	[]any      list (immutable: the sandbox forbids mutation)
@@ -74,9 +74,9 @@ func (d *Dict) sortedKeys() []string {
 	return ks
 }
 
-// bigInt is a JSON integer beyond 64 bits, kept as its digits: Python keeps
+// BigInt is a JSON integer beyond 64 bits, kept as its digits: Python keeps
 // it exact, and templates only print or dump such values.
-type bigInt string
+type BigInt string
 
 // undefined is jinja2.Undefined: falsy, prints as "", iterates as empty, and
 // raises on arithmetic or attribute access.
@@ -88,8 +88,8 @@ type namespace struct{ attrs *Dict }
 // callable is anything a template can call: globals, macros, bound methods.
 type callable func(ev *evaluator, args []any, kwargs *Dict) (any, error)
 
-// truthy is Python's bool().
-func truthy(v any) bool {
+// Truthy is Python's bool().
+func Truthy(v any) bool {
 	switch x := v.(type) {
 	case nil, undefined:
 		return false
@@ -116,7 +116,7 @@ func typeName(v any) string {
 		return "NoneType"
 	case bool:
 		return "bool"
-	case int64, bigInt:
+	case int64, BigInt:
 		return "int"
 	case float64:
 		return "float"

@@ -1,9 +1,9 @@
 """Renders {"template", "vars"} lines with the environment of
-render_reference.py; prints {"text"} or {"error"} per line."""
+hf_env.py; prints {"text"} or {"error"} per line."""
 import json
 import sys
 
-from render_reference import ENV
+from hf_env import ENV
 
 for line in sys.stdin:
     case = json.loads(line)

@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"errors"
@@ -41,8 +41,8 @@ const (
 
 const maxMacroDepth = 100
 
-// maxSteps bounds the statements one rendering may run. A request template
-// (with TrustRequestTemplate) is untrusted input; chat templates run a few
+// maxSteps bounds the statements one rendering may run. A template sent in
+// a request is untrusted input; chat templates run a few
 // thousand statements even for long conversations.
 const maxSteps = 1 << 22
 
@@ -85,7 +85,7 @@ func (ev *evaluator) stmt(n node, f *frame, out *strings.Builder) (flow, error) 
 			if err != nil {
 				return flowNormal, err
 			}
-			if truthy(v) {
+			if Truthy(v) {
 				return ev.run(n.bodies[i], f, out)
 			}
 		}
@@ -170,7 +170,7 @@ func (ev *evaluator) output(e expr, f *frame, out *strings.Builder) error {
 	if err != nil {
 		return err
 	}
-	out.WriteString(pyStr(v))
+	out.WriteString(Str(v))
 	return nil
 }
 
@@ -197,7 +197,7 @@ func (ev *evaluator) forLoop(n *forNode, f *frame, out *strings.Builder) error {
 			if err != nil {
 				return err
 			}
-			if truthy(v) {
+			if Truthy(v) {
 				kept = append(kept, it)
 			}
 		}

@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"strings"
@@ -87,7 +87,7 @@ func listMethod(l []any, name string, args []any) (any, error) {
 		}
 	}
 	if name == "index" {
-		return nil, errorString("ValueError: " + pyStr(args[0]) + " is not in list")
+		return nil, errorString("ValueError: " + Str(args[0]) + " is not in list")
 	}
 	return n, nil
 }
@@ -134,7 +134,7 @@ func init() {
 			for i, it := range items {
 				str, ok := it.(string)
 				if !ok {
-					return nil, errorString("TypeError: sequence item " + pyStr(int64(i)) + ": expected str instance, " + typeName(it) + " found")
+					return nil, errorString("TypeError: sequence item " + Str(int64(i)) + ": expected str instance, " + typeName(it) + " found")
 				}
 				parts[i] = str
 			}
@@ -202,13 +202,13 @@ func affix(s string, a []any, has func(string, string) bool) (any, error) {
 func stripMethod(left, right bool) strMethod {
 	return func(s string, a []any, _ *Dict) (any, error) {
 		if len(a) == 0 || a[0] == nil {
-			return pyStrip(s, nil, left, right), nil
+			return Strip(s, nil, left, right), nil
 		}
 		chars, err := strArg(a, 0, "strip")
 		if err != nil {
 			return nil, err
 		}
-		return pyStrip(s, &chars, left, right), nil
+		return Strip(s, &chars, left, right), nil
 	}
 }
 
@@ -435,7 +435,7 @@ func formatMethod(s string, a []any, kw *Dict) (any, error) {
 			}
 			v = val
 		}
-		b.WriteString(pyStr(v))
+		b.WriteString(Str(v))
 	}
 	return b.String(), nil
 }

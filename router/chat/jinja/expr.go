@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ func (ev *evaluator) eval(e expr, f *frame) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if truthy(c) {
+		if Truthy(c) {
 			return ev.eval(e.yes, f)
 		}
 		if e.no == nil {
@@ -165,12 +165,12 @@ func (ev *evaluator) binary(e *binExpr, f *frame) (any, error) {
 	}
 	switch e.op {
 	case "and":
-		if !truthy(l) {
+		if !Truthy(l) {
 			return l, nil
 		}
 		return ev.eval(e.r, f)
 	case "or":
-		if truthy(l) {
+		if Truthy(l) {
 			return l, nil
 		}
 		return ev.eval(e.r, f)
@@ -318,7 +318,7 @@ func undefinedError(v any) error {
 
 func arith(op string, l, r any) (any, error) {
 	if op == "~" {
-		ls, rs := pyStr(l), pyStr(r)
+		ls, rs := Str(l), Str(r)
 		if err := checkRenderLen(len(ls) + len(rs)); err != nil {
 			return nil, err
 		}
@@ -432,7 +432,7 @@ func arith(op string, l, r any) (any, error) {
 
 func unary(op string, x any, line int) (any, error) {
 	if op == "not" {
-		return !truthy(x), nil
+		return !Truthy(x), nil
 	}
 	if _, ok := x.(undefined); ok {
 		return nil, templateError(line, "%v", undefinedError(x))

@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"math"
@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// pyStr is Python's str(v), which Jinja2 applies to every {{ }} output.
-func pyStr(v any) string {
+// Str is Python's str(v), which Jinja2 applies to every {{ }} output.
+func Str(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
@@ -35,7 +35,7 @@ func writeRepr(b *strings.Builder, v any) {
 		}
 	case int64:
 		b.WriteString(strconv.FormatInt(x, 10))
-	case bigInt:
+	case BigInt:
 		b.WriteString(string(x))
 	case float64:
 		b.WriteString(floatRepr(x))
@@ -171,9 +171,9 @@ func pyIsSpace(r rune) bool {
 	return r >= 0x2000 && r <= 0x200a
 }
 
-// pyStrip is Python's str.strip/lstrip/rstrip: whitespace when chars is
+// Strip is Python's str.strip/lstrip/rstrip: whitespace when chars is
 // nil, else any rune in *chars.
-func pyStrip(s string, chars *string, left, right bool) string {
+func Strip(s string, chars *string, left, right bool) string {
 	in := pyIsSpace
 	if chars != nil {
 		set := *chars

@@ -1,4 +1,4 @@
-package chat
+package jinja
 
 import (
 	"fmt"
@@ -54,7 +54,7 @@ func (o dumpOptions) write(b *strings.Builder, v any, depth int) error {
 		b.WriteString(strconv.FormatBool(x))
 	case int64:
 		b.WriteString(strconv.FormatInt(x, 10))
-	case bigInt:
+	case BigInt:
 		b.WriteString(string(x))
 	case float64:
 		switch {
