@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -277,6 +278,8 @@ func startMonitoringRepo(t *testing.T, c *testenv.Cluster) *testenv.ChartRepo {
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
+var prometheusRuleGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheusrules"}
+
 func removeMonitoringCRDs(t *testing.T, c *testenv.Cluster) {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
@@ -373,6 +376,22 @@ func (g inClusterGround) checkMonitoring(s *terraform.State, password *string) e
 	if !slices.Equal(names, []string{"llmd-dashboard-router", "llmd-dashboard-vllm"}) {
 		return fmt.Errorf("dashboard ConfigMaps %v", names)
 	}
+	// The alerts went through the real PrometheusRule CRD's schema.
+	dyn, err := dynamic.NewForConfig(g.c.RESTConfig())
+	if err != nil {
+		return err
+	}
+	rule, err := dyn.Resource(prometheusRuleGVR).Namespace("monitoring").Get(ctx, workloads.AlertsName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("the alerts' PrometheusRule: %w", err)
+	}
+	want, err := workloads.AlertRuleGroups()
+	if err != nil {
+		return err
+	}
+	if groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups"); len(groups) != len(want) {
+		return fmt.Errorf("the PrometheusRule holds %d rule groups, want %d", len(groups), len(want))
+	}
 	secret, err := g.c.Client.CoreV1().Secrets("monitoring").Get(ctx, grafanaAdminSecret, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -427,13 +446,14 @@ func interruptUpgrade(t *testing.T, c *testenv.Cluster, m addons.Monitoring) {
 // TestAccInferenceClusterMonitoring: kube-prometheus-stack installed by the
 // cluster's apply from a local chart repository (a stand-in for the public
 // one), with the real prometheus-operator CRDs served, the stack on the
-// system nodes, llmd's dashboards as sidecar ConfigMaps and a generated
-// Grafana password in a Secret, never in state. The release's values edited
-// with Helm behind Terraform's back show in the plan and the apply repairs
-// them; a release left pending-upgrade by an interrupted apply is recovered;
-// a configured write-only password replaces the generated one and stays out
-// of state; the cluster imports; monitoring turned off uninstalls the
-// release, its dashboards and Secret and keeps the CRDs.
+// system nodes, llmd's dashboards as sidecar ConfigMaps, its alerts as a
+// PrometheusRule the real CRD accepts and a generated Grafana password in a
+// Secret, never in state. The release's values edited with Helm behind
+// Terraform's back show in the plan and the apply repairs them; a release
+// left pending-upgrade by an interrupted apply is recovered; a configured
+// write-only password replaces the generated one and stays out of state; the
+// cluster imports; monitoring turned off uninstalls the release, its
+// dashboards, alerts and Secret and keeps the CRDs.
 func TestAccInferenceClusterMonitoring(t *testing.T) {
 	g := newInClusterGround(t, "monitor", 1, 2)
 	repo := startMonitoringRepo(t, g.c)
@@ -474,6 +494,7 @@ func TestAccInferenceClusterMonitoring(t *testing.T) {
 				ConfigStateChecks: append(deployedAt(1), statecheck.ExpectKnownValue(clusterRes, tfjsonpath.New("in_cluster_inventory"), knownvalue.ListExact([]knownvalue.Check{
 					knownvalue.StringExact("core/v1/Namespace/-/monitoring"), knownvalue.StringExact("core/v1/Secret/monitoring/" + grafanaAdminSecret),
 					knownvalue.StringExact("core/v1/ConfigMap/monitoring/llmd-dashboard-router"), knownvalue.StringExact("core/v1/ConfigMap/monitoring/llmd-dashboard-vllm"),
+					knownvalue.StringExact("monitoring.coreos.com/v1/PrometheusRule/monitoring/" + workloads.AlertsName),
 				}))),
 				Check: func(s *terraform.State) error {
 					t.Logf("create of cluster + monitoring: %s", time.Since(began).Round(time.Millisecond))
@@ -545,6 +566,13 @@ func TestAccInferenceClusterMonitoring(t *testing.T) {
 					}
 					if _, err := g.c.Client.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1"); err != nil {
 						return fmt.Errorf("the CRDs went with the release: %w", err)
+					}
+					dyn, err := dynamic.NewForConfig(g.c.RESTConfig())
+					if err != nil {
+						return err
+					}
+					if _, err := dyn.Resource(prometheusRuleGVR).Namespace("monitoring").Get(context.Background(), workloads.AlertsName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("the alerts' PrometheusRule after monitoring was turned off: %v", err)
 					}
 					return nil
 				},

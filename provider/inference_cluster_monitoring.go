@@ -76,13 +76,16 @@ func monitoringAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true, Computed: true, Default: objectdefault.StaticValue(monitoringDefault),
 		MarkdownDescription: "kube-prometheus-stack (Prometheus, Alertmanager, Grafana, the prometheus-operator) through Helm, on the system node group, with " +
-			"Grafana dashboards for the vLLM fleet and the router as ConfigMaps the Grafana sidecar loads. Prometheus scrapes every ServiceMonitor and PodMonitor " +
+			"Grafana dashboards for the vLLM fleet and the router as ConfigMaps the Grafana sidecar loads, and llmd's alerts as the PrometheusRule `" + workloads.AlertsName + "` " +
+			"(a vLLM pod not ready for 25 minutes, KV cache over 95% with requests waiting, a staging Job failed, a router down, without ready engines, not ready, " +
+			"or keeping an engine out of scoring, without its KV events or its load): they fire in Prometheus and Alertmanager, which pages nobody until it has a " +
+			"receiver (the chart's default configuration routes every alert to its `null` receiver). Prometheus scrapes every ServiceMonitor and PodMonitor " +
 			"of the cluster (the fleet's and the router's included). The chart's CRDs are applied server-side before every install and upgrade (Helm never upgrades " +
 			"CRDs); a release an interrupted apply left `pending-*` is recovered by the next apply. Uninstalling keeps the CRDs (deleting them would delete every " +
 			"monitor of the cluster). Grafana's admin password: see `grafana_admin_password`.",
 		Attributes: map[string]schema.Attribute{
 			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "Install monitoring; default `true`. `false` uninstalls the release and removes the dashboards and the admin Secret."},
+				MarkdownDescription: "Install monitoring; default `true`. `false` uninstalls the release and removes the dashboards, the alerts and the admin Secret."},
 			"chart_repository": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(addons.DefaultRepository),
 				MarkdownDescription: "Chart repository: `https://...` serving `index.yaml`, or `oci://registry/path`; default `" + addons.DefaultRepository +
 					"`. Point it at a private mirror for VPCs without internet access (no credentials in the URL)."},
@@ -160,15 +163,26 @@ func (m inferenceClusterModel) monitoringInstalledBefore() bool {
 }
 
 // monitoringObjects are llmd's own objects beside the release: its
-// namespace and the dashboards (the admin Secret is written apart, never
-// overwritten when generated).
-func monitoringObjects(m *monitoringPlan) (namespace kube.Object, dashboards []kube.Object, err error) {
+// namespace, the dashboards and the alerts, the PrometheusRule last (the
+// admin Secret is written apart, never overwritten when generated).
+func monitoringObjects(m *monitoringPlan) (namespace kube.Object, objs []kube.Object, err error) {
 	namespace, err = kube.FromApplyConfiguration(corev1ac.Namespace(m.Namespace).WithLabels(map[string]string{"app.kubernetes.io/managed-by": "llmd"}))
 	if err != nil {
 		return namespace, nil, err
 	}
-	dashboards, err = workloads.DashboardConfigMaps(m.Namespace)
-	return namespace, dashboards, err
+	objs, err = workloads.DashboardConfigMaps(m.Namespace)
+	if err != nil {
+		return namespace, nil, err
+	}
+	alerts, err := workloads.AlertsPrometheusRule(m.Namespace)
+	return namespace, append(objs, alerts), err
+}
+
+// alertsServed asks whether the cluster serves the PrometheusRule CRD the
+// release installs (addons.Apply waits until it does); it can be missing
+// only when someone deleted the CRDs behind llmd's back.
+func alertsServed(c *kube.Client) (bool, error) {
+	return c.Serves(workloads.PrometheusRuleKind.GroupVersionKind())
 }
 
 func grafanaSecretRef(namespace string) kube.Ref {
@@ -192,7 +206,7 @@ func (r *inferenceClusterResource) applyMonitoring(ctx context.Context, k *inClu
 		state.Addons = withMonitoringRelease(state.Addons, nil)
 		return nil, nil
 	}
-	ns, dashboards, err := monitoringObjects(want)
+	ns, objs, err := monitoringObjects(want)
 	if err != nil {
 		return nil, err
 	}
@@ -215,11 +229,19 @@ func (r *inferenceClusterResource) applyMonitoring(ctx context.Context, k *inClu
 			return refs, fmt.Errorf("installing monitoring (addons.monitoring.chart_version %s from chart_repository %s): %w", want.Version, want.Repository, err)
 		}
 	}
-	if err := k.c.Apply(ctx, dashboards, true); err != nil {
+	served, err := alertsServed(k.c)
+	if err == nil && !served {
+		err = fmt.Errorf("the cluster does not serve %s, whose CRD the monitoring release installs: the CRDs were deleted; "+
+			"apply again: the refresh reports the drift and the apply installs the release and its CRDs again", workloads.PrometheusRuleKind.GroupVersionKind())
+	}
+	if err == nil {
+		err = k.c.Apply(ctx, objs, true)
+	}
+	if err != nil {
 		state.Addons = withInClusterStatus(state.Addons, "monitoring", "failed: "+err.Error())
 		return refs, err
 	}
-	return append(refs, kube.Refs(dashboards)...), nil
+	return append(refs, kube.Refs(objs)...), nil
 }
 
 // writeGrafanaSecret writes the configured password, or generates one when
@@ -267,11 +289,19 @@ func (r *inferenceClusterResource) readMonitoring(ctx context.Context, k *inClus
 		state.Addons = withInClusterStatus(state.Addons, "monitoring", fmt.Sprintf("drift: release %s/%s is missing", want.Namespace, want.Release))
 		return false, nil, nil
 	}
-	ns, dashboards, err := monitoringObjects(want)
+	ns, objs, err := monitoringObjects(want)
 	if err != nil {
 		return true, nil, err
 	}
-	objDrift, err := k.c.Drift(ctx, dashboards)
+	served, err := alertsServed(k.c)
+	if err != nil {
+		return true, nil, err
+	}
+	if !served {
+		objs = objs[:len(objs)-1]
+		drift = append(drift, workloads.PrometheusRuleKind.GroupVersionKind().String()+" is not served (the CRDs are gone)")
+	}
+	objDrift, err := k.c.Drift(ctx, objs)
 	if err != nil {
 		return true, nil, err
 	}
@@ -290,7 +320,7 @@ func (r *inferenceClusterResource) readMonitoring(ctx context.Context, k *inClus
 	if len(drift) > 0 {
 		state.Addons = withInClusterStatus(state.Addons, "monitoring", "drift: "+strings.Join(drift, "; "))
 	}
-	refs := append([]kube.Ref{ns.Ref, grafanaSecretRef(want.Namespace)}, kube.Refs(dashboards)...)
+	refs := append([]kube.Ref{ns.Ref, grafanaSecretRef(want.Namespace)}, kube.Refs(objs)...)
 	return true, refs, nil
 }
 
