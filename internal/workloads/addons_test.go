@@ -96,10 +96,23 @@ type grafanaDashboard struct {
 	} `json:"panels"`
 }
 
-// vllmMetrics are the series vLLM exposes that the fleet dashboard may use
-// (PROTOCOLS.md section 3, vLLM's /metrics).
-var vllmMetrics = []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-	"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds"}
+// vllmMetrics are the series vLLM exports that dashboards and alerts may
+// use, read from testdata/vllm-metrics.txt (taken from vLLM's source; see
+// its header).
+func vllmMetrics(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "vllm-metrics.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			names = append(names, line)
+		}
+	}
+	return names
+}
 
 var metricName = regexp.MustCompile(`(vllm:[a-z_]+|llmd_router_[a-z_]+)`)
 
@@ -134,6 +147,7 @@ func routerMetricNames(t *testing.T) map[string]bool {
 
 func TestDashboardsQueryRealMetrics(t *testing.T) {
 	router := routerMetricNames(t)
+	exported := vllmMetrics(t)
 	ds, err := Dashboards()
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +155,8 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 	if len(ds) != 2 || ds[0].Name != "router" || ds[1].Name != "vllm" {
 		t.Fatalf("dashboards %v, want router and vllm", ds)
 	}
-	wantUsed := map[string][]string{"vllm": vllmMetrics,
+	wantUsed := map[string][]string{"vllm": {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+		"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds"},
 		"router": {"llmd_router_decisions_total", "llmd_router_prefix_blocks_matched_ratio", "llmd_router_upstream_first_byte_seconds", "llmd_router_pod_in_flight"}}
 	for _, d := range ds {
 		var g grafanaDashboard
@@ -166,7 +181,7 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 					}
 					used[base] = true
 					switch {
-					case strings.HasPrefix(base, "vllm:") && !slices.Contains(vllmMetrics, base):
+					case strings.HasPrefix(base, "vllm:") && !slices.Contains(exported, base):
 						t.Errorf("%s panel %q queries %s, which vLLM does not expose", d.Name, p.Title, m)
 					case strings.HasPrefix(base, "llmd_router_") && !router[base]:
 						t.Errorf("%s panel %q queries %s, which no router collector declares", d.Name, p.Title, m)
