@@ -77,8 +77,8 @@ func monitoringAttribute() schema.SingleNestedAttribute {
 		Optional: true, Computed: true, Default: objectdefault.StaticValue(monitoringDefault),
 		MarkdownDescription: "kube-prometheus-stack (Prometheus, Alertmanager, Grafana, the prometheus-operator) through Helm, on the system node group, with " +
 			"Grafana dashboards for the vLLM fleet and the router as ConfigMaps the Grafana sidecar loads, and llmd's alerts as the PrometheusRule `" + workloads.AlertsName + "` " +
-			"(a vLLM pod not ready for 25 minutes, KV cache over 95% with requests waiting, a staging Job failed, a router down, without ready engines, not ready, " +
-			"or keeping an engine out of scoring, without its KV events or its load): they fire in Prometheus and Alertmanager, which pages nobody until it has a " +
+			"(a router that sees no ready engine, or keeps one out of scoring, without its KV events or without its load, for 5 minutes; each fleet and " +
+			"router carries its own rule for its pods, its KV cache and its staging Job): they fire in Prometheus and Alertmanager, which pages nobody until it has a " +
 			"receiver (the chart's default configuration routes every alert to its `null` receiver). Prometheus scrapes every ServiceMonitor and PodMonitor " +
 			"of the cluster (the fleet's and the router's included). The chart's CRDs are applied server-side before every install and upgrade (Helm never upgrades " +
 			"CRDs); a release an interrupted apply left `pending-*` is recovered by the next apply. Uninstalling keeps the CRDs (deleting them would delete every " +

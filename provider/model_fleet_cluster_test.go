@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -215,6 +217,13 @@ func TestAccModelFleetPlanErrors(t *testing.T) {
 		"quantity":        {`resources = { memory = "lots" }`, `resources\.memory:\s+"lots"\s+is\s+not\s+a\s+Kubernetes\s+quantity`},
 		"unknown type":    {`kubernetes = { config_path = "/dev/null", instance_type = "x9.huge" }`, `resources:\s+instance\s+type\s+"x9.huge"\s+has\s+no\s+built-in`},
 		"toleration form": {`scheduling = { tolerations = ["nvidia.com/gpu"] }`, `scheduling\.tolerations:.*want\s+key=value:Effect`},
+		"open baseline": {`baseline_service = { type = "LoadBalancer", internal = false }`,
+			`(?s)baseline_service:\s+an\s+internet-facing\s+load\s+balancer.*set\s+baseline_service.load_balancer_source_ranges`},
+		"open by annotation": {`baseline_service = { type = "LoadBalancer", annotations = { "service.beta.kubernetes.io/aws-load-balancer-internal" = "false" } }`,
+			`(?s)baseline_service:\s+an\s+internet-facing\s+load\s+balancer`},
+		"branch revision": {`model = { source = "hf://Qwen/Qwen2.5-7B-Instruct@main" }`, `model.source:\s+revision\s+"main"\s+is\s+not\s+a\s+commit`},
+		"baseline ranges without LB": {`baseline_service = { load_balancer_source_ranges = ["10.0.0.0/8"] }`,
+			`baseline_service.load_balancer_source_ranges:\s+only\s+a\s+LoadBalancer`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -243,48 +252,95 @@ resource "llmd_model_fleet" "test" {
 }
 
 // TestAccModelFleetStaging: weights staged from a pinned Hugging Face
-// revision by a Job that completes before the Deployment exists, with the
-// write-only token in a Secret and nowhere in state; a staging Job that
-// fails stops the apply with the Job's name and its last log line (kwok,
-// through a stage of the test ground's, plays the failing container).
+// commit into <path>/<commit> by a Job off the GPU nodes that completes
+// before the Deployment exists, with the write-only token in a Secret and
+// nowhere in state. Day two: a new vLLM image is an ordinary apply (a new
+// Job, the old one pruned); a new commit rolls the pods onto its own
+// directory and the router's tokenizer path follows; a Job that failed
+// stops the apply with the Hub's words, and the next apply runs it anew
+// instead of returning the old failure (kwok, through a stage of the test
+// ground's, plays the failing container); fixed, it recovers.
 func TestAccModelFleetStaging(t *testing.T) {
 	c, moto := fleetSetup(t, 2)
+	systemNodes := c.AddSystemNodes(t, "fleet-stage-system", 1)
 	const ns, token = "fleet-stage", "hf_testtokenthatmustnotleak"
+	const commit1, commit2 = "a09a35458c702b33eeacc393d103063234e8bc28", "bb46c15ee4bb56c5b63245ef50fd7637234d6f75"
 	cfg := func(body string) string {
 		return directFleetConfig(c, moto, "staged", ns, `
   replicas = 2
   hf_token = "`+token+`"
 `+body)
 	}
+	model := func(commit, extra string) string {
+		return "  model = {\n    source = \"hf://Qwen/Qwen2.5-7B-Instruct@" + commit + "\"\n" + extra + "  }\n"
+	}
+	ctx := context.Background()
+	jobs := func() ([]batchv1.Job, error) {
+		l, err := c.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/fleet=staged"})
+		if err != nil {
+			return nil, err
+		}
+		// A pruned Job may linger a moment with its pods.
+		return slices.DeleteFunc(l.Items, func(j batchv1.Job) bool { return j.DeletionTimestamp != nil }), nil
+	}
+	// servedBy checks that the Deployment serves commit from its own
+	// directory and every pod runs that template.
+	servedBy := func(commit string) error {
+		dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "staged", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		tpl := dep.Spec.Template
+		if got := tpl.Spec.Containers[0].Args[0]; got != "/models/Qwen2.5-7B-Instruct/"+commit || tpl.Annotations["llmd.dev/model-revision"] != commit {
+			return fmt.Errorf("Deployment serves %s (revision %q), want commit %s", got, tpl.Annotations["llmd.dev/model-revision"], commit)
+		}
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/fleet=staged,app.kubernetes.io/component=decode"})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Annotations["llmd.dev/model-revision"] != commit {
+				return fmt.Errorf("pod %s serves revision %q after the rollout", p.Name, p.Annotations["llmd.dev/model-revision"])
+			}
+		}
+		return nil
+	}
+	var failedUID string
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy:             checkNamespaceEmpty(c, ns),
 		Steps: []resource.TestStep{
 			{
-				Config: cfg(`  model = { source = "hf://Qwen/Qwen2.5-7B-Instruct@a09a35458c702b33eeacc393d103063234e8bc28" }`),
+				Config: cfg(model(commit1, "")),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("ready_replicas"), knownvalue.Int64Exact(2)),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("hf_token"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("tokenizer_path"),
+						knownvalue.StringExact("Qwen2.5-7B-Instruct/"+commit1+"/tokenizer.json")),
 				},
 				Check: func(s *terraform.State) error {
-					ctx := context.Background()
 					for _, v := range s.RootModule().Resources[fleetRes].Primary.Attributes {
 						if strings.Contains(v, token) {
 							return fmt.Errorf("the Hugging Face token is in state")
 						}
 					}
-					jobs, err := c.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/fleet=staged"})
-					if err != nil || len(jobs.Items) != 1 || jobs.Items[0].Status.CompletionTime == nil {
-						return fmt.Errorf("want one completed staging Job, got %d (%v)", len(jobs.Items), err)
+					items, err := jobs()
+					if err != nil || len(items) != 1 || items[0].Status.CompletionTime == nil {
+						return fmt.Errorf("want one completed staging Job, got %d (%v)", len(items), err)
 					}
-					job := jobs.Items[0]
+					job := items[0]
 					env := map[string]string{}
 					for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 						env[e.Name] = e.Value
 					}
-					if env["REPO"] != "Qwen/Qwen2.5-7B-Instruct" || env["REVISION"] != "a09a35458c702b33eeacc393d103063234e8bc28" || env["TARGET"] != "/models/Qwen2.5-7B-Instruct" {
+					if env["REPO"] != "Qwen/Qwen2.5-7B-Instruct" || env["REVISION"] != commit1 || env["TARGET"] != "/models/Qwen2.5-7B-Instruct/"+commit1 ||
+						env["NVIDIA_VISIBLE_DEVICES"] != "void" {
 						return fmt.Errorf("staging Job env %v", env)
+					}
+					jobPods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
+					if err != nil || len(jobPods.Items) == 0 || !slices.Contains(systemNodes, jobPods.Items[0].Spec.NodeName) {
+						return fmt.Errorf("staging pod not on a system node %v (%v)", systemNodes, err)
 					}
 					dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "staged", metav1.GetOptions{})
 					if err != nil {
@@ -297,23 +353,80 @@ func TestAccModelFleetStaging(t *testing.T) {
 					if err != nil || string(secret.Data["token"]) != token {
 						return fmt.Errorf("token Secret: %v", err)
 					}
+					return servedBy(commit1)
+				},
+			},
+			{
+				// A vLLM upgrade with model.source set: the staging Job's image
+				// follows vllm.image, and its template cannot change.
+				Config: cfg(model(commit1, "") + "  vllm = { image = \"vllm/vllm-openai:v0.30.1\" }\n"),
+				Check: func(*terraform.State) error {
+					items, err := jobs()
+					if err != nil || len(items) != 1 || items[0].Spec.Template.Spec.Containers[0].Image != "vllm/vllm-openai:v0.30.1" {
+						return fmt.Errorf("after the upgrade want one staging Job on the new image, got %d (%v)", len(items), err)
+					}
 					return nil
 				},
 			},
 			{
-				Config: cfg(`  model = {
-    source        = "hf://Qwen/Qwen2.5-7B-Instruct@main"
-    staging_image = "` + testenv.FailingJobImage + `"
-  }`),
+				Config: cfg(model(commit2, "") + "  vllm = { image = \"vllm/vllm-openai:v0.30.1\" }\n"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("tokenizer_path"),
+						knownvalue.StringExact("Qwen2.5-7B-Instruct/"+commit2+"/tokenizer.json")),
+				},
+				Check: func(*terraform.State) error { return servedBy(commit2) },
+			},
+			{
+				Config: cfg(model(commit2, "    staging_image = \""+testenv.FailingJobImage+"\"\n")),
 				ExpectError: regexp.MustCompile(`(?s)Job\s+fleet-stage/staged-stage-[0-9a-f]{8}\s+did\s+not\s+roll\s+out\s+\(JobFailed\).*last\s+log\s+line:\s+` +
 					regexp.QuoteMeta(testenv.FailingJobLastLine)[:40]),
+			},
+			{
+				// The same configuration again (the outage goes on): the apply
+				// runs the Job anew rather than quoting the old failure.
+				PreConfig: func() {
+					items, err := jobs()
+					if err != nil || len(items) == 0 {
+						t.Fatalf("no failed staging Job (%v)", err)
+					}
+					for _, j := range items {
+						if j.Spec.Template.Spec.Containers[0].Image == testenv.FailingJobImage {
+							failedUID = string(j.UID)
+						}
+					}
+				},
+				Config:      cfg(model(commit2, "    staging_image = \""+testenv.FailingJobImage+"\"\n")),
+				ExpectError: regexp.MustCompile(`(?s)\(JobFailed\)`),
+			},
+			{
+				PreConfig: func() {
+					items, err := jobs()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, j := range items {
+						if j.Spec.Template.Spec.Containers[0].Image == testenv.FailingJobImage && string(j.UID) == failedUID {
+							t.Fatalf("the second apply left the failed Job %s in place instead of running it anew", j.Name)
+						}
+					}
+				},
+				Config: cfg(model(commit2, "") + "  vllm = { image = \"vllm/vllm-openai:v0.30.1\" }\n"),
+				Check: func(*terraform.State) error {
+					items, err := jobs()
+					if err != nil || len(items) != 1 || items[0].Status.CompletionTime == nil {
+						var seen []string
+						for _, j := range items {
+							seen = append(seen, fmt.Sprintf("%s (%s, completed %v)", j.Name, j.Spec.Template.Spec.Containers[0].Image, j.Status.CompletionTime))
+						}
+						return fmt.Errorf("after the recovery want one completed staging Job, got %v (%v)", seen, err)
+					}
+					return servedBy(commit2)
+				},
 			},
 		},
 	})
 }
 
-// TestAccModelFleetPodMonitor: the PodMonitor is never required at plan;
-// once the real prometheus-operator CRD is installed, the next plan shows it
 // missing and the apply adds it.
 func TestAccModelFleetPodMonitor(t *testing.T) {
 	c, moto := fleetSetup(t, 1)

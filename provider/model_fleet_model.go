@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
@@ -97,6 +98,10 @@ type fleetSettings struct {
 		Type        string            `json:"type"`
 		Port        int64             `json:"port"`
 		Annotations map[string]string `json:"annotations"`
+		// Internal is a pointer so that settings written before it existed
+		// read as the default (true), not as internet-facing.
+		Internal     *bool    `json:"internal,omitempty"`
+		SourceRanges []string `json:"load_balancer_source_ranges"`
 	} `json:"baseline_service"`
 	ForceConflicts bool `json:"force_conflicts"`
 	WaitForRollout bool `json:"wait_for_rollout"`
@@ -169,7 +174,8 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 			ExtraArgs: s.VLLM.ExtraArgs, Env: s.VLLM.Env},
 		KVEvents: workloads.KVEvents{Port: int(s.KVEvents.Port), ReplayPort: int(s.KVEvents.ReplayPort), Topic: s.KVEvents.Topic},
 		Rollout:  workloads.Rollout{MaxUnavailable: int(s.Rollout.MaxUnavailable), MaxSurge: int(s.Rollout.MaxSurge), StartupSeconds: int(startup.Seconds())},
-		Baseline: workloads.Baseline{Enabled: s.Baseline.Enabled, Type: s.Baseline.Type, Port: int(s.Baseline.Port), Annotations: s.Baseline.Annotations},
+		Baseline: workloads.Baseline{Enabled: s.Baseline.Enabled, Exposure: workloads.Exposure{Type: s.Baseline.Type, Port: int(s.Baseline.Port),
+			Internal: s.Baseline.Internal == nil || *s.Baseline.Internal, SourceRanges: s.Baseline.SourceRanges, Annotations: s.Baseline.Annotations}},
 	}
 	if s.Baseline.Name != nil {
 		f.Baseline.Name = *s.Baseline.Name
@@ -182,6 +188,10 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 		f.Staging = &workloads.Staging{Repo: repo, Revision: rev, Image: s.VLLM.Image}
 		if s.Model.StagingImage != nil {
 			f.Staging.Image = *s.Model.StagingImage
+		}
+		if conn.cluster != nil {
+			// Off the GPU nodes: the system node group llmd_inference_cluster makes.
+			f.Staging.NodeSelector = systemDefaults.labels
 		}
 	}
 	instance, lookupErr := workloads.LookupInstance(conn.instanceType())
@@ -237,6 +247,12 @@ func (m *modelFleetModel) restore(ctx context.Context, raw string) diag.Diagnost
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		diags.AddError("Importing model fleet", fmt.Sprintf("the Deployment's %s annotation is not readable: %v", settingsAnnotation, err))
 		return diags
+	}
+	if s.Baseline.Internal == nil { // written by a provider before baseline_service.internal
+		s.Baseline.Internal = ptr.To(true)
+	}
+	if s.Baseline.SourceRanges == nil {
+		s.Baseline.SourceRanges = []string{}
 	}
 	m.Name, m.Namespace, m.Replicas = types.StringValue(s.Name), types.StringValue(s.Namespace), types.Int64Value(s.Replicas)
 	m.ForceConflicts, m.WaitForRollout = types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)

@@ -100,14 +100,31 @@ func (m modelFleetModel) desired(ctx context.Context) (desired, error) {
 	return desired{settings: s, conn: conn, fleet: f, objects: objs, hash: hash}, nil
 }
 
-// withMonitoring adds the PodMonitor when the cluster serves its CRD (asked
-// at apply and refresh, never at plan).
+// withMonitoring adds the PodMonitor and the alerting rules when the
+// cluster serves their CRDs (asked at apply and refresh, never at plan).
 func (d desired) withMonitoring(c *kube.Client) ([]kube.Object, error) {
 	served, err := c.Serves(workloads.PodMonitorKind.GroupVersionKind())
 	if err != nil || !served {
 		return d.objects, err
 	}
-	return d.fleet.Objects(true)
+	objs, err := d.fleet.Objects(true)
+	if err != nil {
+		return nil, err
+	}
+	return withAlertRule(c, objs, d.fleet.AlertRule)
+}
+
+// withAlertRule appends a PrometheusRule when the cluster serves its CRD.
+func withAlertRule(c *kube.Client, objs []kube.Object, rule func() (kube.Object, error)) ([]kube.Object, error) {
+	served, err := c.Serves(workloads.PrometheusRuleKind.GroupVersionKind())
+	if err != nil || !served {
+		return objs, err
+	}
+	o, err := rule()
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, o), nil
 }
 
 func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -249,11 +266,19 @@ func (r *modelFleetResource) applyObjects(ctx context.Context, c *kube.Client, d
 			return keep, err
 		}
 	}
+	// A Job that failed (a Hub outage, a token granted since) is run anew;
+	// its download directory, with the files finished so far, stays.
+	if _, err := c.ReplaceFailedJob(ctx, d.fleet.Namespace, d.fleet.StagingJobName()); err != nil {
+		return keep, err
+	}
 	if err := c.Apply(ctx, objs[jobAt:jobAt+1], d.settings.ForceConflicts); err != nil {
 		return keep, err
 	}
 	if err := c.WaitJob(ctx, d.fleet.Namespace, d.fleet.StagingJobName()); err != nil {
 		return keep, fmt.Errorf("staging the weights from %s@%s: %w", d.fleet.Staging.Repo, d.fleet.Staging.Revision, err)
+	}
+	if err := c.DeleteOtherJobs(ctx, d.fleet.Namespace, d.fleet.StagingSelector(), d.fleet.StagingJobName()); err != nil {
+		return keep, err
 	}
 	return keep, c.Apply(ctx, objs[jobAt+1:], d.settings.ForceConflicts)
 }
@@ -294,7 +319,38 @@ func (r *modelFleetResource) refresh(ctx context.Context, c *kube.Client, dep *a
 	state.RouterTarget = routerTargetObject(d.fleet.Target())
 	state.BaselineEndpoint = types.StringValue(baselineEndpoint(d.fleet))
 	state.ReadyReplicas = types.Int64Value(int64(dep.Status.ReadyReplicas))
-	return objs, d.hash, err
+	hash := d.hash
+	if left := leftovers(ctx, state.Inventory, objs, d.fleet); len(left) > 0 {
+		// A failed apply's objects (a staging Job that failed) stay in the
+		// inventory; configuring the last good settings again must still
+		// plan the update that prunes them.
+		hash = "drift: left by an earlier apply: " + strings.Join(left, ", ")
+	}
+	return objs, hash, err
+}
+
+// leftovers are the inventory's objects the settings no longer render
+// (the Hub token's Secret, applied beside them, excepted).
+func leftovers(ctx context.Context, inventory types.List, objs []kube.Object, f workloads.Fleet) []string {
+	var refs []kube.Ref
+	if inventoryRefs(ctx, inventory, &refs).HasError() {
+		return nil
+	}
+	want := map[kube.Ref]bool{{Kind: "Secret", Namespace: f.Namespace, Name: f.TokenSecretName()}: true}
+	for _, o := range objs {
+		r := o.Ref
+		r.Group, r.Version = "", ""
+		want[r] = true
+	}
+	var left []string
+	for _, r := range refs {
+		k := r
+		k.Group, k.Version = "", ""
+		if !want[k] {
+			left = append(left, r.Describe())
+		}
+	}
+	return left
 }
 
 // ImportState takes `<cluster>/<namespace>/<name>`: the EKS cluster's name

@@ -46,7 +46,8 @@ var (
 	fleetKVTypes       = map[string]attr.Type{"port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType}
 	fleetRolloutTypes  = map[string]attr.Type{"max_unavailable": types.Int64Type, "max_surge": types.Int64Type, "startup_timeout": types.StringType}
 	fleetBaselineTypes = map[string]attr.Type{"enabled": types.BoolType, "name": types.StringType, "type": types.StringType, "port": types.Int64Type,
-		"annotations": types.MapType{ElemType: types.StringType}}
+		"annotations": types.MapType{ElemType: types.StringType}, "internal": types.BoolType,
+		"load_balancer_source_ranges": types.ListType{ElemType: types.StringType}}
 	routerTargetTypes = map[string]attr.Type{"namespace": types.StringType, "selector": types.StringType, "http_port": types.Int64Type,
 		"kv_events_port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType, "block_size": types.Int64Type,
 		"served_model": types.StringType, "claim_name": types.StringType, "model_path": types.StringType,
@@ -77,9 +78,13 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 					MarkdownDescription: "Name requests carry (`--served-model-name`); default `" + defaultModelName + "`."},
 				"path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultModelPath),
 					Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[^/.][^\s]*$`), "must be a relative path on the volume, such as Qwen2.5-7B-Instruct")},
-					MarkdownDescription: "Directory of the weights on the volume, relative to its root; `tokenizer.json` and `tokenizer_config.json` sit there too. Default `" + defaultModelPath + "`."},
+					MarkdownDescription: "Directory of the weights on the volume, relative to its root; `tokenizer.json` and `tokenizer_config.json` sit there too. With `source`, each commit is staged into `<path>/<commit>` and served from there. Default `" + defaultModelPath + "`."},
 				"source": schema.StringAttribute{Optional: true,
-					MarkdownDescription: "`hf://<org>/<model>@<revision>`: before the rollout, a Job downloads that revision into `path` on the volume (once: a marker per revision makes reruns exit at once) and the pods start only after it completed. Unset: the weights are already there (an FSx data repository association, or staged by hand)."},
+					MarkdownDescription: "`hf://<org>/<model>@<commit>` (the full 40-hex commit: a branch or tag moves): before the rollout, a Job downloads that commit into `<path>/<commit>` on the volume " +
+						"and the pods start only after it completed. A new commit is staged beside the one the pods serve, then the pods roll onto it one at a time (and `router_target`'s tokenizer paths follow); " +
+						"the old directory stays on the volume (its storage is FSx capacity you pay for: delete it by hand once no pod reads it). The Job runs off the GPU nodes (the system node group on an llmd cluster), " +
+						"gives up after 3 hours, and is run anew by the next apply when it failed, keeping the files it finished. A commit staged by a provider before this layout (in `path` itself) is linked, not downloaded again. " +
+						"Unset: the weights are already in `path` (an FSx data repository association, or staged by hand)."},
 				"staging_image": schema.StringAttribute{Optional: true,
 					MarkdownDescription: "Image of the staging Job (needs `huggingface_hub` and a shell); default the vLLM image, which has both."},
 			}},
@@ -157,7 +162,8 @@ func vllmAttribute() schema.SingleNestedAttribute {
 		MarkdownDescription: "The engine. Every change rolls the pods, one at a time.",
 		Attributes: map[string]schema.Attribute{
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVLLMImage),
-				MarkdownDescription: "vLLM image; default `" + defaultVLLMImage + "` (map-form KV events with replay)."},
+				MarkdownDescription: "vLLM image; default `" + defaultVLLMImage + "` (map-form KV events with replay), pinned by tag: no source we could read states its digest. " +
+					"The fleet passes `--enable-scale-out` and `--disable-access-log-for-endpoints`, so the image must be vLLM 0.30 or later."},
 			"block_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(64),
 				Validators:          []validator.Int64{int64validator.OneOf(16, 32, 64, 128)},
 				MarkdownDescription: "Tokens per KV block (`--block-size`); the router keys its index by it. Default `64`."},
@@ -174,7 +180,7 @@ func vllmAttribute() schema.SingleNestedAttribute {
 			"extra_args": schema.ListAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: listdefault.StaticValue(emptyList),
 				MarkdownDescription: "More `vllm serve` flags. Flags the fleet sets itself (block size, ports, KV events, model, memory, TP) are refused: use their attributes."},
 			"env": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: mapdefault.StaticValue(emptyMap),
-				MarkdownDescription: "More environment variables (`VLLM_PORT`, `POD_IP`, `USER` and `VLLM_ENABLE_SCALE_OUT_ENDPOINTS` are the fleet's)."},
+				MarkdownDescription: "More environment variables (`VLLM_PORT`, `POD_IP`, `USER` and `HF_HUB_OFFLINE` are the fleet's)."},
 		}}
 }
 
@@ -238,19 +244,28 @@ func fleetBaselineAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetBaselineTypes, map[string]attr.Value{
 			"enabled": types.BoolValue(true), "name": types.StringNull(), "type": types.StringValue("ClusterIP"), "port": types.Int64Value(8000),
-			"annotations": types.MapValueMust(types.StringType, map[string]attr.Value{})})),
-		MarkdownDescription: "The round-robin Service over the pods: the A/B baseline the router is measured against.",
+			"annotations": types.MapValueMust(types.StringType, map[string]attr.Value{}), "internal": types.BoolValue(true),
+			"load_balancer_source_ranges": types.ListValueMust(types.StringType, []attr.Value{})})),
+		MarkdownDescription: "The round-robin Service over the pods: the A/B baseline the router is measured against. It has no API key of its own " +
+			"(vLLM's `--api-key` leaves `/invocations` open), so a `LoadBalancer` is internal by default and internet-facing only with `load_balancer_source_ranges`.",
 		Attributes: map[string]schema.Attribute{
 			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), MarkdownDescription: "Default `true`."},
 			"name": schema.StringAttribute{Optional: true,
 				Validators:          []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a DNS label"), stringvalidator.NoneOf("vllm")},
 				MarkdownDescription: "Service name; default `<name>-baseline`. Never `vllm` (Kubernetes would inject `VLLM_PORT`, which vLLM misreads)."},
 			"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ClusterIP"),
-				Validators: []validator.String{stringvalidator.OneOf("ClusterIP", "LoadBalancer")}, MarkdownDescription: "`ClusterIP` (default) or `LoadBalancer`."},
+				Validators:          []validator.String{stringvalidator.OneOf("ClusterIP", "LoadBalancer")},
+				MarkdownDescription: "`ClusterIP` (default: in-cluster only, free) or `LoadBalancer` (an AWS Network Load Balancer, billed per hour and per LCU while it exists)."},
 			"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8000),
 				Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "Service port; default `8000`."},
+			"internal": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "A `LoadBalancer` inside the VPC (default `true`); `false` faces the internet and requires `load_balancer_source_ranges`. " +
+					"Sets `service.beta.kubernetes.io/aws-load-balancer-internal` (EKS's built-in controller) and `aws-load-balancer-scheme` (the AWS Load Balancer Controller), with `aws-load-balancer-type = nlb`."},
+			"load_balancer_source_ranges": schema.ListAttribute{ElementType: types.StringType, Optional: true, Computed: true,
+				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
+				MarkdownDescription: "CIDRs allowed to reach a `LoadBalancer` (enforced in the nodes' security group rules)."},
 			"annotations": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true,
 				Default:             mapdefault.StaticValue(types.MapValueMust(types.StringType, map[string]attr.Value{})),
-				MarkdownDescription: "Service annotations (e.g. an internal NLB's)."},
+				MarkdownDescription: "More Service annotations, overriding the defaults of `internal`."},
 		}}
 }

@@ -27,6 +27,8 @@ type prefixRouterModel struct {
 	Name                 types.String   `tfsdk:"name"`
 	Namespace            types.String   `tfsdk:"namespace"`
 	Image                types.String   `tfsdk:"image"`
+	APIKey               types.String   `tfsdk:"api_key"`
+	APIKeyVersion        types.String   `tfsdk:"api_key_version"`
 	Replicas             types.Int64    `tfsdk:"replicas"`
 	BlockSize            types.Int64    `tfsdk:"block_size"`
 	ServedModel          types.String   `tfsdk:"served_model"`
@@ -105,8 +107,10 @@ type routerSettings struct {
 		NodeSelector map[string]string `json:"node_selector,omitempty"`
 		Tolerations  []string          `json:"tolerations,omitempty"`
 	} `json:"scheduling,omitempty"`
-	LogLevel string `json:"log_level"`
-	Metrics  *struct {
+	// APIKeyVersion says a key is set (the key itself is write-only, in a Secret).
+	APIKeyVersion *string `json:"api_key_version,omitempty"`
+	LogLevel      string  `json:"log_level"`
+	Metrics       *struct {
 		ServiceMonitor *bool `json:"service_monitor,omitempty"`
 	} `json:"metrics,omitempty"`
 	ForceConflicts bool `json:"force_conflicts"`
@@ -116,12 +120,9 @@ type routerSettings struct {
 // routerSettingsAnnotation holds the router's settings on its Deployment.
 const routerSettingsAnnotation = "llmd.dev/router-settings"
 
-// awsSchemeAnnotation is the AWS load balancer's scheme, from service.internal.
-const awsSchemeAnnotation = "service.beta.kubernetes.io/aws-load-balancer-scheme"
-
 // known reports whether every input is known.
 func (m prefixRouterModel) known() bool {
-	for _, v := range []attr.Value{m.Fleet, m.Name, m.Namespace, m.Image, m.Replicas, m.BlockSize, m.ServedModel, m.Scoring, m.Limits,
+	for _, v := range []attr.Value{m.Fleet, m.Name, m.Namespace, m.Image, m.APIKeyVersion, m.Replicas, m.BlockSize, m.ServedModel, m.Scoring, m.Limits,
 		m.Service, m.Resources, m.Scheduling, m.LogLevel, m.Metrics, m.ForceConflicts, m.WaitForRollout} {
 		if !fullyKnown(v) {
 			return false
@@ -136,6 +137,7 @@ func (m prefixRouterModel) settings() (routerSettings, diag.Diagnostics) {
 	s.Name, s.Namespace, s.Image, s.Replicas = m.Name.ValueString(), m.Namespace.ValueString(), m.Image.ValueString(), m.Replicas.ValueInt64()
 	s.LogLevel, s.ForceConflicts, s.WaitForRollout = m.LogLevel.ValueString(), m.ForceConflicts.ValueBool(), m.WaitForRollout.ValueBool()
 	s.BlockSize, s.ServedModel = m.BlockSize.ValueInt64Pointer(), m.ServedModel.ValueStringPointer()
+	s.APIKeyVersion = m.APIKeyVersion.ValueStringPointer()
 	for _, part := range []struct {
 		v    types.Object
 		into any
@@ -209,8 +211,9 @@ func (s routerSettings) router(conn connection) (workloads.Router, error) {
 			KVEventsPort: int(s.Fleet.KVEventsPort), ReplayPort: int(s.Fleet.ReplayPort), Topic: s.Fleet.Topic, BlockSize: int(s.Fleet.BlockSize),
 			ServedModel: s.Fleet.ServedModel, ClaimName: s.Fleet.ClaimName, ModelPath: s.Fleet.ModelPath,
 			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath},
-		Limits:    workloads.RouterLimits{MaxInFlightPerPod: int(s.Limits.MaxInFlightPerPod), MaxQueue: int(s.Limits.MaxQueue)},
-		Service:   workloads.RouterService{Type: s.Service.Type, Port: int(s.Service.Port), SourceRanges: s.Service.SourceRanges, Annotations: map[string]string{}},
+		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.Limits.MaxInFlightPerPod), MaxQueue: int(s.Limits.MaxQueue)},
+		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,
+			SourceRanges: s.Service.SourceRanges, Annotations: s.Service.Annotations},
 		Resources: workloads.RouterResources{CPU: "1", Memory: "1Gi", MemoryLimit: "2Gi"},
 	}
 	if r.Limits.QueueTimeout, err = time.ParseDuration(s.Limits.QueueTimeout); err != nil {
@@ -225,11 +228,8 @@ func (s routerSettings) router(conn connection) (workloads.Router, error) {
 	for _, sc := range s.Scoring.Scorers {
 		r.Scorers = append(r.Scorers, config.Scorer{Type: sc.Type, Weight: sc.Weight, Params: sc.Params})
 	}
-	if s.Service.Type == "LoadBalancer" {
-		r.Service.Annotations[awsSchemeAnnotation] = map[bool]string{true: "internal", false: "internet-facing"}[s.Service.Internal]
-	}
-	for k, v := range s.Service.Annotations {
-		r.Service.Annotations[k] = v
+	if s.APIKeyVersion != nil {
+		r.APIKeyVersion = *s.APIKeyVersion
 	}
 	if res := s.Resources; res != nil {
 		for _, o := range []struct {
@@ -284,6 +284,7 @@ func (m *prefixRouterModel) restore(ctx context.Context, raw string) diag.Diagno
 	m.Name, m.Namespace, m.Image, m.Replicas = types.StringValue(s.Name), types.StringValue(s.Namespace), types.StringValue(s.Image), types.Int64Value(s.Replicas)
 	m.LogLevel, m.ForceConflicts, m.WaitForRollout = types.StringValue(s.LogLevel), types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)
 	m.BlockSize, m.ServedModel = types.Int64PointerValue(s.BlockSize), types.StringPointerValue(s.ServedModel)
+	m.APIKeyVersion = types.StringPointerValue(s.APIKeyVersion)
 	for _, part := range []struct {
 		from  any
 		types map[string]attr.Type

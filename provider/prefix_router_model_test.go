@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/defaults"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
@@ -57,16 +58,20 @@ func TestRouterSettingsPlacementAndService(t *testing.T) {
 		t.Errorf("on a cluster made elsewhere the node selector is %v, want none", elsewhere.NodeSelector)
 	}
 	s.Service.Type, s.Service.Internal = "LoadBalancer", false
+	if _, err := s.router(connection{}); err == nil {
+		t.Error("an internet-facing router without source ranges or an API key is accepted")
+	}
+	s.Service.SourceRanges = []string{"203.0.113.0/24"}
 	lb, err := s.router(connection{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lb.Service.Annotations[awsSchemeAnnotation]; got != "internet-facing" {
-		t.Errorf("scheme %q, want internet-facing", got)
+	if !lb.Service.InternetFacing() || lb.Service.Internal {
+		t.Errorf("service.internal = false gives %+v", lb.Service)
 	}
-	s.Service.Annotations = map[string]string{awsSchemeAnnotation: "internal"}
-	if lb, err = s.router(connection{}); err != nil || lb.Service.Annotations[awsSchemeAnnotation] != "internal" {
-		t.Errorf("an explicit scheme annotation is overridden: %v %v", lb.Service.Annotations, err)
+	s.Service.SourceRanges, s.APIKeyVersion = nil, ptr.To("1")
+	if lb, err = s.router(connection{}); err != nil || lb.APIKeyVersion != "1" {
+		t.Errorf("an internet-facing router with an API key: %v %+v", err, lb)
 	}
 	s.Limits.DrainTimeout = "soon"
 	if _, err := s.router(connection{}); err == nil {

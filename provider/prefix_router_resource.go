@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -66,6 +67,13 @@ func (r *prefixRouterResource) ValidateConfig(ctx context.Context, req resource.
 	if p, msg := validateConnectionConfig(m.Cluster, m.Kubernetes); msg != "" {
 		resp.Diagnostics.AddAttributeError(p, "Where the router runs", msg)
 	}
+	// A write-only value is never compared between plans, so its version
+	// stands for it in the plan: Terraform's documented pattern for
+	// write-only arguments (developer.hashicorp.com/terraform/plugin/framework/resources/write-only-arguments).
+	if m.APIKey.IsNull() != m.APIKeyVersion.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("api_key_version"), "API key without its version",
+			"set api_key and api_key_version together: the version (any string) is what the plan compares, and changing it rolls the router pods to a new key.")
+	}
 }
 
 // routerDesired is the router a model describes: its spec, its objects
@@ -113,7 +121,8 @@ func (m prefixRouterModel) desired(ctx context.Context) (routerDesired, error) {
 }
 
 // withMonitoring adds the ServiceMonitor as metrics.service_monitor says,
-// asking the cluster whether it serves the CRD (at apply and refresh only).
+// asking the cluster whether it serves the CRD (at apply and refresh only),
+// and with it the alerting rules when the cluster serves their CRD.
 func (d routerDesired) withMonitoring(c *kube.Client) ([]kube.Object, error) {
 	want := d.settings.wantServiceMonitor()
 	if want != nil && !*want {
@@ -130,7 +139,11 @@ func (d routerDesired) withMonitoring(c *kube.Client) ([]kube.Object, error) {
 		}
 		return d.objects, nil
 	}
-	return d.router.Objects(true)
+	objs, err := d.router.Objects(true)
+	if err != nil {
+		return nil, err
+	}
+	return withAlertRule(c, objs, d.router.AlertRule)
 }
 
 func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -213,8 +226,8 @@ func (r *prefixRouterResource) kind() anchoredKind[prefixRouterModel] {
 	return anchoredKind[prefixRouterModel]{what: "prefix router", label: "llmd.dev/router",
 		annotation: routerSettingsAnnotation, typeName: "llmd_prefix_router", refresh: r.refresh,
 		createTimeout: defaultRouterCreateTimeout, updateTimeout: defaultRouterUpdateTimeout, deleteTimeout: defaultRouterDeleteTimeout,
-		apply: func(ctx context.Context, plan prefixRouterModel, previous []kube.Ref, _ tfsdk.Config, _ *diag.Diagnostics) (*prefixRouterModel, error) {
-			return r.apply(ctx, plan, previous)
+		apply: func(ctx context.Context, plan prefixRouterModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*prefixRouterModel, error) {
+			return r.apply(ctx, plan, previous, writeOnlyString(ctx, config, "api_key", diags))
 		}}
 }
 
@@ -233,10 +246,13 @@ func (r *prefixRouterResource) Delete(ctx context.Context, req resource.DeleteRe
 // apply applies the planned router, prunes what the previous inventory holds
 // beyond it and waits for the rollout. On an error after the objects were
 // applied it still returns the state with the new inventory.
-func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel, previous []kube.Ref) (*prefixRouterModel, error) {
+func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel, previous []kube.Ref, apiKey string) (*prefixRouterModel, error) {
 	d, err := plan.desired(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if (d.router.APIKeyVersion != "") != (apiKey != "") {
+		return nil, fmt.Errorf("api_key: set it with api_key_version (and api_key_version only with a non-empty api_key)")
 	}
 	c, err := d.conn.client(ctx, r.data)
 	if err != nil {
@@ -247,6 +263,21 @@ func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel
 		return nil, err
 	}
 	tflog.Info(ctx, "applying prefix router", map[string]any{"objects": len(objs), "replicas": d.router.Replicas})
+	keep := objs
+	if apiKey != "" {
+		// Before the Deployment, whose pods need it to start.
+		secret, err := kube.FromApplyConfiguration(d.router.APIKeySecret(apiKey))
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Apply(ctx, objs[:1], d.settings.ForceConflicts); err != nil { // the namespace
+			return nil, err
+		}
+		if err := c.Apply(ctx, []kube.Object{secret}, true); err != nil {
+			return nil, err
+		}
+		keep = append(slices.Clone(objs), kube.Object{Ref: secret.Ref})
+	}
 	if err := c.Apply(ctx, objs, d.settings.ForceConflicts); err != nil {
 		return nil, err
 	}
@@ -255,9 +286,9 @@ func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel
 	state.RenderedHash = types.StringValue(d.hash)
 	state.ConfigHash = types.StringValue(d.configHash)
 	state.URL = types.StringValue(d.router.URL())
-	state.Inventory = inventoryList(kube.Refs(objs))
+	state.Inventory = inventoryList(kube.Refs(keep))
 	state.LoadBalancerHostname = types.StringValue("")
-	if err := c.Prune(ctx, previous, objs); err != nil {
+	if err := c.Prune(ctx, previous, keep); err != nil {
 		return &state, err
 	}
 	if d.settings.WaitForRollout {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
@@ -71,7 +73,11 @@ resource "llmd_prefix_router" "test" {
 		{"preset and scorers", directRouterConfig(c, moto, "plan-errors", "", image+`  scoring = { preset = "llmd", scorers = [{ type = "queue", weight = 1 }] }`),
 			`either\s+scoring.preset\s+or\s+scoring.scorers`},
 		{"ranges without LB", directRouterConfig(c, moto, "plan-errors", "", image+`  service = { load_balancer_source_ranges = ["10.0.0.0/8"] }`),
-			`service.source_ranges:\s+only\s+a\s+LoadBalancer`},
+			`service.load_balancer_source_ranges:\s+only\s+a\s+LoadBalancer`},
+		{"open to the internet", directRouterConfig(c, moto, "plan-errors", "", image+`  service = { type = "LoadBalancer", internal = false }`),
+			`(?s)service:\s+an\s+internet-facing\s+load\s+balancer.*load_balancer_source_ranges.*or\s+set\s+api_key`},
+		{"key without version", directRouterConfig(c, moto, "plan-errors", "", image+`  api_key = "k"`),
+			`(?s)set\s+api_key\s+and\s+api_key_version\s+together`},
 		{"claim in another namespace", directRouterConfig(c, moto, "plan-errors", "", image+`  namespace = "edge"`),
 			`namespace:\s+"edge"\s+is\s+not\s+fleet.namespace\s+"plan-errors"`},
 		{"hand-made fleet", handFleet(8000), `fleet.kv_events_port\s+=\s+8000\s+is\s+fleet.http_port\s+too`},
@@ -190,6 +196,124 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 					}
 					if *dep.Spec.Replicas != 2 {
 						return fmt.Errorf("replicas %d after the repair, want 2", *dep.Spec.Replicas)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// TestAccPrefixRouterExposure: a LoadBalancer router Service is internal by
+// default with the annotations EKS's built-in service controller reads (an
+// internal NLB); an internet-facing one with an API key keeps the key in a
+// Secret the pods read, never in state, and rolls the pods when
+// api_key_version changes; dropping the key deletes the Secret.
+func TestAccPrefixRouterExposure(t *testing.T) {
+	c, moto := fleetSetup(t, 2)
+	c.AddSystemNodes(t, "router-exposure-system", 2)
+	const ns = "router-exposure"
+	base := `  image      = "` + devRouterImage + `"
+  scheduling = { node_selector = { "llmd.dev/pool" = "system" } }
+`
+	cfg := func(extra string) string { return directRouterConfig(c, moto, ns, "", base+extra) }
+	ctx := context.Background()
+	service := func() (*corev1.Service, error) {
+		return c.Client.CoreV1().Services(ns).Get(ctx, "router", metav1.GetOptions{})
+	}
+	template := func() (corev1.PodTemplateSpec, error) {
+		dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "router", metav1.GetOptions{})
+		if err != nil {
+			return corev1.PodTemplateSpec{}, err
+		}
+		return dep.Spec.Template, nil
+	}
+	const open = `  service = { type = "LoadBalancer", internal = false }
+  api_key = "s3cret-key"
+`
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNamespaceEmpty(c, ns),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg(`  service = { type = "LoadBalancer" }`),
+				Check: func(*terraform.State) error {
+					svc, err := service()
+					if err != nil {
+						return err
+					}
+					a := svc.Annotations
+					if a["service.beta.kubernetes.io/aws-load-balancer-internal"] != "true" || a["service.beta.kubernetes.io/aws-load-balancer-type"] != "nlb" ||
+						a["service.beta.kubernetes.io/aws-load-balancer-scheme"] != "internal" {
+						return fmt.Errorf("LoadBalancer Service annotations %v, want an internal NLB", a)
+					}
+					return nil
+				},
+			},
+			{
+				Config: cfg(open + `  api_key_version = "1"`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("api_key"), knownvalue.Null()),
+				},
+				Check: func(st *terraform.State) error {
+					svc, err := service()
+					if err != nil {
+						return err
+					}
+					if _, internal := svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-internal"]; internal ||
+						svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] != "internet-facing" {
+						return fmt.Errorf("internet-facing Service annotations %v", svc.Annotations)
+					}
+					secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, "router-api-key", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if string(secret.Data["api-key"]) != "s3cret-key" {
+						return fmt.Errorf("api key Secret holds %q", secret.Data["api-key"])
+					}
+					tpl, err := template()
+					if err != nil {
+						return err
+					}
+					env := tpl.Spec.Containers[0].Env
+					i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == "LLMD_API_KEY" })
+					if i < 0 || env[i].ValueFrom == nil || env[i].ValueFrom.SecretKeyRef == nil || env[i].ValueFrom.SecretKeyRef.Name != "router-api-key" {
+						return fmt.Errorf("router env %v does not read the key from the Secret", env)
+					}
+					if tpl.Annotations["llmd.dev/api-key-version"] != "1" {
+						return fmt.Errorf("pod template annotations %v, want the key's version", tpl.Annotations)
+					}
+					for _, r := range st.RootModule().Resources {
+						for k, v := range r.Primary.Attributes {
+							if strings.Contains(v, "s3cret-key") {
+								return fmt.Errorf("the API key is in state at %s.%s", r.Type, k)
+							}
+						}
+					}
+					return nil
+				},
+			},
+			{
+				Config:           cfg(open + `  api_key_version = "2"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(routerRes, plancheck.ResourceActionUpdate)}},
+				Check: func(*terraform.State) error {
+					tpl, err := template()
+					if err != nil {
+						return err
+					}
+					if tpl.Annotations["llmd.dev/api-key-version"] != "2" {
+						return fmt.Errorf("a new key version does not reach the pod template: %v", tpl.Annotations)
+					}
+					return nil
+				},
+			},
+			{
+				Config: cfg(""),
+				Check: func(*terraform.State) error {
+					_, err := c.Client.CoreV1().Secrets(ns).Get(ctx, "router-api-key", metav1.GetOptions{})
+					if !apierrors.IsNotFound(err) {
+						return fmt.Errorf("the api key Secret outlived api_key (%v)", err)
 					}
 					return nil
 				},

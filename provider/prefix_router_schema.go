@@ -62,6 +62,11 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		"image": schema.StringAttribute{Optional: true, Computed: true,
 			MarkdownDescription: "Router image; default the image built from the same commit as the provider, pinned by digest (`" + buildinfo.ImageRepository + ":<provider version>@sha256:...`; `terraform-provider-llmd -version` prints it). " +
 				"A development build of the provider pins no image and requires this. A tag other than the pinned one is a plan warning."},
+		"api_key": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+			MarkdownDescription: "Key clients must present as `Authorization: Bearer <key>` on `/v1` paths (as vLLM's `--api-key`). Write-only: never in state or plan; " +
+				"kept in the Secret `<name>-api-key` and read by the pods at start. Requires `api_key_version` and Terraform 1.11."},
+		"api_key_version": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "Set with `api_key`, any value; change it to roll the router pods to a new key (a write-only value is never compared, so only this shows a new key in the plan)."},
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(2),
 			Validators:          []validator.Int64{int64validator.Between(1, 32)},
 			MarkdownDescription: "Router pods, spread over nodes, each keeping its own full index from the KV events; default `2`, with a PodDisruptionBudget of one unavailable."},
@@ -105,7 +110,8 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		MarkdownDescription: "The prefix-cache-aware `llmd-router` in front of a `llmd_model_fleet`: it follows the fleet's pods through the Kubernetes API, " +
 			"subscribes to their KV-cache events and sends each request to the pod holding the longest cached prefix. Objects: ServiceAccount, a Role " +
 			"and RoleBinding that may only get, list and watch pods in the fleet's namespace, a ConfigMap with the router's configuration, the Deployment " +
-			"(pod security `restricted`, the fleet's tokenizer files mounted read-only from its claim), the Service, a PodDisruptionBudget and a ServiceMonitor.",
+			"(pod security `restricted`, the fleet's tokenizer files mounted read-only from its claim), the Service, a PodDisruptionBudget, a ServiceMonitor, " +
+			"a PrometheusRule when the cluster serves it (`LLMDRouterDown`, `LLMDRouterPodsOut`, `LLMDRouterSilent`) and, with `api_key`, the Secret holding the key.",
 		Attributes: attrs,
 		Blocks:     map[string]schema.Block{"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})},
 	}
@@ -181,20 +187,21 @@ func routerServiceAttribute() schema.SingleNestedAttribute {
 			"type": types.StringValue("ClusterIP"), "internal": types.BoolValue(true), "port": types.Int64Value(8000),
 			"annotations":                 types.MapValueMust(types.StringType, map[string]attr.Value{}),
 			"load_balancer_source_ranges": types.ListValueMust(types.StringType, []attr.Value{})})),
-		MarkdownDescription: "The router's Service.",
+		MarkdownDescription: "The router's Service. A `LoadBalancer` is an AWS Network Load Balancer (billed per hour and per LCU while it exists), internal to the VPC unless `internal = false`.",
 		Attributes: map[string]schema.Attribute{
 			"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ClusterIP"),
 				Validators: []validator.String{stringvalidator.OneOf("ClusterIP", "LoadBalancer")}, MarkdownDescription: "`ClusterIP` (default) or `LoadBalancer`."},
 			"internal": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "A `LoadBalancer` inside the VPC (default `true`); `false` faces the internet. Sets the AWS load balancer scheme annotation."},
+				MarkdownDescription: "A `LoadBalancer` inside the VPC (default `true`); `false` faces the internet, and then the plan requires `load_balancer_source_ranges` or `api_key`. " +
+					"Sets `service.beta.kubernetes.io/aws-load-balancer-internal` (which EKS's built-in controller reads) and `aws-load-balancer-scheme` (the AWS Load Balancer Controller's), with `aws-load-balancer-type = nlb`; `annotations` override them."},
 			"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8000),
 				Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "Service port; default `8000`."},
 			"annotations": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true,
 				Default:             mapdefault.StaticValue(types.MapValueMust(types.StringType, map[string]attr.Value{})),
-				MarkdownDescription: "More Service annotations (e.g. the AWS Load Balancer Controller's)."},
+				MarkdownDescription: "More Service annotations, overriding the defaults above (e.g. `aws-load-balancer-type = external` hands the Service to the AWS Load Balancer Controller)."},
 			"load_balancer_source_ranges": schema.ListAttribute{ElementType: types.StringType, Optional: true, Computed: true,
 				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
-				MarkdownDescription: "CIDRs allowed to reach a `LoadBalancer`."},
+				MarkdownDescription: "CIDRs allowed to reach a `LoadBalancer` (enforced in the nodes' security group rules)."},
 		}}
 }
 

@@ -18,7 +18,11 @@ variable "region" {
 # versions" history) so every apply stages the same bytes.
 variable "model_revision" {
   type        = string
-  description = "Commit of Qwen/Qwen2.5-7B-Instruct on the Hugging Face Hub to stage."
+  description = "Commit of Qwen/Qwen2.5-7B-Instruct on the Hugging Face Hub to stage (the full 40-hex SHA)."
+  validation {
+    condition     = can(regex("^[0-9a-f]{40}$", var.model_revision))
+    error_message = "model_revision must be a full 40-hex commit SHA: a branch or tag moves, and a staged revision is never downloaded again."
+  }
 }
 
 provider "llmd" {

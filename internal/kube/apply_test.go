@@ -185,24 +185,33 @@ func TestWaitQuotesTheScheduler(t *testing.T) {
 }
 
 // TestPodProblemsFailFast: containers that cannot start are fatal at once,
-// with the kubelet's reason; a pending pod is not.
+// with the kubelet's reason; a pull the kubelet still retries (no word of a
+// missing image) and a pending pod are not.
 func TestPodProblemsFailFast(t *testing.T) {
-	kc := &Client{}
-	pull := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "vllm",
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "vllm/vllm-openai:nope"`}}}}}}
+	kc, _ := testClient(t)
+	waiting := func(reason, msg string) corev1.Pod {
+		return corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "vllm",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}}}
+	}
+	crash := waiting("CrashLoopBackOff", "back-off 5m0s restarting failed container")
+	pull := waiting("ImagePullBackOff", `Back-off pulling image "vllm/vllm-openai:v0.30.0"`)
 	pending := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
 		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."}}}}
 	summary, fatal, unschedulable := kc.podProblems(context.Background(), []corev1.Pod{pull, pending, pending})
-	if fatal != "ImagePullBackOff" || !unschedulable {
+	if fatal != "" || !unschedulable {
 		t.Fatalf("fatal %q unschedulable %v", fatal, unschedulable)
 	}
-	for _, want := range []string{`1 ImagePullBackOff (container vllm): Back-off pulling image "vllm/vllm-openai:nope"`, "2 Pending: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu."} {
+	for _, want := range []string{`1 ImagePullBackOff (container vllm): Back-off pulling image "vllm/vllm-openai:v0.30.0"`, "2 Pending: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu."} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary %q lacks %q", summary, want)
 		}
 	}
-	if _, fatal, _ := kc.podProblems(context.Background(), []corev1.Pod{pending}); fatal != "" {
-		t.Errorf("a pending pod is fatal: %q", fatal)
+	if _, fatal, _ := kc.podProblems(context.Background(), []corev1.Pod{crash}); fatal != "CrashLoopBackOff" {
+		t.Errorf("a crash loop is not fatal: %q", fatal)
+	}
+	missing := waiting("ErrImagePull", `rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/vllm/vllm-openai:v9": docker.io/vllm/vllm-openai:v9: not found`)
+	if _, fatal, _ := kc.podProblems(context.Background(), []corev1.Pod{missing}); fatal != "ImageNotFound" {
+		t.Errorf("a missing image is not fatal: %q", fatal)
 	}
 }
 

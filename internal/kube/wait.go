@@ -37,9 +37,21 @@ func (e *RolloutError) Error() string {
 	return fmt.Sprintf("%s did not roll out (%s): %s", e.Object.Describe(), e.Reason, e.Detail)
 }
 
-// failFast are container waiting reasons that do not heal by waiting.
-var failFast = map[string]bool{"ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
+// failFast are container waiting reasons that do not heal by waiting. A
+// failed image pull is not among them: the kubelet retries it (ErrImagePull,
+// then ImagePullBackOff), and podProblems judges it by the registry's words
+// and by how long the kubelet has been backing off.
+var failFast = map[string]bool{"InvalidImageName": true, "ErrImageNeverPull": true,
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true}
+
+// The kubelet's container waiting reasons for a pull that failed and one
+// it backs off from (pkg/kubelet/images: ErrImagePull, ErrImagePullBackOff),
+// and for a container not created yet (volumes still mounting).
+const (
+	reasonErrImagePull      = "ErrImagePull"
+	reasonImagePullBackOff  = "ImagePullBackOff"
+	reasonContainerCreating = "ContainerCreating"
+)
 
 // WaitDeployment waits until the Deployment's newest generation is rolled
 // out with every replica ready, logging where it stands every c.Progress
@@ -144,13 +156,22 @@ func (c *Client) podsOf(ctx context.Context, d *appsv1.Deployment) ([]corev1.Pod
 }
 
 // podProblems groups the pods that are not ready by reason, quoting the
-// scheduler's message or the container's state: "3 Pending: 0/8 nodes are
-// available: 8 Insufficient nvidia.com/gpu". fatal names a reason waiting
-// will not cure, with the crashing container's last log lines.
+// scheduler's message, the container's state and the kubelet's newest
+// image-pull or mount event: "3 Pending: 0/8 nodes are available: 8
+// Insufficient nvidia.com/gpu". fatal names a reason waiting will not
+// cure, with the crashing container's last log lines: a crash loop, an
+// image that does not exist, a pull or a mount the kubelet has been
+// retrying for longer than ImagePullGrace or MountGrace.
 func (c *Client) podProblems(ctx context.Context, pods []corev1.Pod) (summary, fatal string, unschedulable bool) {
 	groups := map[string]int{}
+	setFatal := func(reason string) {
+		if fatal == "" {
+			fatal = reason
+		}
+	}
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || podReady(&p) {
+		// Finished pods (a Job's, an evicted one) wait for nothing.
+		if p.DeletionTimestamp != nil || podReady(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		key := string(p.Status.Phase)
@@ -160,16 +181,44 @@ func (c *Client) podProblems(ctx context.Context, pods []corev1.Pod) (summary, f
 				unschedulable = true
 			}
 		}
-		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+		// Bound to a node with no container started: the kubelet is still mounting.
+		pulling, creating := false, p.Spec.NodeName != "" && p.Status.Phase == corev1.PodPending && len(statuses) == 0
+		for _, cs := range statuses {
 			w := cs.State.Waiting
 			if w == nil || w.Reason == "" {
 				continue
 			}
 			key = fmt.Sprintf("%s (container %s): %s", w.Reason, cs.Name, w.Message)
-			if failFast[w.Reason] && fatal == "" {
-				fatal = w.Reason
-				if w.Reason == "CrashLoopBackOff" {
+			switch {
+			case failFast[w.Reason]:
+				setFatal(w.Reason)
+				if w.Reason == "CrashLoopBackOff" && fatal == w.Reason {
 					key += "; last log lines:\n" + c.lastLogLines(ctx, p, cs)
+				}
+			case w.Reason == reasonErrImagePull || w.Reason == reasonImagePullBackOff:
+				pulling = true
+				if imageMissing(w.Message) {
+					setFatal("ImageNotFound")
+				}
+			case w.Reason == reasonContainerCreating:
+				creating = true
+			}
+		}
+		if pulling || creating {
+			evs := c.podEvents(ctx, p)
+			for _, v := range []struct {
+				on      bool
+				verdict func([]corev1.Event) eventVerdict
+			}{{pulling, pullVerdict}, {creating, mountVerdict}} {
+				if !v.on {
+					continue
+				}
+				if ev := v.verdict(evs); ev.detail != "" {
+					key += "; " + ev.detail
+					if ev.fatal != "" {
+						setFatal(ev.fatal)
+					}
 				}
 			}
 		}
@@ -228,7 +277,8 @@ func (c *Client) ReadyReplicas(ctx context.Context, namespace, name string) (int
 // WaitJob waits until a Job completes, logging every c.Progress. A failed
 // Job is a *RolloutError naming it, with its pods' last words: the
 // termination message, which the kubelet fills with the last log lines of a
-// container with terminationMessagePolicy FallbackToLogsOnError.
+// container with terminationMessagePolicy FallbackToLogsOnError. Pods that
+// cannot start fail it early, as in WaitDeployment (podProblems).
 func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
 	ref := Ref{Group: "batch", Version: "v1", Kind: "Job", Namespace: namespace, Name: name}
 	began, lastLog := time.Now(), time.Now()
@@ -249,15 +299,27 @@ func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
 				return &RolloutError{Object: ref, Reason: "JobFailed", Detail: cond.Reason + ": " + cond.Message + c.jobLastWords(ctx, job)}
 			}
 		}
+		// The running pods' problems: an image that cannot be pulled or a
+		// volume that cannot be mounted fails the wait as a Deployment's would.
+		problems, fatal := "", ""
+		if pods, err := c.Typed.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name}); err == nil {
+			problems, fatal, _ = c.podProblems(ctx, pods.Items)
+		}
+		if fatal != "" {
+			return &RolloutError{Object: ref, Reason: fatal, Detail: problems}
+		}
+		if problems != "" {
+			problems = "; " + problems
+		}
 		if time.Since(lastLog) >= c.Progress {
 			lastLog = time.Now()
-			c.logf(ctx, "waiting for "+ref.Describe(), map[string]any{"active": job.Status.Active, "failed": job.Status.Failed,
+			c.logf(ctx, "waiting for "+ref.Describe()+problems, map[string]any{"active": job.Status.Active, "failed": job.Status.Failed,
 				"elapsed": time.Since(began).Round(time.Second).String()})
 		}
 		select {
 		case <-ctx.Done():
-			return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("not complete after %s (%d active, %d failed pods)%s",
-				time.Since(began).Round(time.Second), job.Status.Active, job.Status.Failed, c.jobLastWords(context.WithoutCancel(ctx), job))}
+			return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("not complete after %s (%d active, %d failed pods)%s%s",
+				time.Since(began).Round(time.Second), job.Status.Active, job.Status.Failed, problems, c.jobLastWords(context.WithoutCancel(ctx), job))}
 		case <-time.After(c.Poll):
 		}
 	}

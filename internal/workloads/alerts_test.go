@@ -8,18 +8,80 @@ import (
 	"text/template"
 
 	"github.com/prometheus/common/model"
-	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 )
 
-// TestAlertRulesParseAndSelectRealMetrics parses each alert's expression
-// with Prometheus's PromQL parser and checks every metric it selects
-// against what the product deploys: vLLM v0.30.0's series, the router's
-// registry and the kube-state-metrics series the stack ships. Each alert
-// must say how bad it is and what to do.
-func TestAlertRulesParseAndSelectRealMetrics(t *testing.T) {
-	vllm, router := vllmMetrics(t), routerMetrics(t)
+// checkRule parses one alert's expression with Prometheus's PromQL parser,
+// checks every metric it selects against what the product deploys (vLLM
+// v0.30.0's series, the router's registry, kube-state-metrics and
+// Prometheus's up) and returns the families it selects.
+func checkRule(t *testing.T, name, expr, forDuration, severity string, annotations map[string]string, sets ...metricSet) []string {
+	t.Helper()
+	where := "alert " + name
+	if !regexp.MustCompile(`^LLMD[A-Z][A-Za-z]+$`).MatchString(name) {
+		t.Errorf("%s: name not LLMD<CamelCase>", where)
+	}
+	if forDuration != "" {
+		if _, err := model.ParseDuration(forDuration); err != nil {
+			t.Errorf("%s: for %q: %v", where, forDuration, err)
+		}
+	}
+	if severity != "warning" && severity != "critical" {
+		t.Errorf("%s: severity %q, want warning or critical", where, severity)
+	}
+	if len(annotations["summary"]) < 20 || len(annotations["description"]) < 60 {
+		t.Errorf("%s: summary %q and description %q: say what broke and what to check", where, annotations["summary"], annotations["description"])
+	}
+	for k, text := range annotations {
+		// Prometheus expands annotations as Go templates with $labels and $value.
+		if _, err := template.New(k).Parse("{{$labels := .Labels}}{{$value := .Value}}" + text); err != nil {
+			t.Errorf("%s: annotation %s: %v", where, k, err)
+		}
+	}
+	return checkSelects(t, where, expr, sets...)
+}
+
+// TestAlertRules: the fleet's and the router's PrometheusRules carry the
+// on-call's alerts (a fleet pod not ready, KV cache full with requests
+// waiting, a staging Job failed, the router's pods out or silent), each
+// expression parsed by Prometheus's parser and selecting only series vLLM,
+// kube-state-metrics and Prometheus itself export.
+func TestAlertRules(t *testing.T) {
+	vllm := vllmMetrics(t)
+	f := stagedFleet("vllm/vllm-openai:v0.30.0", testCommit)
+	r := testRouter()
+	for _, tc := range []struct {
+		alerts []alert
+		obj    func() (kube.Object, error)
+		want   []string
+	}{
+		{f.fleetAlerts(), f.AlertRule, []string{"LLMDFleetPodNotReady", "LLMDFleetKVCacheFull", "LLMDStagingJobFailed"}},
+		{r.routerAlerts(), r.AlertRule, []string{"LLMDRouterDown", "LLMDRouterPodsOut", "LLMDRouterSilent"}},
+	} {
+		var names []string
+		for _, a := range tc.alerts {
+			names = append(names, a.Name)
+			checkRule(t, a.Name, a.Expr, a.For, a.Severity, map[string]string{"summary": a.Summary, "description": a.Description}, vllm, kubeStateMetrics)
+		}
+		if !slices.Equal(names, tc.want) {
+			t.Errorf("alerts %v, want %v", names, tc.want)
+		}
+		o, err := tc.obj()
+		if err != nil || o.Ref.Kind != PrometheusRuleKind.Kind || o.Ref.Group != PrometheusRuleKind.Group {
+			t.Errorf("rule object %v: %v", o.Ref, err)
+		}
+	}
+	if got := len(testFleet().fleetAlerts()); got != 2 {
+		t.Errorf("a fleet without staging has %d alerts, want no staging alert", got)
+	}
+}
+
+// TestClusterAlertRules: the cluster-wide rules (llmd-alerts) parse, select
+// only the router's real series, and cover an engine out of scoring, without
+// KV events, with its load unread, or none ready.
+func TestClusterAlertRules(t *testing.T) {
+	router := routerMetrics(t)
 	groups, err := AlertRuleGroups()
 	if err != nil {
 		t.Fatal(err)
@@ -31,92 +93,22 @@ func TestAlertRulesParseAndSelectRealMetrics(t *testing.T) {
 			t.Errorf("group %q has no name or no rules", g.Name)
 		}
 		for _, r := range g.Rules {
-			where := "alert " + r.Alert
-			if !regexp.MustCompile(`^LLMD[A-Z][A-Za-z]+$`).MatchString(r.Alert) || seen[r.Alert] {
-				t.Errorf("%s: name not LLMD<CamelCase> or repeated", where)
+			if seen[r.Alert] {
+				t.Errorf("alert %s repeated", r.Alert)
 			}
 			seen[r.Alert] = true
-			selected = append(selected, checkSelects(t, where, r.Expr, vllm, router, kubeStateMetrics)...)
-			if r.For != "" {
-				if _, err := model.ParseDuration(r.For); err != nil {
-					t.Errorf("%s: for %q: %v", where, r.For, err)
-				}
-			}
-			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
-				t.Errorf("%s: severity %q, want warning or critical", where, s)
-			}
-			if len(r.Annotations["summary"]) < 20 || len(r.Annotations["description"]) < 100 {
-				t.Errorf("%s: summary %q and description %q: say what broke and what to check", where, r.Annotations["summary"], r.Annotations["description"])
-			}
-			for k, text := range r.Annotations {
-				// Prometheus expands annotations as Go templates with $labels.
-				if _, err := template.New(k).Parse("{{$labels := .Labels}}" + text); err != nil {
-					t.Errorf("%s: annotation %s: %v", where, k, err)
-				}
-			}
+			selected = append(selected, checkRule(t, r.Alert, r.Expr, r.For, r.Labels["severity"], r.Annotations, router)...)
 		}
 	}
-	for _, want := range []string{"LLMDFleetPodNotReady", "LLMDFleetKVCacheFullRequestsWaiting", "LLMDStagingJobFailed",
-		"LLMDRouterDown", "LLMDRouterEngineOutOfScoring", "LLMDRouterEngineKVEventsSilent", "LLMDRouterEngineLoadStale"} {
+	for _, want := range []string{"LLMDRouterNoReadyEngines", "LLMDRouterEngineOutOfScoring", "LLMDRouterEngineKVEventsSilent", "LLMDRouterEngineLoadStale"} {
 		if !seen[want] {
 			t.Errorf("no alert %s", want)
 		}
 	}
-	for _, m := range []string{"vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "llmd_router_pod_circuit", "llmd_router_pod_kv_events_silent",
-		"kube_job_failed", "kube_pod_status_ready"} {
+	for _, m := range []string{"llmd_router_pods", "llmd_router_pod_circuit", "llmd_router_pod_kv_events_silent", "llmd_router_pod_load_stale"} {
 		if !slices.Contains(selected, m) {
 			t.Errorf("no alert selects %s", m)
 		}
-	}
-}
-
-// TestAlertRulesSelectTheProductsObjects: the alerts find the fleet's and
-// the router's pods by container name and the staging Job by its name,
-// since kube-state-metrics exports no labels by default
-// (--metric-labels-allowlist). Renaming either breaks the alerts here.
-func TestAlertRulesSelectTheProductsObjects(t *testing.T) {
-	groups, err := AlertRuleGroups()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exprs := map[string]string{}
-	for _, g := range groups {
-		for _, r := range g.Rules {
-			exprs[r.Alert] = r.Expr
-		}
-	}
-	objs, err := testRouter().Objects(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d appsv1.Deployment
-	find(t, objs, "Deployment", "llmd", "router", &d)
-	if c := d.Spec.Template.Spec.Containers[0].Name; !strings.Contains(exprs["LLMDRouterPodNotReady"], `container="`+c+`"`) {
-		t.Errorf("the router's container is %q; LLMDRouterPodNotReady selects %s", c, exprs["LLMDRouterPodNotReady"])
-	}
-	f := Fleet{Name: "qwen", Namespace: "llmd", ServedName: "Qwen/Qwen2.5-7B-Instruct", ModelPath: "Qwen2.5-7B-Instruct",
-		VLLM:      VLLM{Image: "vllm/vllm-openai:v0.30.0", BlockSize: 64, MaxModelLen: 8192, MaxNumSeqs: 256, TensorParallelSize: 1},
-		KVEvents:  KVEvents{Port: 5557, ReplayPort: 5558, Topic: "kv@{ip}:{port}@{model}"},
-		Storage:   Storage{ExistingClaim: "weights"},
-		Resources: Resources{CPU: "3", Memory: "12Gi", MemoryLimit: "14Gi", Shm: "2Gi"},
-		Rollout:   Rollout{MaxUnavailable: 1, StartupSeconds: 1200}}
-	objs, err = f.Objects(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fd appsv1.Deployment
-	find(t, objs, "Deployment", "llmd", "qwen", &fd)
-	if c := fd.Spec.Template.Spec.Containers[0].Name; !strings.Contains(exprs["LLMDFleetPodNotReady"], `container="`+c+`"`) {
-		t.Errorf("the fleet's vLLM container is %q; LLMDFleetPodNotReady selects %s", c, exprs["LLMDFleetPodNotReady"])
-	}
-	m := regexp.MustCompile(`job_name=~"([^"]+)"`).FindStringSubmatch(exprs["LLMDStagingJobFailed"])
-	if m == nil {
-		t.Fatalf("LLMDStagingJobFailed selects no job name: %s", exprs["LLMDStagingJobFailed"])
-	}
-	// Prometheus anchors label regexes at both ends.
-	f.Staging = &Staging{Repo: "Qwen/Qwen2.5-7B-Instruct", Revision: "a09a35458c702b33eeacc393d103063234e8bc28", Image: f.VLLM.Image}
-	if job := f.StagingJobName(); !regexp.MustCompile("^(?:" + m[1] + ")$").MatchString(job) {
-		t.Errorf("the staging Job is %q; LLMDStagingJobFailed selects job_name=~%q", job, m[1])
 	}
 }
 

@@ -26,8 +26,10 @@ type Fleet struct {
 	Name, Namespace string
 	// ServedName is the model name requests carry (--served-model-name).
 	ServedName string
-	// ModelPath is the model's directory on the volume, relative to its
-	// root; tokenizer.json and tokenizer_config.json sit there too.
+	// ModelPath is model.path: with staging, the directory each commit is
+	// staged beneath (ServedPath); without, the model's directory itself.
+	// Relative to the volume's root; tokenizer.json and tokenizer_config.json
+	// sit in the served directory.
 	ModelPath string
 	Storage   Storage
 	Replicas  int32
@@ -88,10 +90,9 @@ type Rollout struct {
 
 // Baseline is the round-robin Service beside the router, for A/B runs.
 type Baseline struct {
-	Enabled     bool
-	Name, Type  string
-	Port        int
-	Annotations map[string]string
+	Enabled bool
+	Name    string
+	Exposure
 }
 
 // HTTPPort is where vLLM serves in the pod.
@@ -100,14 +101,17 @@ const HTTPPort = 8000
 // MountPath is where the weights volume is mounted, read-only.
 const MountPath = "/models"
 
+// ModelRevisionKey on the pod template names the staged commit the pods serve.
+const ModelRevisionKey = "llmd.dev/model-revision"
+
 // managedFlags are the vllm serve flags the fleet sets itself; extra_args may not repeat them.
 var managedFlags = []string{"--model", "--served-model-name", "--host", "--port", "--block-size", "--enable-prefix-caching",
 	"--no-enable-prefix-caching", "--kv-events-config", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs",
-	"--tensor-parallel-size", "-tp"}
+	"--tensor-parallel-size", "-tp", "--disable-access-log-for-endpoints", "--enable-scale-out"}
 
 // managedEnv are environment variables the fleet sets; VLLM_PORT is
 // refused because vLLM reads it as its own port setting (the Service-link clash).
-var managedEnv = []string{"POD_IP", "USER", "VLLM_ENABLE_SCALE_OUT_ENDPOINTS", "VLLM_PORT", "HF_HUB_OFFLINE"}
+var managedEnv = []string{"POD_IP", "USER", "VLLM_PORT", "HF_HUB_OFFLINE"}
 
 // Validate checks the spec, naming the Terraform attribute at fault.
 func (f Fleet) Validate() error {
@@ -139,6 +143,13 @@ func (f Fleet) Validate() error {
 	}
 	if t := strings.NewReplacer("{ip}", "", "{port}", "", "{model}", "").Replace(f.KVEvents.Topic); strings.ContainsAny(t, "{}") {
 		return fmt.Errorf("kv_events.topic: %q may use only the placeholders {ip}, {port} and {model}", f.KVEvents.Topic)
+	}
+	// vLLM's own --api-key does not count as a key here: it guards only
+	// /v1, /v2 and /inference, and vLLM warns that /invocations serves the
+	// same inference unauthenticated (vllm/entrypoints/openai/cli_args.py,
+	// FrontendArgs.api_key).
+	if err := f.Baseline.validate("baseline_service", false, ""); f.Baseline.Enabled && err != nil {
+		return err
 	}
 	if f.Baseline.Enabled && f.Baseline.Name == "vllm" {
 		return fmt.Errorf("baseline_service.name: \"vllm\" makes Kubernetes inject VLLM_PORT into pods, which vLLM misreads as its port; choose another name")
@@ -212,8 +223,8 @@ type RouterTarget struct {
 func (f Fleet) Target() RouterTarget {
 	return RouterTarget{Namespace: f.Namespace, Selector: selectorString(f.Selector()), HTTPPort: HTTPPort,
 		KVEventsPort: f.KVEvents.Port, ReplayPort: f.KVEvents.ReplayPort, Topic: f.KVEvents.Topic, BlockSize: f.VLLM.BlockSize,
-		ServedModel: f.ServedName, ClaimName: f.ClaimName(), ModelPath: f.ModelPath,
-		TokenizerPath: path.Join(f.ModelPath, "tokenizer.json"), TokenizerConfigPath: path.Join(f.ModelPath, "tokenizer_config.json")}
+		ServedModel: f.ServedName, ClaimName: f.ClaimName(), ModelPath: f.ServedPath(),
+		TokenizerPath: path.Join(f.ServedPath(), "tokenizer.json"), TokenizerConfigPath: path.Join(f.ServedPath(), "tokenizer_config.json")}
 }
 
 func selectorString(m map[string]string) string {
@@ -237,7 +248,7 @@ func (f Fleet) Args() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{path.Join(MountPath, f.ModelPath),
+	args := []string{path.Join(MountPath, f.ServedPath()),
 		"--served-model-name", f.ServedName,
 		"--host", "0.0.0.0", "--port", fmt.Sprint(HTTPPort),
 		"--block-size", fmt.Sprint(f.VLLM.BlockSize),
@@ -247,6 +258,15 @@ func (f Fleet) Args() ([]string, error) {
 		"--max-num-seqs", fmt.Sprint(f.VLLM.MaxNumSeqs),
 		"--tensor-parallel-size", fmt.Sprint(f.VLLM.TensorParallelSize),
 		"--kv-events-config", string(kv),
+		// The probes (every 5-10 s per pod) and the scrapes would otherwise
+		// be most of the access log (FrontendArgs.disable_access_log_for_endpoints,
+		// vllm/entrypoints/openai/cli_args.py, in vLLM since 0.16).
+		"--disable-access-log-for-endpoints", "/health,/metrics",
+		// The render endpoints the router's tokenizer canary falls back to:
+		// opt-in since v0.30.0, by this flag instead of the environment
+		// variable VLLM_ENABLE_SCALE_OUT_ENDPOINTS (vLLM #55176,
+		// vllm/entrypoints/scale_out/factories.py; v0.30.0 release notes).
+		"--enable-scale-out",
 	}
 	return append(args, f.VLLM.ExtraArgs...), nil
 }
@@ -316,8 +336,6 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 		corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP"))),
 		// vLLM >= 0.20 needs USER in containers that run without a passwd entry.
 		corev1ac.EnvVar().WithName("USER").WithValue("vllm"),
-		// The render endpoints the router's tokenizer canary falls back to.
-		corev1ac.EnvVar().WithName("VLLM_ENABLE_SCALE_OUT_ENDPOINTS").WithValue("1"),
 		// The weights are on the volume: never reach out to the Hub.
 		corev1ac.EnvVar().WithName("HF_HUB_OFFLINE").WithValue("1"),
 	}
@@ -347,7 +365,8 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 			corev1ac.VolumeMount().WithName("dshm").WithMountPath("/dev/shm")).
 		WithStartupProbe(probe(10, startupFailures)).
 		WithReadinessProbe(probe(5, 3)).
-		WithLivenessProbe(probe(10, 6))
+		WithLivenessProbe(probe(10, 6)).
+		WithSecurityContext(vllmSecurityContext())
 	shm := resource.MustParse(f.Resources.Shm)
 	pod := corev1ac.PodSpec().
 		// Service links would inject VLLM_PORT-style variables vLLM misreads.
@@ -358,15 +377,17 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 		WithVolumes(corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName()).WithReadOnly(true)),
 			corev1ac.Volume().WithName("dshm").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithMedium(corev1.StorageMediumMemory).WithSizeLimit(shm)))
 	for _, t := range f.Tolerations {
-		tol := corev1ac.Toleration().WithKey(t.Key).WithOperator(t.Operator).WithEffect(t.Effect)
-		if t.Value != "" {
-			tol = tol.WithValue(t.Value)
-		}
-		pod = pod.WithTolerations(tol)
+		pod = pod.WithTolerations(toleration(t))
 	}
 	if f.OnePerNode {
 		pod = pod.WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(
 			corev1ac.PodAffinityTerm().WithTopologyKey("kubernetes.io/hostname").WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(f.Selector())))))
+	}
+	tpl := corev1ac.PodTemplateSpec().WithLabels(labels)
+	if f.Staging != nil {
+		// In the pod template (and the model path): a new revision rolls the
+		// pods one by one onto its own directory.
+		tpl = tpl.WithAnnotations(map[string]string{ModelRevisionKey: f.Staging.Revision})
 	}
 	d := appsv1ac.Deployment(f.Name, f.Namespace).WithLabels(labels)
 	if len(f.Annotations) > 0 {
@@ -379,17 +400,22 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 		WithStrategy(appsv1ac.DeploymentStrategy().WithType("RollingUpdate").WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 			WithMaxUnavailable(intstr.FromInt(f.Rollout.MaxUnavailable)).WithMaxSurge(intstr.FromInt(f.Rollout.MaxSurge)))).
 		WithProgressDeadlineSeconds(int32(f.Rollout.StartupSeconds + 600)).
-		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(pod)))
+		WithTemplate(tpl.WithSpec(pod)))
+}
+
+// vllmSecurityContext is Pod Security "restricted" as far as vLLM allows:
+// no privilege escalation, no capabilities, the runtime's seccomp profile.
+// It stops short of runAsNonRoot and a read-only root: the vllm-openai
+// image runs as root with its caches (torch.compile, Triton, FlashInfer)
+// under /root/.cache, which a non-root user could not write.
+func vllmSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 }
 
 func (f Fleet) service(labels map[string]string) any {
-	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(f.Baseline.Type)).WithSelector(f.Selector()).
-		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(int32(f.Baseline.Port)).WithTargetPort(intstr.FromString("http")))
-	svc := corev1ac.Service(f.BaselineName(), f.Namespace).WithLabels(labels).WithSpec(spec)
-	if len(f.Baseline.Annotations) > 0 {
-		svc = svc.WithAnnotations(f.Baseline.Annotations)
-	}
-	return svc
+	return f.Baseline.service(f.BaselineName(), f.Namespace, labels, f.Selector())
 }
 
 // PodMonitorKind is the prometheus-operator type of the fleet's scrape config.

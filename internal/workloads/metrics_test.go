@@ -120,16 +120,16 @@ func routerMetrics(t *testing.T) metricSet {
 }
 
 // kubeStateMetrics are the kube-state-metrics series the alerts use, as its
-// docs list them (docs/metrics/workload/pod-metrics.md and job-metrics.md,
-// all STABLE); kube-prometheus-stack installs kube-state-metrics with the
-// pod and job collectors on. `up` is Prometheus's own series per target
-// (docs: "Jobs and instances", automatically generated labels and time series).
+// docs list them (docs/metrics/workload/deployment-metrics.md and
+// job-metrics.md, STABLE); kube-prometheus-stack installs kube-state-metrics
+// with the deployment and job collectors on. `up` is Prometheus's own series
+// per target (docs: "Jobs and instances", automatically generated series).
 var kubeStateMetrics = metricSet{
-	"kube_pod_status_ready":   {"kube_pod_status_ready", "gauge"},
-	"kube_pod_status_phase":   {"kube_pod_status_phase", "gauge"},
-	"kube_pod_container_info": {"kube_pod_container_info", "gauge"},
-	"kube_job_failed":         {"kube_job_failed", "gauge"},
-	"up":                      {"up", "gauge"},
+	"kube_deployment_spec_replicas":             {"kube_deployment_spec_replicas", "gauge"},
+	"kube_deployment_status_replicas_available": {"kube_deployment_status_replicas_available", "gauge"},
+	"kube_deployment_status_replicas_updated":   {"kube_deployment_status_replicas_updated", "gauge"},
+	"kube_job_failed":                           {"kube_job_failed", "gauge"},
+	"up":                                        {"up", "gauge"},
 }
 
 // grafanaVariables are Grafana's interval variables: replaced by a duration

@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
-	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,11 +33,15 @@ type Router struct {
 	// Target is the fleet as llmd_model_fleet reports it.
 	Target RouterTarget
 	// Scorers are the picker's weighted sum (config.DefaultScorers: the cost-aware mix).
-	Scorers   []config.Scorer
-	Limits    RouterLimits
-	LogLevel  string
-	Service   RouterService
-	Resources RouterResources
+	Scorers  []config.Scorer
+	Limits   RouterLimits
+	LogLevel string
+	Service  Exposure
+	// APIKeyVersion, when set, makes the router require the API key kept in
+	// the Secret APIKeySecretName (see APIKeySecret); a new version rolls
+	// the pods, which read the key once at start.
+	APIKeyVersion string
+	Resources     RouterResources
 	// NodeSelector and Tolerations place the pods (the system node group by default).
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
@@ -55,16 +59,6 @@ type RouterLimits struct {
 	Drain time.Duration
 }
 
-// RouterService is how clients reach the routers.
-type RouterService struct {
-	// Type is ClusterIP or LoadBalancer.
-	Type        string
-	Port        int
-	Annotations map[string]string
-	// SourceRanges restrict a load balancer's clients (CIDRs).
-	SourceRanges []string
-}
-
 // RouterResources are one router pod's requests and limits.
 type RouterResources struct {
 	CPU, Memory, MemoryLimit string
@@ -78,6 +72,8 @@ const (
 	RouterConfigDir   = "/etc/llmd-router"
 	RouterConfigFile  = "router.yaml"
 	ConfigChecksumKey = "llmd.dev/config-checksum"
+	// APIKeyVersionKey on the pod template rolls the pods to a new API key.
+	APIKeyVersionKey = "llmd.dev/api-key-version"
 	// routerPreStop is how long a terminating pod keeps serving before
 	// SIGTERM, so endpoints and load balancers stop sending to it first.
 	routerPreStop = 5
@@ -164,8 +160,8 @@ func (r Router) Validate() error {
 	default:
 		return fmt.Errorf("service.type: %q is not ClusterIP or LoadBalancer", r.Service.Type)
 	}
-	if len(r.Service.SourceRanges) > 0 && r.Service.Type != "LoadBalancer" {
-		return fmt.Errorf("service.source_ranges: only a LoadBalancer service has source ranges; set service.type = \"LoadBalancer\" or remove them")
+	if err := r.Service.validate("service", r.APIKeyVersion != "", "set api_key (with api_key_version)"); err != nil {
+		return err
 	}
 	for _, q := range []struct{ name, v string }{{"resources.cpu", r.Resources.CPU}, {"resources.memory", r.Resources.Memory},
 		{"resources.memory_limit", r.Resources.MemoryLimit}} {
@@ -256,6 +252,16 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(r.Target.ClaimName).WithReadOnly(true)))
 	}
 	limit := resource.MustParse(r.Resources.MemoryLimit)
+	env := []*corev1ac.EnvVarApplyConfiguration{corev1ac.EnvVar().WithName("GOGC").WithValue(routerGOGC),
+		corev1ac.EnvVar().WithName("GOMEMLIMIT").WithValue(strconv.FormatInt(limit.Value()/10*9, 10))}
+	podAnnotations := map[string]string{ConfigChecksumKey: checksum}
+	if r.APIKeyVersion != "" {
+		// Not optional: a missing Secret stops the pod (CreateContainerConfigError)
+		// rather than starting a router that lets anyone in.
+		env = append(env, corev1ac.EnvVar().WithName(apiKeyEnv).WithValueFrom(corev1ac.EnvVarSource().
+			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(r.APIKeySecretName()).WithKey("api-key"))))
+		podAnnotations[APIKeyVersionKey] = r.APIKeyVersion
+	}
 	container := corev1ac.Container().WithName("router").WithImage(r.Image).
 		WithArgs(r.Args()...).
 		// The Go runtime's collector, tuned for a router that allocates a
@@ -264,8 +270,7 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 		// which takes a warm long request's p99 from 3-5 ms to about 2 ms
 		// (BENCHMARKS.md), and GOMEMLIMIT at 90% of the memory limit makes
 		// it collect harder before the kernel would kill the pod.
-		WithEnv(corev1ac.EnvVar().WithName("GOGC").WithValue(routerGOGC),
-			corev1ac.EnvVar().WithName("GOMEMLIMIT").WithValue(strconv.FormatInt(limit.Value()/10*9, 10))).
+		WithEnv(env...).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(RouterPort)).
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(r.Resources.CPU), corev1.ResourceMemory: resource.MustParse(r.Resources.Memory)}).
@@ -299,11 +304,7 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 		pod = pod.WithNodeSelector(r.NodeSelector)
 	}
 	for _, t := range r.Tolerations {
-		tol := corev1ac.Toleration().WithKey(t.Key).WithOperator(t.Operator).WithEffect(t.Effect)
-		if t.Value != "" {
-			tol = tol.WithValue(t.Value)
-		}
-		pod = pod.WithTolerations(tol)
+		pod = pod.WithTolerations(toleration(t))
 	}
 	d := appsv1ac.Deployment(r.Name, r.Namespace).WithLabels(labels)
 	if len(r.Annotations) > 0 {
@@ -316,23 +317,27 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 			WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromInt32(1)))).
 		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).
 			// A new configuration rolls the pods: serve reads its file once at start.
-			WithAnnotations(map[string]string{ConfigChecksumKey: checksum}).
+			WithAnnotations(podAnnotations).
 			WithSpec(pod)))
 }
 
 func (r Router) service(labels map[string]string) any {
-	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(r.Service.Type)).WithSelector(r.Selector()).
-		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(int32(r.Service.Port)).WithTargetPort(intstr.FromString("http")))
-	if len(r.Service.SourceRanges) > 0 {
-		ranges := append([]string(nil), r.Service.SourceRanges...)
-		sort.Strings(ranges)
-		spec = spec.WithLoadBalancerSourceRanges(ranges...)
-	}
-	svc := corev1ac.Service(r.Name, r.Namespace).WithLabels(labels).WithSpec(spec)
-	if len(r.Service.Annotations) > 0 {
-		svc = svc.WithAnnotations(r.Service.Annotations)
-	}
-	return svc
+	return r.Service.service(r.Name, r.Namespace, labels, r.Selector())
+}
+
+// APIKeySecretName is the Secret holding the router's API key.
+func (r Router) APIKeySecretName() string { return r.Name + "-api-key" }
+
+// apiKeyEnv is the variable serve reads the API key from (its --api-key
+// flag's LLMD_ environment form): a flag would show in ps and in the pod spec.
+const apiKeyEnv = "LLMD_API_KEY"
+
+// APIKeySecret is the Secret carrying the API key to the router pods. It is
+// applied only when the key is given (a write-only input, never in state)
+// and is no part of the rendered hash or of drift.
+func (r Router) APIKeySecret(key string) any {
+	return corev1ac.Secret(r.APIKeySecretName(), r.Namespace).WithLabels(r.Labels()).WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{"api-key": []byte(strings.TrimSpace(key))})
 }
 
 func (r Router) serviceMonitor(labels map[string]string) any {

@@ -20,7 +20,7 @@ func testRouter() Router {
 	return Router{Name: "router", Namespace: "llmd", Image: "ghcr.io/llmd-dev/llmd-router:v0.1.0", Replicas: 2, Target: f.Target(),
 		Scorers:  config.DefaultScorers(),
 		Limits:   RouterLimits{MaxInFlightPerPod: 64, MaxQueue: 1024, QueueTimeout: 30 * time.Second, Drain: 2 * time.Minute},
-		LogLevel: "info", Service: RouterService{Type: "ClusterIP", Port: 8000},
+		LogLevel: "info", Service: Exposure{Type: "ClusterIP", Port: 8000},
 		Resources:    RouterResources{CPU: "1", Memory: "1Gi", MemoryLimit: "2Gi"},
 		NodeSelector: map[string]string{"llmd.dev/pool": "system"}}
 }
@@ -172,7 +172,7 @@ func TestRouterConfigChangeRollsPods(t *testing.T) {
 // TestRouterServiceLoadBalancer: annotations and source ranges reach the Service.
 func TestRouterServiceLoadBalancer(t *testing.T) {
 	r := testRouter()
-	r.Service = RouterService{Type: "LoadBalancer", Port: 80, SourceRanges: []string{"10.0.0.0/8", "192.168.0.0/16"},
+	r.Service = Exposure{Type: "LoadBalancer", Port: 80, Internal: true, SourceRanges: []string{"10.0.0.0/8", "192.168.0.0/16"},
 		Annotations: map[string]string{"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"}}
 	objs, err := r.Objects(true)
 	if err != nil {
@@ -200,7 +200,7 @@ func TestRouterValidateNamesTheAttribute(t *testing.T) {
 		{"unknown scorer", func(r *Router) { r.Scorers = []config.Scorer{{Type: "prefx", Weight: 1}} }, "scoring.scorers[0].type: unknown scorer"},
 		{"duplicate scorer", func(r *Router) { r.Scorers = []config.Scorer{{Type: "queue", Weight: 1}, {Type: "queue", Weight: 2}} }, "scoring.scorers[1].type"},
 		{"negative weight", func(r *Router) { r.Scorers = []config.Scorer{{Type: "queue", Weight: -1}} }, "scoring.scorers[0].weight"},
-		{"source ranges without LB", func(r *Router) { r.Service.SourceRanges = []string{"10.0.0.0/8"} }, "service.source_ranges"},
+		{"source ranges without LB", func(r *Router) { r.Service.SourceRanges = []string{"10.0.0.0/8"} }, "service.load_balancer_source_ranges"},
 		{"bad quantity", func(r *Router) { r.Resources.Memory = "lots" }, "resources.memory"},
 		{"no image", func(r *Router) { r.Image = "" }, "image"},
 		{"claim in another namespace", func(r *Router) { r.Namespace = "edge" }, `namespace: "edge" is not fleet.namespace "llmd"`},

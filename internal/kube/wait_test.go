@@ -1,0 +1,166 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// kubeletlessNode is a Node no kubelet (and no kwok) runs: pods bound to it
+// by nodeName stay as the API server made them, so the test writes their
+// status and events itself, as the kubelet would.
+func kubeletlessNode(t *testing.T, c *testenv.Cluster, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
+
+// podOf waits until a pod with the label app=name exists and returns it.
+func podOf(t *testing.T, c *testenv.Cluster, ns, selector string) corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) > 0 {
+			return pods.Items[0]
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no pod %s in %s", selector, ns)
+	return corev1.Pod{}
+}
+
+// kubeletWaiting writes the container state the kubelet writes for a
+// container it cannot start (reason and message as the kubelet's).
+func kubeletWaiting(t *testing.T, c *testenv.Cluster, p corev1.Pod, reason, message string) {
+	t.Helper()
+	ctx := context.Background()
+	cur, err := c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Phase = corev1.PodPending
+	cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}
+	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: cur.Spec.Containers[0].Name, Image: cur.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}}
+	if _, err := c.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kubeletEvent records an event series on the pod as the kubelet's
+// recorder does: one event, count times between first and now.
+func kubeletEvent(t *testing.T, c *testenv.Cluster, p corev1.Pod, reason, message string, count int32, span time.Duration) {
+	t.Helper()
+	now := time.Now()
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: p.Name + "." + strings.ToLower(reason) + "." + now.Format("150405.000000"), Namespace: p.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID, APIVersion: "v1"},
+		Reason:         reason, Message: message, Type: corev1.EventTypeWarning, Count: count,
+		Source:         corev1.EventSource{Component: "kubelet", Host: p.Spec.NodeName},
+		FirstTimestamp: metav1.NewTime(now.Add(-span)), LastTimestamp: metav1.NewTime(now)}
+	if _, err := c.Client.CoreV1().Events(p.Namespace).Create(context.Background(), ev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitImagePull: an image that does not exist fails the wait at once
+// with containerd's words; a rate limit is waited out (the kubelet retries)
+// while the wait quotes the registry, and fails with the registry's words
+// once the kubelet has backed off for ImagePullGrace.
+func TestWaitImagePull(t *testing.T) {
+	kc, c := testClient(t)
+	ns := c.Namespace(t)
+	node := "kubeletless-" + ns
+	kubeletlessNode(t, c, node)
+	ctx := context.Background()
+	labels := map[string]string{"app": "pull"}
+	dep := appsv1ac.Deployment("pull", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(1).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().WithNodeName(node).
+			WithContainers(corev1ac.Container().WithName("vllm").WithImage("docker.io/vllm/vllm-openai:v9.9.9")))))
+	if err := kc.Apply(ctx, []Object{mustObject(t, dep)}, false); err != nil {
+		t.Fatal(err)
+	}
+	pod := podOf(t, c, ns, "app=pull")
+	wait := func(d time.Duration) error {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return kc.WaitDeployment(wctx, ns, "pull")
+	}
+
+	const notFound = `failed to pull and unpack image "docker.io/vllm/vllm-openai:v9.9.9": failed to resolve reference "docker.io/vllm/vllm-openai:v9.9.9": docker.io/vllm/vllm-openai:v9.9.9: not found`
+	kubeletWaiting(t, c, pod, "ErrImagePull", notFound)
+	began := time.Now()
+	err := wait(time.Minute)
+	var rollout *RolloutError
+	if !errors.As(err, &rollout) || rollout.Reason != "ImageNotFound" || !strings.Contains(err.Error(), "v9.9.9: not found") {
+		t.Fatalf("missing image: %v", err)
+	}
+	t.Logf("a missing image failed the wait after %s", time.Since(began).Round(time.Millisecond))
+
+	const limited = `failed to pull and unpack image "docker.io/vllm/vllm-openai:v0.30.0": failed to copy: httpReadSeeker: failed open: unexpected status code https://registry-1.docker.io/v2/vllm/vllm-openai/manifests/sha256:0000: 429 Too Many Requests - Server message: toomanyrequests: You have reached your unauthenticated pull rate limit`
+	kubeletWaiting(t, c, pod, "ErrImagePull", limited)
+	kubeletEvent(t, c, pod, "Failed", `Failed to pull image "docker.io/vllm/vllm-openai:v0.30.0": `+limited, 1, 0)
+	err = wait(3 * time.Second)
+	if !errors.As(err, &rollout) || rollout.Reason != "Timeout" || !strings.Contains(err.Error(), "toomanyrequests") {
+		t.Fatalf("a first rate-limited pull: %v, want the wait to go on (a timeout here) quoting the registry", err)
+	}
+
+	kubeletWaiting(t, c, pod, "ImagePullBackOff", `Back-off pulling image "docker.io/vllm/vllm-openai:v0.30.0"`)
+	kubeletEvent(t, c, pod, "BackOff", `Back-off pulling image "docker.io/vllm/vllm-openai:v0.30.0"`, 14, ImagePullGrace+time.Minute)
+	err = wait(time.Minute)
+	if !errors.As(err, &rollout) || rollout.Reason != "ImagePullBackOff" || !strings.Contains(err.Error(), "toomanyrequests: You have reached") {
+		t.Fatalf("a pull backed off for longer than ImagePullGrace: %v", err)
+	}
+}
+
+// TestWaitJobQuotesFailedMount: a Job pod whose volume does not mount (a
+// wrong FSx mount name) shows the kubelet's FailedMount event in the wait's
+// words, and fails the wait once the kubelet has failed for MountGrace.
+func TestWaitJobQuotesFailedMount(t *testing.T) {
+	kc, c := testClient(t)
+	ns := c.Namespace(t)
+	node := "kubeletless-" + ns
+	kubeletlessNode(t, c, node)
+	ctx := context.Background()
+	job := batchv1ac.Job("stage", ns).WithSpec(batchv1ac.JobSpec().WithBackoffLimit(0).WithTemplate(corev1ac.PodTemplateSpec().
+		WithSpec(corev1ac.PodSpec().WithNodeName(node).WithRestartPolicy(corev1.RestartPolicyNever).
+			WithContainers(corev1ac.Container().WithName("stage").WithImage("vllm/vllm-openai:v0.30.0")))))
+	if err := kc.Apply(ctx, []Object{mustObject(t, job)}, false); err != nil {
+		t.Fatal(err)
+	}
+	pod := podOf(t, c, ns, "batch.kubernetes.io/job-name=stage")
+	const mount = `MountVolume.SetUp failed for volume "llmd-qwen-weights" : rpc error: code = Internal desc = Could not mount "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com@tcp:/wrongname" at "/var/lib/kubelet/pods/x/volumes/kubernetes.io~csi/llmd-qwen-weights/mount": mount failed: exit status 5`
+	kubeletEvent(t, c, pod, "FailedMount", mount, 1, 0)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err := kc.WaitJob(wctx, ns, "stage")
+	var rollout *RolloutError
+	if !errors.As(err, &rollout) || rollout.Reason != "Timeout" || !strings.Contains(err.Error(), "FailedMount: MountVolume.SetUp failed") {
+		t.Fatalf("a fresh FailedMount: %v, want the wait to go on quoting it", err)
+	}
+	kubeletEvent(t, c, pod, "FailedMount", mount, 6, MountGrace+time.Minute)
+	wctx2, cancel2 := context.WithTimeout(ctx, time.Minute)
+	defer cancel2()
+	err = kc.WaitJob(wctx2, ns, "stage")
+	if !errors.As(err, &rollout) || rollout.Reason != "FailedMount" || !strings.Contains(err.Error(), "tcp:/wrongname") {
+		t.Fatalf("a FailedMount for longer than MountGrace: %v", err)
+	}
+}
