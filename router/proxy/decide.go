@@ -140,9 +140,9 @@ func DecisionStatus(err error) int {
 // fronts bound their buffers alike.
 func (s *Server) MaxBodyBytes() int64 { return s.cfg.MaxBodyBytes }
 
-// Synced reports whether discovery has delivered its first view of the
+// Ready reports whether discovery has delivered its first view of the
 // fleet and the server is not draining: what /readyz answers.
-func (s *Server) Synced() bool { return !s.drain.Load() && s.cfg.Fleet.Synced() }
+func (s *Server) Ready() bool { return !s.drain.Load() && s.cfg.Fleet.Synced() }
 
 // Endpoint is where pod serves, as host:port (its OpenAI server), and
 // whether it is in the fleet.

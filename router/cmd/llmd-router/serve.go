@@ -84,24 +84,39 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 
+	pf, err := startPicker(o.picker, srv, core.fleet, reg, log)
+	if err != nil {
+		return err
+	}
+	var handler http.Handler = srv
+	if o.picker.only {
+		handler = pickerOnly(srv)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeout,
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info("serving", "listen", ln.Addr().String(), "model", cfg.Model, "pods", len(cfg.Discovery.Static),
 		"kubernetes", cfg.Discovery.Kubernetes != nil, "scorers", core.picker.Types())
 	// The chosen address on stdout lets scripts and tests use port 0.
-	if err := json.NewEncoder(stdout).Encode(map[string]string{"listen": ln.Addr().String()}); err != nil {
+	addrs := map[string]string{"listen": ln.Addr().String()}
+	if pf != nil {
+		addrs["picker"] = pf.ln.Addr().String()
+	}
+	if err := json.NewEncoder(stdout).Encode(addrs); err != nil {
 		return err
 	}
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
+	case err := <-pf.done():
+		_ = hs.Close()
+		return fmt.Errorf("serving the endpoint picker: %w", err)
 	case err := <-fleetDone:
 		_ = hs.Close()
 		return fmt.Errorf("discovery stopped: %w", err)
@@ -113,11 +128,14 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
+	pickerDrained := make(chan error, 1)
+	go func() { pickerDrained <- pf.drain(sctx) }()
 	err = hs.Shutdown(sctx)
 	if err != nil {
 		_ = hs.Close()
 		err = fmt.Errorf("draining: %w", err)
 	}
+	err = errors.Join(err, <-pickerDrained)
 	stopCore()
 	if ferr := <-fleetDone; ferr != nil {
 		err = errors.Join(err, fmt.Errorf("discovery: %w", ferr))
