@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -199,6 +200,13 @@ func source(cfg *config.Config, kubeconfig string) (discovery.Source, error) {
 		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		if k.InferencePool != "" {
+			dyn, err := dynamic.NewForConfig(rc)
+			if err != nil {
+				return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+			}
+			return &discovery.InferencePool{Client: cs, Dynamic: dyn, Namespace: k.Namespace, Name: k.InferencePool}, nil
 		}
 		return &discovery.Kubernetes{Client: cs, Namespace: k.Namespace, Selector: k.Selector}, nil
 	}
