@@ -28,17 +28,27 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // prometheusOperatorCRDDir downloads (once, into the module cache) the
 // prometheus-operator module and returns its directory of CRD manifests.
 func prometheusOperatorCRDDir() (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/prometheus-operator/prometheus-operator@"+prometheusOperatorVersion)
+	dir, err := moduleDir("github.com/prometheus-operator/prometheus-operator", prometheusOperatorVersion)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "example", "prometheus-operator-crd"), nil
+}
+
+// moduleDir downloads (once, into the module cache) a Go module that ships
+// manifests and returns its directory.
+func moduleDir(path, version string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", path+"@"+version)
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("downloading prometheus-operator %s: %w", prometheusOperatorVersion, err)
+		return "", fmt.Errorf("downloading %s %s: %w", path, version, err)
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return "", fmt.Errorf("locating the prometheus-operator module: no Dir in %s", out)
+		return "", fmt.Errorf("locating the module %s: no Dir in %s", path, out)
 	}
-	return filepath.Join(mod.Dir, "example", "prometheus-operator-crd"), nil
+	return mod.Dir, nil
 }
 
 // InstallPrometheusOperatorCRD installs one of prometheus-operator's real
@@ -54,6 +64,13 @@ func (c *Cluster) InstallPrometheusOperatorCRD(t testing.TB, plural string) {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	c.installCRD(t, plural, raw)
+}
+
+// installCRD creates the CRD manifest raw (named plural in messages), waits
+// until it is served and removes it when the test ends.
+func (c *Cluster) installCRD(t testing.TB, plural string, raw []byte) {
+	t.Helper()
 	obj := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
 		t.Fatalf("testenv: decoding the %s CRD: %v", plural, err)

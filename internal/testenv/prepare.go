@@ -16,6 +16,7 @@ func Prepare(w io.Writer) error {
 		{"kwok " + kwokVersion, func() error { _, _, err := kwokPaths(); return err }},
 		{"npm test packages", func() error { _, err := installNodeModules(); return err }},
 		{"prometheus-operator CRDs " + prometheusOperatorVersion, func() error { _, err := prometheusOperatorCRDDir(); return err }},
+		{"InferencePool CRD " + GIEVersion, func() error { _, err := gieDir(); return err }},
 	}
 	for _, s := range steps {
 		began := time.Now()

@@ -103,11 +103,17 @@ type Discovery struct {
 	KVEventsSilentAfter Duration `json:"kv_events_silent_after"`
 }
 
-// Kubernetes watches pods by label selector in one namespace.
+// Kubernetes watches pods by label selector in one namespace, or the pods
+// of a Gateway API Inference Extension InferencePool there (exactly one).
 type Kubernetes struct {
 	Namespace string `json:"namespace"`
 	// Selector is a label selector ("app=vllm,model=qwen").
 	Selector string `json:"selector"`
+	// InferencePool names an InferencePool (inference.networking.k8s.io/v1)
+	// in Namespace: its spec.selector chooses the pods and each of its
+	// spec.targetPorts is an endpoint of every pod, followed as the pool
+	// changes.
+	InferencePool string `json:"inference_pool,omitempty"`
 }
 
 // StaticPod is a fixed endpoint for local use. Addresses left empty are

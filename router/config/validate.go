@@ -95,8 +95,11 @@ func (d *Discovery) validate(bad func(key, format string, args ...any)) {
 		if k.Namespace == "" {
 			bad("discovery.kubernetes.namespace", "must be set")
 		}
-		if strings.TrimSpace(k.Selector) == "" {
-			bad("discovery.kubernetes.selector", "must be set: an empty selector would route to every pod in the namespace")
+		switch {
+		case k.InferencePool != "" && strings.TrimSpace(k.Selector) != "":
+			bad("discovery.kubernetes.inference_pool", "set selector or inference_pool, not both: the pool's own selector chooses its pods")
+		case k.InferencePool == "" && strings.TrimSpace(k.Selector) == "":
+			bad("discovery.kubernetes.selector", "must be set (or inference_pool): an empty selector would route to every pod in the namespace")
 		}
 	}
 	names := map[string]bool{}

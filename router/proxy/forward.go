@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
 // PodHeader names the pod that answered, on every proxied response.
@@ -27,6 +28,8 @@ type slot struct {
 	pod string
 	// dpRank is the pod's data-parallel rank to send to, -1 for vLLM's choice.
 	dpRank int
+	// decision is the scored decision of a routed slot (nil for passthrough).
+	decision *scoring.Decision
 	// started marks the pod's first response byte: the request's prefill
 	// is done (its pending tokens leave the pod's count).
 	started, release func()

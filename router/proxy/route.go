@@ -31,6 +31,17 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 // prompt turns body into a routing request, answering 400 for a body the
 // engine would refuse. An untokenizable request routes on load alone.
 func (s *Server) prompt(w http.ResponseWriter, path string, body []byte) (*scoring.Request, bool) {
+	req, err := s.parse(path, body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	return req, true
+}
+
+// parse is prompt without the answer, shared with Decide: an error means
+// the engine would refuse the body.
+func (s *Server) parse(path string, body []byte) (*scoring.Request, error) {
 	req, err := s.cfg.Prompter.Prompt(path, body)
 	switch {
 	case err == nil:
@@ -38,10 +49,9 @@ func (s *Server) prompt(w http.ResponseWriter, path string, body []byte) (*scori
 		s.cfg.Metrics.untokenizable(req.Untokenizable)
 	default:
 		s.cfg.Metrics.decision(outcomeInvalid)
-		writeError(w, http.StatusBadRequest, err.Error())
-		return nil, false
+		return nil, err
 	}
-	return req, true
+	return req, nil
 }
 
 // routeChooser picks with the scorers among the untried pods under their
@@ -121,7 +131,7 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 			s.cfg.Fleet.ExpectEvents(d.Pod)
 			// The decision's speculative entries stay while the request
 			// waits at the pod, and start their TTL at its first byte.
-			return slot{pod: d.Pod, dpRank: d.DPRank, started: func() { started(); d.Hold.Settle() },
+			return slot{pod: d.Pod, dpRank: d.DPRank, decision: &d, started: func() { started(); d.Hold.Settle() },
 				release: func() { d.Hold.Settle(); end(); s.adm.release(d.Pod) }}, nil
 		}
 	}

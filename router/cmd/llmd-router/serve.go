@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -84,24 +85,39 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 
+	pf, err := startPicker(o.picker, srv, core.fleet, reg, log)
+	if err != nil {
+		return err
+	}
+	var handler http.Handler = srv
+	if o.picker.only {
+		handler = pickerOnly(srv)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeout,
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info("serving", "listen", ln.Addr().String(), "model", cfg.Model, "pods", len(cfg.Discovery.Static),
 		"kubernetes", cfg.Discovery.Kubernetes != nil, "scorers", core.picker.Types())
 	// The chosen address on stdout lets scripts and tests use port 0.
-	if err := json.NewEncoder(stdout).Encode(map[string]string{"listen": ln.Addr().String()}); err != nil {
+	addrs := map[string]string{"listen": ln.Addr().String()}
+	if pf != nil {
+		addrs["picker"] = pf.ln.Addr().String()
+	}
+	if err := json.NewEncoder(stdout).Encode(addrs); err != nil {
 		return err
 	}
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
+	case err := <-pf.done():
+		_ = hs.Close()
+		return fmt.Errorf("serving the endpoint picker: %w", err)
 	case err := <-fleetDone:
 		_ = hs.Close()
 		return fmt.Errorf("discovery stopped: %w", err)
@@ -113,11 +129,14 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
+	pickerDrained := make(chan error, 1)
+	go func() { pickerDrained <- pf.drain(sctx) }()
 	err = hs.Shutdown(sctx)
 	if err != nil {
 		_ = hs.Close()
 		err = fmt.Errorf("draining: %w", err)
 	}
+	err = errors.Join(err, <-pickerDrained)
 	stopCore()
 	if ferr := <-fleetDone; ferr != nil {
 		err = errors.Join(err, fmt.Errorf("discovery: %w", ferr))
@@ -181,6 +200,13 @@ func source(cfg *config.Config, kubeconfig string) (discovery.Source, error) {
 		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		if k.InferencePool != "" {
+			dyn, err := dynamic.NewForConfig(rc)
+			if err != nil {
+				return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+			}
+			return &discovery.InferencePool{Client: cs, Dynamic: dyn, Namespace: k.Namespace, Name: k.InferencePool}, nil
 		}
 		return &discovery.Kubernetes{Client: cs, Namespace: k.Namespace, Selector: k.Selector}, nil
 	}

@@ -24,6 +24,7 @@ type serveOptions struct {
 	podsFile                                                  string
 
 	limits                                proxy.Config
+	picker                                pickerOptions
 	readHeaderTimeout, idleTimeout, drain time.Duration
 	canaryInterval                        time.Duration
 	logLevel                              string
@@ -68,6 +69,12 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle longer are closed")
 	fs.DurationVar(&o.drain, "shutdown-timeout", 5*time.Minute, "on SIGTERM, how long open requests (streams) may take to finish")
 	fs.DurationVar(&o.canaryInterval, "canary-interval", 5*time.Minute, "tokenizer canary period (with --tokenizer-config)")
+	fs.StringVar(&o.picker.listen, "picker-listen", "", "also serve as a Gateway API Inference Extension endpoint picker (Envoy ext_proc over gRPC) on this address, e.g. :9002")
+	fs.BoolVar(&o.picker.only, "picker-only", false, "serve clients only through the gateway: the HTTP listener keeps /healthz, /readyz and /metrics")
+	fs.StringVar(&o.picker.certFile, "picker-cert", "", "TLS certificate (PEM) of the picker's listener; without it and --picker-key, a self-signed one")
+	fs.StringVar(&o.picker.keyFile, "picker-key", "", "TLS key (PEM) of --picker-cert")
+	fs.BoolVar(&o.picker.plaintext, "picker-plaintext", false, "serve the picker without TLS")
+	fs.IntVar(&o.picker.fallbacks, "picker-fallbacks", -1, "next best pods listed after the pick for the gateway to retry (-1: every candidate; 0 for a gateway that takes one address, as Envoy's ORIGINAL_DST cluster does)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
