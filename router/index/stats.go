@@ -1,6 +1,9 @@
 package index
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
 // Per-entry memory, measured by BenchmarkMemory (HeapInuse delta after GC
 // over 1,000,000 keys) and used for Stats.MemoryBytes.
@@ -86,4 +89,41 @@ func (ix *Index) Stats() Stats {
 	}
 	s.MemoryBytes = s.Keys*bytesPerKey + s.Pairs*bytesPerPair + s.Orphans*bytesPerOrphan
 	return s
+}
+
+// HolderCounts returns how many keys have n holders on any tier, at index
+// n, speculation left out: the distribution a key's holder set is sized
+// for. It read-locks each shard in turn and walks its keys.
+func (ix *Index) HolderCounts() []int64 {
+	var hist []int64
+	count := func(n int) {
+		for len(hist) <= n {
+			hist = append(hist, 0)
+		}
+		hist[n]++
+	}
+	for i := range ix.shards {
+		sh := &ix.shards[i]
+		sh.mu.RLock()
+		sh.gpu.each(0, func(k, _ uint64) bool {
+			count(sh.holderCount(sh.held(k)))
+			return true
+		})
+		for k, off := range sh.off {
+			if gpu, _ := sh.held(k); gpu == 0 {
+				count(sh.holderCount(0, off))
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	return hist
+}
+
+// holderCount is how many engines hold a key on any tier. Callers hold s.mu.
+func (s *shard) holderCount(gpu holders, off offHolders) int {
+	n := 0
+	for w := range max(s.groups(gpu), s.groups(off.cpu), s.groups(off.storage)) {
+		n += bits.OnesCount64(s.word(gpu, w) | s.word(off.cpu, w) | s.word(off.storage, w))
+	}
+	return n
 }
