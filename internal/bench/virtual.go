@@ -122,11 +122,16 @@ func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag Ro
 
 // runVirtualOn is runVirtualLagged on replicas running engine ec.
 func runVirtualOn(ec sim.EngineConfig, w Workload, policy string, scorers []config.Scorer, lag RouterLag) (Summary, error) {
-	ds, err := w.SimDataset()
+	p, err := virtualPicker(policy, scorers, w.Seed)
 	if err != nil {
 		return Summary{}, err
 	}
-	p, err := virtualPicker(policy, scorers, w.Seed)
+	return runVirtualPicker(ec, w, policy, p, lag)
+}
+
+// runVirtualPicker is runVirtualOn with the policy's picker built.
+func runVirtualPicker(ec sim.EngineConfig, w Workload, policy string, p sim.Picker, lag RouterLag) (Summary, error) {
+	ds, err := w.SimDataset()
 	if err != nil {
 		return Summary{}, err
 	}
@@ -139,8 +144,8 @@ func runVirtualOn(ec sim.EngineConfig, w Workload, policy string, scorers []conf
 		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest,
 		Form: kvevents.FormMap, Seed: w.Seed})
 	if err != nil {
-		if sp, ok := p.(*scoringPicker); ok && sp.err != nil {
-			err = fmt.Errorf("%w (picker: %w)", err, sp.err)
+		if sp, ok := p.(interface{ pickErr() error }); ok && sp.pickErr() != nil {
+			err = fmt.Errorf("%w (picker: %w)", err, sp.pickErr())
 		}
 		return Summary{}, err
 	}
