@@ -23,8 +23,8 @@
 // tier (GPU in an open-addressing table, CPU and storage in maps that stay
 // empty on GPU-only fleets): a bit per slot while the holders' slots lie in
 // one group of 56, else a bitmap in the shard's arena. Fleets of up to 56
-// engines never spill; on larger ones most keys have one holder and stay
-// one word. A Lookup follows only the engines holding a prompt's first key,
+// engines never spill; on larger ones, routed by prefix, nearly every key
+// has one holder and stays one word. A Lookup follows only the engines holding a prompt's first key,
 // a few word operations per key and group of 56, and reports each engine's
 // leading blocks on any tier and on GPU, without allocating. Speculative
 // entries, written right after a routing decision, count as GPU holdings

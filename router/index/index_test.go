@@ -448,6 +448,26 @@ func indexMatchesModel(t *testing.T, engines, steps int) {
 			}
 		}
 	}
+	spilled := 0
+	for i := range ix.shards {
+		spilled += ix.shards[i].overflows
+	}
+	if engines > groupSize && spilled == 0 {
+		t.Fatalf("%d engines, yet no key's holders span groups: the test misses the arena", engines)
+	}
+	// Every holder set that spilled to an arena went back when its
+	// holders left.
+	for e := range engines {
+		ix.Purge(eng(e))
+	}
+	for i := range ix.shards {
+		if sh := &ix.shards[i]; sh.overflows != 0 || len(sh.over) != len(sh.freeOver) {
+			t.Fatalf("shard %d keeps %d arena bitmaps in use (%d made, %d free)", i, sh.overflows, len(sh.over), len(sh.freeOver))
+		}
+	}
+	if s := ix.Stats(); s.Keys != 0 || s.Pairs != 0 || s.MemoryBytes != 0 {
+		t.Fatalf("after purging every engine: %+v", s)
+	}
 }
 
 // TestConcurrentReadsDuringWrites runs lookups while engines store and remove

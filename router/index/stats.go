@@ -11,6 +11,10 @@ const (
 	bytesPerKey    = 24 // GPU table entry of a key
 	bytesPerPair   = 26 // engine-hash table entry of each (key, engine)
 	bytesPerOrphan = 80 // map entries by hash and by parent, not measured
+	// bytesPerOverflow is an arena bitmap of a key whose holders span
+	// groups: at 256 engines on round robin's holders per key, B/key less
+	// the key's and its pairs' entries over the keys that spill.
+	bytesPerOverflow = 40
 )
 
 // Stats are the index's counters and gauges for export as metrics.
@@ -87,7 +91,14 @@ func (ix *Index) Stats() Stats {
 		Unresolved: c.unresolved.Load(), BlockSizeMismatches: c.mismatches.Load(),
 		SpecConfirmed: c.specConfirmed.Load(), SpecExpired: c.specExpired.Load(),
 	}
-	s.MemoryBytes = s.Keys*bytesPerKey + s.Pairs*bytesPerPair + s.Orphans*bytesPerOrphan
+	var overflows int64
+	for i := range ix.shards {
+		sh := &ix.shards[i]
+		sh.mu.RLock()
+		overflows += int64(sh.overflows)
+		sh.mu.RUnlock()
+	}
+	s.MemoryBytes = s.Keys*bytesPerKey + s.Pairs*bytesPerPair + s.Orphans*bytesPerOrphan + overflows*bytesPerOverflow
 	return s
 }
 
