@@ -91,3 +91,59 @@ func TestScaledSeedHolders(t *testing.T) {
 		})
 	}
 }
+
+// TestScaledSeedPolicies runs every policy on the seed workload scaled to
+// 64 and 256 pods (the load per pod held) in virtual time, beside the
+// ceiling of routing (OracleLag), under two router lags: LiveLag(1), whose
+// router decides one request after another at the 1 ms a request the
+// 2-core test machine measured (1,000 decisions a second at most), and the
+// same with two workers, a router deciding on two cores at once. It holds
+// the default mix, under the second, to at least 0.95 of the ceiling and
+// at least llm-d's mix. Minutes of CPU: skipped with -short. BENCHMARKS.md,
+// issue 29:
+//
+//	go test ./internal/bench/ -run TestScaledSeedPolicies -v -timeout 60m
+func TestScaledSeedPolicies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("minutes of CPU per fleet size")
+	}
+	twoCores := LiveLag(1)
+	twoCores.Workers = 2
+	for _, pods := range []int{64, 256} {
+		t.Run(fmt.Sprint("pods=", pods), func(t *testing.T) {
+			w := scaledSeed(pods)
+			ceiling, err := RoutingCeiling(w, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			one, err := RunVirtual(w, AllPolicies, LiveLag(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			two, err := RunVirtual(w, routedPolicies, twoCores)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rr := one.Policy(PolicyRR).OutputThroughput
+			out := []string{fmt.Sprintf("ceiling (%s under the oracle) %.0f tok/s, %.2fx rr", ceiling.Policy,
+				ceiling.OutputThroughput, ceiling.OutputThroughput/rr)}
+			for _, rep := range []struct {
+				name string
+				r    Report
+			}{{"one worker", one}, {"two workers", two}} {
+				for _, s := range rep.r.Policies {
+					out = append(out, fmt.Sprintf("%-11s %-6s %7.0f tok/s  %.2fx rr  %.3f of the ceiling  hit %.3f  P99 TTFT %.1f s",
+						rep.name, s.Policy, s.OutputThroughput, s.OutputThroughput/rr, s.OutputThroughput/ceiling.OutputThroughput,
+						s.PrefixHitRate, s.P99TTFT/1000))
+				}
+			}
+			t.Logf("%d pods, %d prefixes, %d prompts, %d connections:\n%s", pods, w.NumPrefixes, w.NumPrompts,
+				w.MaxConcurrency, strings.Join(out, "\n"))
+			best, llmd := two.Policy(PolicyBest).OutputThroughput, two.Policy(PolicyLLMD).OutputThroughput
+			if best < 0.95*ceiling.OutputThroughput || best < llmd {
+				t.Errorf("the default mix reaches %.0f tok/s: want at least 0.95 of the ceiling's %.0f and llm-d's mix's %.0f",
+					best, ceiling.OutputThroughput, llmd)
+			}
+		})
+	}
+}
