@@ -24,6 +24,9 @@ type scoringPicker struct {
 
 var _ sim.Picker = (*scoringPicker)(nil)
 
+// pickErr is the error of the pick that failed the run, if any.
+func (a *scoringPicker) pickErr() error { return a.err }
+
 // Pick implements sim.Picker.
 func (a *scoringPicker) Pick(r *sim.Route, v *sim.View) int {
 	if a.p == nil {

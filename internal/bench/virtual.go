@@ -23,6 +23,9 @@ type RouterLag struct {
 	// PerRequest is the router's processing time per request (read,
 	// tokenize, score, forward), spent in arrival order: it spreads a burst.
 	PerRequest float64 `json:"per_request_s"`
+	// Workers is how many requests the router decides at once (0 or 1: one
+	// after another, as the 2-core test machine's live router measured).
+	Workers int `json:"workers,omitempty"`
 }
 
 // eventDelay is how long KV events take in wall time from a step's end to
@@ -122,11 +125,16 @@ func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag Ro
 
 // runVirtualOn is runVirtualLagged on replicas running engine ec.
 func runVirtualOn(ec sim.EngineConfig, w Workload, policy string, scorers []config.Scorer, lag RouterLag) (Summary, error) {
-	ds, err := w.SimDataset()
+	p, err := virtualPicker(policy, scorers, w.Seed)
 	if err != nil {
 		return Summary{}, err
 	}
-	p, err := virtualPicker(policy, scorers, w.Seed)
+	return runVirtualPicker(ec, w, policy, p, lag)
+}
+
+// runVirtualPicker is runVirtualOn with the policy's picker built.
+func runVirtualPicker(ec sim.EngineConfig, w Workload, policy string, p sim.Picker, lag RouterLag) (Summary, error) {
+	ds, err := w.SimDataset()
 	if err != nil {
 		return Summary{}, err
 	}
@@ -136,11 +144,11 @@ func runVirtualOn(ec sim.EngineConfig, w Workload, policy string, scorers []conf
 	}
 	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: ec, Replicas: w.Replicas, Workload: ds,
 		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: lag.EventDelay,
-		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest,
+		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest, RouterWorkers: lag.Workers,
 		Form: kvevents.FormMap, Seed: w.Seed})
 	if err != nil {
-		if sp, ok := p.(*scoringPicker); ok && sp.err != nil {
-			err = fmt.Errorf("%w (picker: %w)", err, sp.err)
+		if sp, ok := p.(interface{ pickErr() error }); ok && sp.pickErr() != nil {
+			err = fmt.Errorf("%w (picker: %w)", err, sp.pickErr())
 		}
 		return Summary{}, err
 	}

@@ -43,6 +43,10 @@ type VirtualConfig struct {
 	// its engine at that moment. 0 decides every request the instant the
 	// client sends it.
 	RouterCost float64
+	// RouterWorkers is how many requests the router decides at once, each
+	// taking RouterCost (default 1): a router process deciding on several
+	// cores, each request handed to the worker free first.
+	RouterWorkers int
 	// SampleInterval is how often the report samples fleet gauges (default 1 s).
 	SampleInterval float64
 	// Form is the KV-event wire form the engines publish.
@@ -104,9 +108,9 @@ type virtualRun struct {
 	arrived  int   // requests that have arrived at the client
 	next     int   // next request to send
 	conns    []int // idle connections, most recently freed last
-	// routerFree is when the router worker finishes the requests it has
+	// routerFree is when each router worker finishes the requests it has
 	// been handed so far; sentAt is when the client sent each request.
-	routerFree float64
+	routerFree []float64
 	sentAt     []float64
 	// pending is each routed request's Route.Uncached until its first
 	// token, holds its Route.Hold.
@@ -124,8 +128,8 @@ type virtualRun struct {
 // It is deterministic: the same config gives the same Result.
 func RunVirtual(cfg VirtualConfig) (Result, error) {
 	if cfg.Replicas <= 0 || cfg.Replicas > index.MaxEngines || cfg.Concurrency <= 0 || cfg.Picker == nil ||
-		cfg.Workload == nil || cfg.RequestRate < 0 || cfg.RouterCost < 0 || cfg.SpeculationTTL < 0 {
-		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate, router cost and speculation TTL >= 0, a workload and a picker",
+		cfg.Workload == nil || cfg.RequestRate < 0 || cfg.RouterCost < 0 || cfg.SpeculationTTL < 0 || cfg.RouterWorkers < 0 {
+		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate, router cost, router workers and speculation TTL >= 0, a workload and a picker",
 			index.MaxEngines)
 	}
 	if cfg.ScrapeInterval <= 0 {
@@ -138,7 +142,7 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas),
+	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas), routerFree: make([]float64, max(cfg.RouterWorkers, 1)),
 		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())},
 		sentAt: make([]float64, work.Len()), pending: make([]int, work.Len()), holds: make([]*index.Hold, work.Len())}
 	var now float64
@@ -294,8 +298,14 @@ func (v *virtualRun) send(conn int, now float64) error {
 	if v.cfg.RouterCost == 0 {
 		return v.route1(conn, i, now, now)
 	}
-	v.routerFree = max(v.routerFree, now) + v.cfg.RouterCost
-	v.q.push(vevent{t: v.routerFree, kind: evRoute, pod: conn, req: i, sent: now})
+	w := 0
+	for j, t := range v.routerFree {
+		if t < v.routerFree[w] {
+			w = j
+		}
+	}
+	v.routerFree[w] = max(v.routerFree[w], now) + v.cfg.RouterCost
+	v.q.push(vevent{t: v.routerFree[w], kind: evRoute, pod: conn, req: i, sent: now})
 	return nil
 }
 

@@ -276,3 +276,21 @@ func TestRouterCostSpreadsTheBurst(t *testing.T) {
 		t.Error("two runs with a router cost differ")
 	}
 }
+
+// TestRouterWorkersDecideAtOnce sends the same burst through a router of
+// three workers at 10 ms a request: decisions come three at a time, the
+// k-th at (k/3+1) x 10 ms.
+func TestRouterWorkersDecideAtOnce(t *testing.T) {
+	const cost, workers = 0.01, 3
+	c := &clock{inner: &RoundRobin{}}
+	cfg := smallRun(c, 0.01, kvevents.FormMap)
+	cfg.RouterCost, cfg.RouterWorkers = cost, workers
+	if _, err := RunVirtual(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 48 {
+		if want := float64(k/workers+1) * cost; math.Abs(c.at[k]-want) > 1e-9 {
+			t.Fatalf("burst decision %d at %.4f s, want %.4f s", k, c.at[k], want)
+		}
+	}
+}

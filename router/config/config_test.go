@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -188,5 +189,29 @@ func TestUpstreamAndSilence(t *testing.T) {
 		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%q: error %v does not name %s", body, err, key)
 		}
+	}
+}
+
+// TestStaticFleetBound accepts a static fleet of 256 pods, past the 64
+// engines the index once tracked, and refuses one whose engines (pods x
+// data-parallel ranks) exceed MaxEngines, naming the key.
+func TestStaticFleetBound(t *testing.T) {
+	static := func(pods, dp int) []byte {
+		var b strings.Builder
+		fmt.Fprintf(&b, "model: m\ndiscovery:\n  data_parallel_size: %d\n  static:\n", dp)
+		for i := range pods {
+			fmt.Fprintf(&b, "  - {name: p%d, ip: 10.0.%d.%d}\n", i, i/250, i%250+1)
+		}
+		return []byte(b.String())
+	}
+	if _, err := Parse(static(256, 1)); err != nil {
+		t.Errorf("256 pods: %v", err)
+	}
+	pods := MaxEngines/8 + 1
+	_, err := Parse(static(pods, 8))
+	want := fmt.Sprintf("discovery.static: %d pods x 8 data-parallel ranks = %d engines, more than the block index tracks (%d)",
+		pods, pods*8, MaxEngines)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%d pods at data parallel 8: error %v, want %q", pods, err, want)
 	}
 }

@@ -46,10 +46,10 @@ const (
 // MaxEngines is how many engines (pods x data-parallel ranks) the block
 // index tracks: index.MaxEngines, restated here so this package stays free
 // of the router's other packages (a test in package index holds them equal).
-const MaxEngines = 64
+const MaxEngines = 4096
 
-// MaxDataParallelSize bounds discovery.data_parallel_size: the block index
-// tracks MaxEngines engines, which DP 8 leaves to 8 pods.
+// MaxDataParallelSize bounds discovery.data_parallel_size: each rank runs
+// on at least one GPU, and the largest GPU instances carry 8.
 const MaxDataParallelSize = 8
 
 // DefaultScorers is used when the file lists none: CostAwareScorers. It

@@ -11,7 +11,13 @@ import (
 // fill stores chains of 34 blocks of 64 tokens until the index holds n keys,
 // each chain on `copies` engines of 8, and returns the last chain's keys.
 func fill(tb testing.TB, ix *Index, n, copies int) []uint64 {
-	const bs, blocks, engines = 64, 34, 8
+	return fillOn(tb, ix, n, 8, func(*rand.Rand) int { return copies })
+}
+
+// fillOn is fill over `engines` engines, each chain on copies() of them:
+// consecutive ones from a random first (the first 8 in turn on 8 engines).
+func fillOn(tb testing.TB, ix *Index, n, engines int, copies func(*rand.Rand) int) []uint64 {
+	const bs, blocks = 64, 34
 	rng := rand.New(rand.NewPCG(1, uint64(n)))
 	tokens := make([]uint32, blocks*bs)
 	hashes := make([]uint64, blocks)
@@ -24,8 +30,12 @@ func fill(tb testing.TB, ix *Index, n, copies int) []uint64 {
 			hashes[i] = rng.Uint64()
 		}
 		m := min(blocks, n-int(ix.Stats().Keys))
-		for j := 0; j < copies; j++ {
-			e := Engine{Pod: fmt.Sprint("pod-", (c+j)%engines)}
+		first := c
+		if engines > 8 {
+			first = rng.IntN(engines)
+		}
+		for j := range copies(rng) {
+			e := Engine{Pod: fmt.Sprint("pod-", (first+j*engines/8)%engines)}
 			if err := ix.Store(e, &Stored{Hashes: hashes[:m], Tokens: tokens[:m*bs], BlockSize: bs}); err != nil {
 				tb.Fatal(err)
 			}
@@ -102,15 +112,30 @@ func BenchmarkKeys(b *testing.B) {
 }
 
 // BenchmarkMemory reports the HeapInuse growth, after GC, of an index holding
-// 1,000,000 keys each on one engine (B/key equals B/(key,engine) there), and
-// of 125,000 keys each on all 8 engines. Run it with -benchtime=1x.
+// 1,000,000 keys each on one engine of 8 (B/key equals B/(key,engine)
+// there), of 125,000 keys each on all 8 engines, and of 1,000,000 keys over
+// 256 engines with the holders per key measured on the seed workload scaled
+// to 256 pods (TestScaledSeedHolders in internal/bench, BENCHMARKS.md issue
+// 29) under the default mix and under round robin, a chain's holders 32
+// slots apart so that they span groups (5 to 8 holders drawn as 5). Run it
+// with -benchtime=1x.
 func BenchmarkMemory(b *testing.B) {
-	for _, tc := range []struct{ keys, copies int }{{1_000_000, 1}, {125_000, 8}} {
-		b.Run(fmt.Sprintf("keys=%d/engines=%d", tc.keys, tc.copies), func(b *testing.B) {
+	fixed := func(n int) func(*rand.Rand) int { return func(*rand.Rand) int { return n } }
+	for _, tc := range []struct {
+		name          string
+		keys, engines int
+		copies        func(*rand.Rand) int
+	}{
+		{"keys=1000000/engines=1", 1_000_000, 8, fixed(1)},
+		{"keys=125000/engines=8", 125_000, 8, fixed(8)},
+		{"keys=1000000/engines=256/seed-default", 1_000_000, 256, drawHolders(99.4, 0.6)},
+		{"keys=1000000/engines=256/seed-rr", 1_000_000, 256, drawHolders(47.2, 25.9, 16.1, 7.3, 3.6)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				before := heapInuse()
 				ix := New(Config{})
-				fill(b, ix, tc.keys, tc.copies)
+				fillOn(b, ix, tc.keys, tc.engines, tc.copies)
 				after := heapInuse()
 				s := ix.Stats()
 				b.ReportMetric(float64(after-before)/float64(s.Keys), "B/key")
@@ -118,6 +143,24 @@ func BenchmarkMemory(b *testing.B) {
 				runtime.KeepAlive(ix)
 			}
 		})
+	}
+}
+
+// drawHolders draws a count of holders: 1 with weight w[0], 2 with w[1]...
+func drawHolders(w ...float64) func(*rand.Rand) int {
+	var total float64
+	for _, x := range w {
+		total += x
+	}
+	return func(rng *rand.Rand) int {
+		x := rng.Float64() * total
+		for i, wi := range w {
+			if x < wi {
+				return i + 1
+			}
+			x -= wi
+		}
+		return len(w)
 	}
 }
 

@@ -18,10 +18,14 @@
 //
 // # Holders, tiers, speculation
 //
-// An Engine is a pod's data-parallel rank; up to MaxEngines (64) per Index.
-// A key's holders are one 64-bit mask per tier (GPU in an open-addressing
-// table, CPU and storage in maps that stay empty on GPU-only fleets), so a
-// Lookup walks a prompt's keys with bit operations and reports each engine's
+// An Engine is a pod's data-parallel rank; up to MaxEngines (4,096) per
+// Index, each given the lowest free slot. A key's holders are one word per
+// tier (GPU in an open-addressing table, CPU and storage in maps that stay
+// empty on GPU-only fleets): a bit per slot while the holders' slots lie in
+// one group of 56, else a bitmap in the shard's arena. Fleets of up to 56
+// engines never spill; on larger ones, routed by prefix, nearly every key
+// has one holder and stays one word. A Lookup follows only the engines holding a prompt's first key,
+// a few word operations per key and group of 56, and reports each engine's
 // leading blocks on any tier and on GPU, without allocating. Speculative
 // entries, written right after a routing decision, count as GPU holdings
 // while the request waits at its engine (until its Hold settles, at the

@@ -20,8 +20,7 @@ type orphan struct {
 type engine struct {
 	mu   sync.Mutex
 	id   Engine
-	slot uint8
-	bit  uint64
+	slot int
 
 	blocks   table               // engine hash -> own key
 	waiting  map[uint64][]orphan // parent engine hash -> orphans waiting on it
@@ -33,8 +32,8 @@ type engine struct {
 	size atomic.Int64 // len(blocks), readable without mu for eviction
 }
 
-func newEngine(id Engine, slot uint8) *engine {
-	es := &engine{id: id, slot: slot, bit: 1 << slot}
+func newEngine(id Engine, slot int) *engine {
+	es := &engine{id: id, slot: slot}
 	es.reset()
 	return es
 }

@@ -2,15 +2,17 @@ package index
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// MaxEngines is how many engines one Index tracks: a key's holders are a
-// 64-bit mask per tier, which keeps an entry at 16 bytes and a lookup free of
-// allocations. A fleet larger than that needs one Index per model fleet.
-const MaxEngines = 64
+// MaxEngines is how many engines one Index tracks. A key's holders are a
+// set per tier that stays one word while its engines' slots lie in one
+// group of 56 (see holders); 4,096 engines need 74 of the 128 groups that
+// word can name, and bound the slot bitmap and table an Index keeps.
+const MaxEngines = 4096
 
 // Tier is where an engine holds a block.
 type Tier uint8
@@ -81,8 +83,8 @@ type Index struct {
 	engines map[Engine]*engine
 	// slots maps a slot number to its engine for readers, replaced whole on
 	// every change so Lookup reads it without the lock.
-	slots atomic.Pointer[[MaxEngines]Engine]
-	used  uint64
+	slots atomic.Pointer[[]Engine]
+	used  [MaxEngines / 64]uint64
 
 	spec    specQueue
 	evictMu sync.Mutex
@@ -102,7 +104,7 @@ func New(cfg Config) *Index {
 	}
 	ix := &Index{cfg: cfg, engines: make(map[Engine]*engine)}
 	ix.blockSize.Store(int64(cfg.BlockSize))
-	ix.slots.Store(new([MaxEngines]Engine))
+	ix.slots.Store(new([]Engine))
 	for i := range ix.shards {
 		ix.shards[i].init()
 	}
@@ -120,15 +122,18 @@ func (ix *Index) engineFor(e Engine) (*engine, error) {
 	if es := ix.engines[e]; es != nil {
 		return es, nil
 	}
-	if ix.used == ^uint64(0) {
+	slot := -1
+	for w, u := range ix.used {
+		if u != ^uint64(0) {
+			slot = w*64 + bits.TrailingZeros64(^u)
+			break
+		}
+	}
+	if slot < 0 {
 		return nil, fmt.Errorf("indexing engine %s: all %d engine slots in use", e, MaxEngines)
 	}
-	slot := 0
-	for ix.used&(1<<slot) != 0 {
-		slot++
-	}
-	ix.used |= 1 << slot
-	es := newEngine(e, uint8(slot))
+	ix.used[slot/64] |= 1 << (slot % 64)
+	es := newEngine(e, slot)
 	ix.engines[e] = es
 	ix.publishSlot(slot, e)
 	return es, nil
@@ -141,10 +146,16 @@ func (ix *Index) existing(e Engine) *engine {
 	return ix.engines[e]
 }
 
-// publishSlot swaps in a new slot table; callers hold ix.mu.
+// publishSlot swaps in a new slot table, as long as the highest slot in
+// use; callers hold ix.mu.
 func (ix *Index) publishSlot(slot int, e Engine) {
-	t := *ix.slots.Load()
+	old := *ix.slots.Load()
+	t := make([]Engine, max(len(old), slot+1))
+	copy(t, old)
 	t[slot] = e
+	for len(t) > 0 && t[len(t)-1].Pod == "" {
+		t = t[:len(t)-1]
+	}
 	ix.slots.Store(&t)
 }
 

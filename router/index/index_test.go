@@ -381,11 +381,18 @@ func TestMemoryBoundEvicts(t *testing.T) {
 }
 
 // TestIndexMatchesModel applies thousands of random stores, removals,
-// clears and speculation-free restarts to 8 engines and after each step
-// compares every engine's match of every chain with a plain model.
+// clears and speculation-free restarts to 8 and to 300 engines (holder
+// sets spanning groups of engine slots) and after each step compares every
+// engine's match of every chain with a plain model.
 func TestIndexMatchesModel(t *testing.T) {
-	const bs, engines, chainsN, blocks = 4, 8, 12, 10
-	rng := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct{ engines, steps int }{{8, 4000}, {300, 3000}} {
+		t.Run(fmt.Sprint("engines=", tc.engines), func(t *testing.T) { indexMatchesModel(t, tc.engines, tc.steps) })
+	}
+}
+
+func indexMatchesModel(t *testing.T, engines, steps int) {
+	const bs, chainsN, blocks = 4, 12, 10
+	rng := rand.New(rand.NewPCG(11, uint64(engines)))
 	ix := New(Config{})
 	var chains []chain
 	for i := 0; i < chainsN; i++ {
@@ -401,7 +408,7 @@ func TestIndexMatchesModel(t *testing.T) {
 		model[e] = make([][blocks]bool, chainsN)
 	}
 	eng := func(e int) Engine { return Engine{Pod: fmt.Sprint("pod", e/2), Rank: e % 2} }
-	for step := 0; step < 4000; step++ {
+	for step := 0; step < steps; step++ {
 		e, ci := rng.IntN(engines), rng.IntN(chainsN)
 		c, held := chains[ci], &model[e][ci]
 		switch op := rng.IntN(10); {
@@ -440,6 +447,26 @@ func TestIndexMatchesModel(t *testing.T) {
 				}
 			}
 		}
+	}
+	spilled := 0
+	for i := range ix.shards {
+		spilled += ix.shards[i].overflows
+	}
+	if engines > groupSize && spilled == 0 {
+		t.Fatalf("%d engines, yet no key's holders span groups: the test misses the arena", engines)
+	}
+	// Every holder set that spilled to an arena went back when its
+	// holders left.
+	for e := range engines {
+		ix.Purge(eng(e))
+	}
+	for i := range ix.shards {
+		if sh := &ix.shards[i]; sh.overflows != 0 || len(sh.over) != len(sh.freeOver) {
+			t.Fatalf("shard %d keeps %d arena bitmaps in use (%d made, %d free)", i, sh.overflows, len(sh.over), len(sh.freeOver))
+		}
+	}
+	if s := ix.Stats(); s.Keys != 0 || s.Pairs != 0 || s.MemoryBytes != 0 {
+		t.Fatalf("after purging every engine: %+v", s)
 	}
 }
 
@@ -501,10 +528,14 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 }
 
 // TestMaxEnginesMatchesConfig holds the config package's restated limit,
-// which validates discovery.static against it, equal to the index's own.
+// which validates discovery.static against it, equal to the index's own,
+// and within what a holder set's group number can name.
 func TestMaxEnginesMatchesConfig(t *testing.T) {
 	if MaxEngines != config.MaxEngines {
 		t.Errorf("index.MaxEngines %d, config.MaxEngines %d", MaxEngines, config.MaxEngines)
+	}
+	if groups := (MaxEngines + groupSize - 1) / groupSize; groups > maxGroups {
+		t.Errorf("MaxEngines %d needs %d groups of %d slots; a holder set names %d", MaxEngines, groups, groupSize, maxGroups)
 	}
 }
 
@@ -519,7 +550,7 @@ func TestDropPodFreesSlots(t *testing.T) {
 		}
 	}
 	if _, err := ix.Speculate(Engine{Pod: "new"}, []uint64{1}); err == nil {
-		t.Fatal("a 65th engine got a slot")
+		t.Fatalf("engine %d got a slot", MaxEngines+1)
 	}
 	ix.DropPod("p3")
 	for r := range 2 {

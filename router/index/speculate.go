@@ -12,7 +12,7 @@ import (
 type specItem struct {
 	key   uint64
 	until int64
-	slot  uint8
+	slot  uint16
 }
 
 type specQueue struct {
@@ -43,7 +43,7 @@ func (ix *Index) Speculate(e Engine, keys []uint64) (*Hold, error) {
 	for _, k := range keys {
 		sh := ix.shardOf(k)
 		sh.mu.Lock()
-		if gpu, _ := sh.gpu.get(k); gpu&es.bit == 0 {
+		if gpu, _ := sh.gpu.get(k); !sh.has(holders(gpu), es.slot) {
 			added, wasHeld := sh.holdSpec(k, es.slot, heldUntilSettled)
 			if added {
 				d.spec++
@@ -90,7 +90,7 @@ func (h *Hold) Settle() {
 		sh.mu.Lock()
 		if e, u, ok := sh.specOf(k, h.es.slot); ok && u == heldUntilSettled {
 			sh.setSpecUntil(k, e, h.es.slot, until)
-			q.items = append(q.items, specItem{key: k, until: until, slot: h.es.slot})
+			q.items = append(q.items, specItem{key: k, until: until, slot: uint16(h.es.slot)})
 		}
 		sh.mu.Unlock()
 	}
@@ -118,8 +118,8 @@ func (ix *Index) sweepSpec() {
 		sh := ix.shardOf(it.key)
 		sh.mu.Lock()
 		// A later Speculate of the same (key, slot) moved its expiry: leave it.
-		if e, u, ok := sh.specOf(it.key, it.slot); ok && u == it.until {
-			sh.dropSpec(it.key, e, it.slot)
+		if e, u, ok := sh.specOf(it.key, int(it.slot)); ok && u == it.until {
+			sh.dropSpec(it.key, e, int(it.slot))
 			d.spec--
 			d.specExpired++
 		}
@@ -136,13 +136,12 @@ func (ix *Index) sweepSpec() {
 // clearSpec drops every speculative entry of slot and returns how many, and
 // how many of them were held. Queue items left behind find nothing when
 // they expire.
-func (ix *Index) clearSpec(slot uint8) (n, held int64) {
-	bit := uint64(1) << slot
+func (ix *Index) clearSpec(slot int) (n, held int64) {
 	for i := range ix.shards {
 		sh := &ix.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.spec {
-			if e.mask&bit != 0 {
+			if sh.has(e.holders, slot) {
 				if sh.dropSpec(k, e, slot) {
 					held++
 				}
@@ -154,17 +153,18 @@ func (ix *Index) clearSpec(slot uint8) (n, held int64) {
 	return n, held
 }
 
-// liveSpec filters a key's speculative holders to those not yet expired.
-// Callers hold s.mu (read).
-func (s *shard) liveSpec(k uint64, e specEntry, now int64) uint64 {
-	live := e.mask
-	if e.until <= now {
-		live &^= 1 << e.slot
-	}
-	for b := e.mask &^ (1 << e.slot); b != 0; b &= b - 1 {
-		slot := uint8(trailingZeros(b))
-		if s.specMore[specKey{k, slot}] <= now {
-			live &^= 1 << slot
+// liveSpec is group w of a key's speculative holders, e, filtered to those
+// not yet expired. Callers hold s.mu (read).
+func (s *shard) liveSpec(k uint64, e specEntry, w int, now int64) uint64 {
+	live := s.word(e.holders, w)
+	for b := live; b != 0; b &= b - 1 {
+		slot := w*groupSize + trailingZeros(b)
+		until := e.until
+		if slot != int(e.slot) {
+			until = s.specMore[specKey{k, uint16(slot)}]
+		}
+		if until <= now {
+			live &^= 1 << (slot % groupSize)
 		}
 	}
 	return live

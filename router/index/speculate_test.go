@@ -13,10 +13,17 @@ import (
 // what each engine holds for each key (on GPU, or speculatively until some
 // time), and checks every lookup against it, which leading blocks each
 // engine holds and how many of them only speculatively, and the count of
-// held entries.
+// held entries. With 150 engines a key's holders span groups of engine
+// slots, so sets spill to their shard's arena and come back inline.
 func TestSpeculationMatchesModel(t *testing.T) {
-	const bs, engines, chainsN, blocks, ttl = 4, 4, 5, 6, time.Second
-	rng := rand.New(rand.NewPCG(21, 22))
+	for _, tc := range []struct{ engines, steps int }{{4, 5000}, {150, 3000}} {
+		t.Run(fmt.Sprint("engines=", tc.engines), func(t *testing.T) { speculationMatchesModel(t, tc.engines, tc.steps) })
+	}
+}
+
+func speculationMatchesModel(t *testing.T, engines, steps int) {
+	const bs, chainsN, blocks, ttl = 4, 5, 6, time.Second
+	rng := rand.New(rand.NewPCG(21, uint64(engines)))
 	clock := &fakeClock{now: time.Unix(1000, 0)}
 	ix := New(Config{SpeculationTTL: ttl, Now: clock.Now})
 	var chains []chain
@@ -35,9 +42,9 @@ func TestSpeculationMatchesModel(t *testing.T) {
 		done bool
 	}
 	var (
-		gpu   [engines]map[uint64]bool
-		spec  [engines]map[uint64]int64 // key -> expiry in clock nanoseconds
-		gen   [engines]int
+		gpu   = make([]map[uint64]bool, engines)
+		spec  = make([]map[uint64]int64, engines) // key -> expiry in clock nanoseconds
+		gen   = make([]int, engines)
 		holds []*hold
 	)
 	for e := range engines {
@@ -50,7 +57,7 @@ func TestSpeculationMatchesModel(t *testing.T) {
 		}
 		return n
 	}
-	for step := range 5000 {
+	for step := range steps {
 		e, ci := rng.IntN(engines), rng.IntN(chainsN)
 		var what string
 		switch op := rng.IntN(20); {

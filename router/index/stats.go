@@ -1,6 +1,9 @@
 package index
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
 // Per-entry memory, measured by BenchmarkMemory (HeapInuse delta after GC
 // over 1,000,000 keys) and used for Stats.MemoryBytes.
@@ -8,6 +11,10 @@ const (
 	bytesPerKey    = 24 // GPU table entry of a key
 	bytesPerPair   = 26 // engine-hash table entry of each (key, engine)
 	bytesPerOrphan = 80 // map entries by hash and by parent, not measured
+	// bytesPerOverflow is an arena bitmap of a key whose holders span
+	// groups: at 256 engines on round robin's holders per key, B/key less
+	// the key's and its pairs' entries over the keys that spill.
+	bytesPerOverflow = 40
 )
 
 // Stats are the index's counters and gauges for export as metrics.
@@ -84,6 +91,50 @@ func (ix *Index) Stats() Stats {
 		Unresolved: c.unresolved.Load(), BlockSizeMismatches: c.mismatches.Load(),
 		SpecConfirmed: c.specConfirmed.Load(), SpecExpired: c.specExpired.Load(),
 	}
-	s.MemoryBytes = s.Keys*bytesPerKey + s.Pairs*bytesPerPair + s.Orphans*bytesPerOrphan
+	var overflows int64
+	for i := range ix.shards {
+		sh := &ix.shards[i]
+		sh.mu.RLock()
+		overflows += int64(sh.overflows)
+		sh.mu.RUnlock()
+	}
+	s.MemoryBytes = s.Keys*bytesPerKey + s.Pairs*bytesPerPair + s.Orphans*bytesPerOrphan + overflows*bytesPerOverflow
 	return s
+}
+
+// HolderCounts returns how many keys have n holders on any tier, at index
+// n, speculation left out: the distribution a key's holder set is sized
+// for. It read-locks each shard in turn and walks its keys.
+func (ix *Index) HolderCounts() []int64 {
+	var hist []int64
+	count := func(n int) {
+		for len(hist) <= n {
+			hist = append(hist, 0)
+		}
+		hist[n]++
+	}
+	for i := range ix.shards {
+		sh := &ix.shards[i]
+		sh.mu.RLock()
+		sh.gpu.each(0, func(k, _ uint64) bool {
+			count(sh.holderCount(sh.held(k)))
+			return true
+		})
+		for k, off := range sh.off {
+			if gpu, _ := sh.held(k); gpu == 0 {
+				count(sh.holderCount(0, off))
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	return hist
+}
+
+// holderCount is how many engines hold a key on any tier. Callers hold s.mu.
+func (s *shard) holderCount(gpu holders, off offHolders) int {
+	n := 0
+	for w := range max(s.groups(gpu), s.groups(off.cpu), s.groups(off.storage)) {
+		n += bits.OnesCount64(s.word(gpu, w) | s.word(off.cpu, w) | s.word(off.storage, w))
+	}
+	return n
 }

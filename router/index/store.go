@@ -138,7 +138,7 @@ func (ix *Index) hold(es *engine, h, k uint64, t Tier, d *delta) {
 	}
 	sh := ix.shardOf(k)
 	sh.mu.Lock()
-	newKey, confirmed, wasHeld := sh.add(k, t, es.bit, es.slot)
+	newKey, confirmed, wasHeld := sh.add(k, t, es.slot)
 	sh.mu.Unlock()
 	if newKey {
 		d.keys++
@@ -160,7 +160,7 @@ func (ix *Index) hold(es *engine, h, k uint64, t Tier, d *delta) {
 func (ix *Index) release(es *engine, k uint64, d *delta) {
 	sh := ix.shardOf(k)
 	sh.mu.Lock()
-	gone := sh.clearSlot(k, es.bit)
+	gone := sh.clearSlot(k, es.slot)
 	sh.mu.Unlock()
 	if gone {
 		d.keys--
@@ -179,7 +179,7 @@ func (ix *Index) Remove(e Engine, hashes []uint64, t Tier) {
 			}
 			sh := ix.shardOf(k)
 			sh.mu.Lock()
-			gone, still := sh.del(k, t, es.bit)
+			gone, still := sh.del(k, t, es.slot)
 			sh.mu.Unlock()
 			if gone {
 				d.keys--
@@ -225,8 +225,8 @@ func (ix *Index) Drop(e Engine) {
 		es.dropped = true
 		ix.mu.Lock()
 		delete(ix.engines, e)
-		ix.used &^= es.bit
-		ix.publishSlot(int(es.slot), Engine{})
+		ix.used[es.slot/64] &^= 1 << (es.slot % 64)
+		ix.publishSlot(es.slot, Engine{})
 		ix.mu.Unlock()
 	})
 	ix.c.apply(&d)

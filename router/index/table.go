@@ -94,24 +94,21 @@ func (t *table) swap(k, v uint64) (old uint64, had bool) {
 	return 0, false
 }
 
-// or sets bits in k's value, inserting k, and returns the value before, in
-// one probe (the per-block update of a key's holders).
-func (t *table) or(k, bits uint64) uint64 {
+// ref returns a pointer to k's value, inserting k with value 0 if absent,
+// in one probe (the per-block update of a key's holders). The pointer is
+// valid until the table next changes.
+func (t *table) ref(k uint64) *uint64 {
 	if k == 0 {
-		old := t.zeroVal
-		t.zeroVal, t.hasZero = old|bits, true
-		return old
+		t.hasZero = true
+		return &t.zeroVal
 	}
 	if i := t.find(k); i >= 0 {
-		old := t.slots[i].val
-		t.slots[i].val = old | bits
-		return old
+		return &t.slots[i].val
 	}
 	if (t.n+1)*8 > len(t.slots)*7 {
 		t.grow()
 	}
-	t.insert(slot{k, bits})
-	return 0
+	return &t.slots[t.insert(slot{k, 0})].val
 }
 
 // clear empties the table but keeps its size: a purged engine refills.
@@ -120,19 +117,26 @@ func (t *table) clear() {
 	t.n, t.zeroVal, t.hasZero = 0, 0, false
 }
 
-// insert places a key known to be absent.
-func (t *table) insert(cur slot) {
+// insert places a key known to be absent and returns its slot.
+func (t *table) insert(cur slot) int {
+	at := -1
 	i := t.home(cur.key)
 	for d := 0; ; d++ {
 		s := &t.slots[i]
 		if s.key == 0 {
 			*s = cur
 			t.n++
-			return
+			if at < 0 {
+				at = i
+			}
+			return at
 		}
 		if sd := t.dist(s.key, i); sd < d {
 			*s, cur = cur, *s
 			d = sd
+			if at < 0 {
+				at = i
+			}
 		}
 		if i++; i == len(t.slots) {
 			i = 0

@@ -19,9 +19,11 @@ func TestTableMatchesGoMap(t *testing.T) {
 		switch rng.IntN(4) {
 		case 3:
 			bits := rng.Uint64()
-			if old := tb.or(k, bits); old != model[k] {
-				t.Fatalf("step %d: or(%d) returned %d, model had %d", step, k, old, model[k])
+			v := tb.ref(k)
+			if old := *v; old != model[k] {
+				t.Fatalf("step %d: ref(%d) found %d, model had %d", step, k, old, model[k])
 			}
+			*v |= bits
 			model[k] |= bits
 		case 0, 1:
 			v := rng.Uint64()

@@ -29,12 +29,14 @@ import (
 // tokens (a system prompt of real text shared by every request, then a
 // user question ending in a per-request number, so the last blocks differ)
 // goes through package chat (parse, template, BPE), then the picker (block
-// keys, index lookup over 8 pods and ~1M keys, scorers, speculative entries).
+// keys, index lookup over 8, 64 and 256 pods and ~1M keys, scorers,
+// speculative entries): pods=8 against pods=256 is how a decision grows
+// with the fleet (BENCHMARKS.md, issue 29).
 
-const (
-	benchTokens = 2176
-	benchPods   = 8
-)
+const benchTokens = 2176
+
+// benchPods are the fleet sizes a decision is measured at.
+var benchPods = []int{8, 64, 256}
 
 // systemText is real English prose from Debian's license texts.
 func systemText(b *testing.B) string {
@@ -87,9 +89,9 @@ func sizedSystem(b *testing.B, p scoring.Prompter, text string) string {
 	return ""
 }
 
-// benchIndex holds about a million keys over 8 pods (random chains of 64
+// benchIndex holds about a million keys over n pods (random chains of 64
 // blocks) plus the shared system prompt's blocks on pods 2 and 5.
-func benchIndex(b *testing.B, prompt []uint32) *index.Index {
+func benchIndex(b *testing.B, prompt []uint32, n int) *index.Index {
 	b.Helper()
 	ix := index.New(index.Config{BlockSize: 16})
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -104,7 +106,7 @@ func benchIndex(b *testing.B, prompt []uint32) *index.Index {
 			hashes[i] = next
 			next++
 		}
-		e := index.Engine{Pod: fmt.Sprintf("pod-%d", chain%benchPods)}
+		e := index.Engine{Pod: fmt.Sprintf("pod-%d", chain%n)}
 		if err := ix.Store(e, &index.Stored{Hashes: hashes, Tokens: tokens, BlockSize: 16}); err != nil {
 			b.Fatal(err)
 		}
@@ -138,15 +140,22 @@ func threadCPU(b *testing.B) time.Duration {
 func BenchmarkDecision(b *testing.B) {
 	prompter := &prompt.Chat{Catalog: qwenCatalog(b)}
 	system := sizedSystem(b, prompter, systemText(b))
+	for _, n := range benchPods {
+		benchDecision(b, prompter, system, n)
+	}
+}
+
+// benchDecision runs BenchmarkDecision's policies on n pods.
+func benchDecision(b *testing.B, prompter scoring.Prompter, system string, n int) {
 	first, err := prompter.Prompt(chat.PathChatCompletions, chatBody(b, system, 0))
 	if err != nil {
 		b.Fatal(err)
 	}
-	ix := benchIndex(b, first.Tokens)
-	pods := make([]scoring.Pod, benchPods)
+	ix := benchIndex(b, first.Tokens, n)
+	pods := make([]scoring.Pod, n)
 	for i := range pods {
-		pods[i] = scoring.Pod{Name: fmt.Sprintf("pod-%d", i), Load: scoring.Load{Running: 20 + i, Waiting: i % 3,
-			KVUsage: 0.5 + 0.05*float64(i), Fresh: true, InFlight: 20 + i}}
+		pods[i] = scoring.Pod{Name: fmt.Sprintf("pod-%d", i), Load: scoring.Load{Running: 20 + i%8, Waiting: i % 3,
+			KVUsage: 0.5 + 0.05*float64(i%8), Fresh: true, InFlight: 20 + i%8}}
 	}
 	for _, policy := range []struct {
 		name    string
@@ -157,7 +166,7 @@ func BenchmarkDecision(b *testing.B) {
 			{Type: scoring.QueueType, Weight: 1}, {Type: scoring.InFlightType, Weight: 1}, {Type: scoring.SpreadType, Weight: 1},
 			{Type: scoring.CostType, Weight: 2}, {Type: scoring.HistoryType, Weight: 1}}},
 	} {
-		b.Run(policy.name, func(b *testing.B) {
+		b.Run(fmt.Sprintf("pods=%d/%s", n, policy.name), func(b *testing.B) {
 			ws, err := scoring.FromConfig(config.Scoring{Scorers: policy.scorers})
 			if err != nil {
 				b.Fatal(err)

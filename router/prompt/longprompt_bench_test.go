@@ -91,6 +91,9 @@ func longRequest(b *testing.B, corpus, shape string, tag, i int) []byte {
 	return body
 }
 
+// longPromptPods is the fleet the 220 KB requests are routed over.
+const longPromptPods = 8
+
 func BenchmarkLongPrompt(b *testing.B) {
 	corpus := longCorpus(b)
 	files := testenv.Tokenizer(b, "qwen3")
@@ -102,7 +105,7 @@ func BenchmarkLongPrompt(b *testing.B) {
 		}
 		return p
 	}
-	pods := make([]scoring.Pod, benchPods)
+	pods := make([]scoring.Pod, longPromptPods)
 	for i := range pods {
 		pods[i] = scoring.Pod{Name: fmt.Sprintf("pod-%d", i), Load: scoring.Load{Running: 20 + i, Waiting: i % 3,
 			KVUsage: 0.5 + 0.05*float64(i), Fresh: true, InFlight: 20 + i}}
@@ -126,7 +129,7 @@ func BenchmarkLongPrompt(b *testing.B) {
 				p := prompter(cacheBytes)
 				// A fresh index per case: the speculative entries of one
 				// case's picks must not slow the next one's.
-				picker := scoring.NewPicker(benchIndex(b, first.Tokens), ws)
+				picker := scoring.NewPicker(benchIndex(b, first.Tokens, longPromptPods), ws)
 				tag := func(i int) int {
 					if mode == "cold" {
 						return i + 1
