@@ -251,34 +251,35 @@ func TestDeleteAfterEKSLeftovers(t *testing.T) {
 	}
 }
 
-// TestDeleteTimeoutNamesLeftovers: an interface still in use keeps a subnet
-// (EC2 DependencyViolation); the delete's timeout names it.
-func TestDeleteTimeoutNamesLeftovers(t *testing.T) {
-	c, _ := standInClients(t)
+// TestFailedFileSystemReplaced: FSx reports a file system FAILED for good;
+// the next create deletes it and makes a new one instead of adopting it.
+func TestFailedFileSystemReplaced(t *testing.T) {
+	c, standIn := standInClients(t)
 	ctx := deadline(t)
-	cl, err := c.CreateCluster(ctx, testSpec("stuck"))
+	spec := storageSpec("fsx-failed")
+	cl, err := c.CreateCluster(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eni, err := c.EC2.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(cl.Network.PrivateSubnetIDs[0]), Description: aws.String("a load balancer's")})
-	if err != nil {
-		t.Fatal(err)
+	failed := cl.Storage.FileSystemID
+	standIn.FileSystemFails(failed)
+	if cl, err = c.CreateCluster(ctx, spec); err != nil {
+		t.Fatalf("resuming with a FAILED file system: %v", err)
 	}
-	// In use: attached to an instance, so not the provider's to delete.
-	run, err := c.EC2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String("ami-12c6146b"), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-		SubnetId: aws.String(cl.Network.PrivateSubnetIDs[1])})
-	if err != nil {
-		t.Fatal(err)
+	if cl.Storage.FileSystemID == failed || cl.Storage.Lifecycle != "AVAILABLE" {
+		t.Fatalf("file system %s %s after resuming, want a new one instead of %s", cl.Storage.FileSystemID, cl.Storage.Lifecycle, failed)
 	}
-	if _, err := c.EC2.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: eni.NetworkInterface.NetworkInterfaceId,
-		InstanceId: run.Instances[0].InstanceId, DeviceIndex: aws.Int32(1)}); err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	err = c.DeleteCluster(short, "stuck")
-	want := "network interfaces still in " + cl.Network.PrivateSubnetIDs[0] + ": " + aws.ToString(eni.NetworkInterface.NetworkInterfaceId)
-	if err == nil || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), want) {
-		t.Fatalf("delete error %v, want a timeout naming %q", err, want)
+}
+
+// TestIAMRetriesOnlyForRoles: an InvalidParameterException that says
+// "does not exist" of something other than a role is no IAM propagation
+// delay: the create ends at once instead of retrying to the deadline.
+func TestIAMRetriesOnlyForRoles(t *testing.T) {
+	c, standIn := standInClients(t)
+	standIn.RejectWith("CreateCluster", "InvalidParameterException", "The subnet ID 'subnet-0abc' does not exist", 1)
+	began := time.Now()
+	_, err := c.CreateCluster(deadline(t), testSpec("iam-subnet"))
+	if err == nil || !strings.Contains(err.Error(), "subnet-0abc' does not exist") || countCalls(standIn.Calls(), "CreateCluster") != 1 {
+		t.Fatalf("after %s: %v (CreateCluster %d times), want the first rejection to end it", time.Since(began), err, countCalls(standIn.Calls(), "CreateCluster"))
 	}
 }

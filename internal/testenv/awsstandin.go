@@ -429,6 +429,20 @@ func (s *AWSStandIn) remember(req awsRequest, body []byte) []byte {
 		return body
 	}
 	s.bodies[key] = patched
+	// Only describes report (and use up) injected states: moto's current
+	// description (a change behind the provider's back included) with the
+	// state AWS would report.
+	if req.op == "DescribeCluster" || req.op == "DescribeNodegroup" {
+		if status, issues, ok := s.nextInjected(key); ok {
+			obj["status"] = status
+			if len(issues) > 0 {
+				obj["health"] = map[string]any{"issues": issues}
+			}
+			if patched, err = json.Marshal(obj); err != nil {
+				return body
+			}
+		}
+	}
 	doc[field] = patched
 	out, err := json.Marshal(doc)
 	if err != nil {
@@ -491,8 +505,8 @@ func (s *AWSStandIn) serveVersionUpdate(w http.ResponseWriter, r *http.Request, 
 	refusal := versionStep(from, in.Version)
 	if req.op == "UpdateNodegroupVersion" && in.Version != "" {
 		refusal = ""
-		if in.Version != control {
-			refusal = "Requested Kubernetes version " + in.Version + " is not the control plane's " + control
+		if newerVersion(in.Version, control) {
+			refusal = "Requested Kubernetes version " + in.Version + " is newer than the control plane's " + control
 		}
 	}
 	if refusal != "" {
@@ -577,14 +591,14 @@ func (s *AWSStandIn) serveInjectedStatus(w http.ResponseWriter, req awsRequest) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	inj, body := s.statuses[key], s.bodies[key]
-	if inj == nil || (inj.left == 0 && len(inj.lead) == 0) || body == nil {
+	// Only an object moto has deleted already is answered from its last
+	// description; any other goes to moto and gets its state in remember.
+	if inj == nil || inj.status != "DELETING" || body == nil {
 		return false
 	}
-	status := inj.status
-	if len(inj.lead) > 0 {
-		status, inj.lead = inj.lead[0], inj.lead[1:]
-	} else if inj.left > 0 {
-		inj.left--
+	status, issues, ok := s.nextInjected(key)
+	if !ok {
+		return false
 	}
 	var obj map[string]any
 	if json.Unmarshal(body, &obj) != nil {
@@ -592,11 +606,27 @@ func (s *AWSStandIn) serveInjectedStatus(w http.ResponseWriter, req awsRequest) 
 	}
 	s.applyOverlay(key, obj)
 	obj["status"] = status
-	if len(inj.issues) > 0 {
-		obj["health"] = map[string]any{"issues": inj.issues}
+	if len(issues) > 0 {
+		obj["health"] = map[string]any{"issues": issues}
 	}
 	writeJSON(w, map[string]any{field: obj})
 	return true
+}
+
+// nextInjected takes the next injected state of an object, if any is left;
+// the caller holds s.mu.
+func (s *AWSStandIn) nextInjected(key string) (string, []HealthIssue, bool) {
+	inj := s.statuses[key]
+	if inj == nil || (inj.left == 0 && len(inj.lead) == 0) {
+		return "", nil, false
+	}
+	status := inj.status
+	if len(inj.lead) > 0 {
+		status, inj.lead = inj.lead[0], inj.lead[1:]
+	} else if inj.left > 0 {
+		inj.left--
+	}
+	return status, inj.issues, true
 }
 
 // clusterExists asks moto, with the caller's own signature, whether the cluster is there.

@@ -177,6 +177,11 @@ func (s *AWSStandIn) patchFileSystems(req awsRequest, body []byte) []byte {
 			}
 			fs := maps.Clone(st.last)
 			fs["Lifecycle"], st.gone = st.gone[0], st.gone[1:]
+			if len(in.FileSystemIds) == 0 {
+				// A listing already shows it DELETING; a describe by id can
+				// still read its old lifecycle first.
+				fs["Lifecycle"] = "DELETING"
+			}
 			if len(st.gone) == 0 {
 				delete(e.fs, id)
 			}

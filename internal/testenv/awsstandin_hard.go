@@ -438,6 +438,18 @@ func (s *AWSStandIn) describeVersions(w http.ResponseWriter, q url.Values) {
 	writeJSON(w, out)
 }
 
+// newerVersion reports whether Kubernetes version a is newer than b.
+func newerVersion(a, b string) bool {
+	var aMaj, aMin, bMaj, bMin int
+	if _, err := fmt.Sscanf(a, "%d.%d", &aMaj, &aMin); err != nil {
+		return false
+	}
+	if _, err := fmt.Sscanf(b, "%d.%d", &bMaj, &bMin); err != nil {
+		return false
+	}
+	return aMaj > bMaj || (aMaj == bMaj && aMin > bMin)
+}
+
 // versionStep checks an upgrade as EKS does: one minor version at a time,
 // never down ("Unsupported Kubernetes minor version update from 1.33 to
 // 1.35", EKS user guide "Update existing cluster to new Kubernetes
