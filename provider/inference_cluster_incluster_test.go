@@ -582,10 +582,11 @@ func TestAccInferenceClusterMonitoring(t *testing.T) {
 }
 
 // TestAccInferenceClusterInClusterResumes: an in-cluster step that fails
-// (a chart version the repository does not serve) never taints the cluster.
-// On create no state is saved and the next apply adopts the cluster by its
-// tags (one EKS cluster, the same ARN) and finishes the add-ons; on update
-// the state records the failure, and the next plan repairs it.
+// (a chart version the repository does not serve). On create the state
+// records the incomplete cluster (tainted); after `terraform untaint` the
+// next apply adopts the cluster by its tags (one EKS cluster, the same ARN)
+// and finishes the add-ons; on update the state records the failure, and
+// the next plan repairs it.
 func TestAccInferenceClusterInClusterResumes(t *testing.T) {
 	g := newInClusterGround(t, "resume", 2, 1)
 	repo := startMonitoringRepo(t, g.c)
@@ -619,6 +620,7 @@ func TestAccInferenceClusterInClusterResumes(t *testing.T) {
 		Steps: []resource.TestStep{
 			{Config: missing, ExpectError: regexp.MustCompile(`(?s)in-cluster add-ons.*chart_version\s+9\.9\.9.*apply\s+again\s+to\s+resume`)},
 			{
+				PreConfig:         func() { untaint(t, name) },
 				Config:            good,
 				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(clusterRes, mon.AtMapKey("status"), knownvalue.StringExact("deployed"))},
 				Check:             oneCluster,

@@ -9,7 +9,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
 )
@@ -60,15 +62,27 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	if exists {
 		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
 	}
+	// A cluster whose create failed is planned as a create (see
+	// incompleteKey), and its file system, holding no weights yet, may go.
+	unfinished := exists && incomplete(ctx, req.Private)
 	if req.Plan.Raw.IsNull() {
-		if exists {
+		if exists && !unfinished {
 			_, diags := planStorage(ctx, types.ObjectNull(modelStorageTypes), prior.ModelStorage, types.StringNull(), true, false)
 			resp.Diagnostics.Append(diags...)
 		}
 		return
 	}
+	if unfinished {
+		exists, prior = false, inferenceClusterModel{}
+		raw, err := unknownComputedNulls(ctx, req.Plan, req.Config)
+		if err != nil {
+			resp.Diagnostics.AddError("Planning the incomplete cluster", err.Error())
+			return
+		}
+		resp.Plan.Raw = raw
+	}
 	var plan inferenceClusterModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -137,7 +151,8 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	if diags.HasError() {
 		return
 	}
-	res, err := c.Preflight(ctx, awsinfra.PreflightInput{KubernetesVersion: spec.KubernetesVersion, GPU: spec.GPU, System: spec.System, Network: spec.Network})
+	res, err := c.Preflight(ctx, awsinfra.PreflightInput{KubernetesVersion: spec.KubernetesVersion, GPU: spec.GPU, System: spec.System, Network: spec.Network,
+		Upgrade: exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion)})
 	if err != nil {
 		resp.Diagnostics.AddError("Preflight checks", err.Error())
 		return
@@ -152,6 +167,28 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	for _, s := range res.Skipped {
 		resp.Diagnostics.AddWarning("Preflight check skipped", s)
 	}
+}
+
+// unknownComputedNulls plans what AWS will assign as unknown, as for a
+// create: every computed attribute the configuration leaves unset and the
+// state of an incomplete cluster holds null (the framework keeps the prior
+// value where the plan equals the state).
+func unknownComputedNulls(ctx context.Context, plan tfsdk.Plan, config tfsdk.Config) (tftypes.Value, error) {
+	return tftypes.Transform(plan.Raw, func(p *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
+		if !v.IsNull() || len(p.Steps()) == 0 {
+			return v, nil
+		}
+		a, err := plan.Schema.AttributeAtTerraformPath(ctx, p)
+		if err != nil || !a.IsComputed() {
+			return v, nil
+		}
+		if set, _, err := tftypes.WalkAttributePath(config.Raw, p); err == nil {
+			if c, ok := set.(tftypes.Value); ok && !c.IsNull() {
+				return v, nil
+			}
+		}
+		return tftypes.NewValue(v.Type(), tftypes.UnknownValue), nil
+	})
 }
 
 // planNodeGroup sets the node group's planned version to the cluster's (so

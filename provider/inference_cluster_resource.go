@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
@@ -54,27 +55,63 @@ func (r *inferenceClusterResource) clients() *awsinfra.Clients {
 	return &c
 }
 
+// incompleteKey marks, in the resource's private state, a cluster whose
+// create failed part way.
+//
+// A failed create saves state, so Terraform knows what it paid for: the
+// attempt's parts (NAT gateway, FSx, GPU nodes) are found by their owner
+// tags, so `terraform destroy` removes every one of them, even when the EKS
+// control plane itself was never made (import could not find it then).
+// Terraform taints a resource whose create failed and replaces it on the
+// next apply: that converges, by deleting the attempt and creating anew.
+// `terraform untaint` keeps the attempt instead: the next apply then resumes
+// the create (every step adopts what exists by its tags), which is why the
+// key, not the taint, tells Update to create. Saving no state (the old way)
+// resumed by itself but left destroy blind to the parts and the bill
+// running. An incomplete cluster's file system holds no weights yet, so
+// deletion_protection does not hold it back.
+const incompleteKey = "incomplete"
+
+// privateState is the resource's private state in every CRUD response.
+type privateState interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}
+
+// incomplete reports whether the private state marks a failed create.
+func incomplete(ctx context.Context, p interface {
+	GetKey(context.Context, string) ([]byte, diag.Diagnostics)
+}) bool {
+	v, _ := p.GetKey(ctx, incompleteKey)
+	return string(v) == "true"
+}
+
+// resumeHint tells a user whose create failed what destroy and apply do now.
+func resumeHint(name string) string {
+	return "\n\nThe parts created so far carry the tag " + awsinfra.OwnerTag + "=" + name + " and are recorded in the state: `terraform destroy` removes them. " +
+		"Terraform marks the cluster tainted, so the next `terraform apply` deletes them and creates the cluster anew; to keep them and resume instead, run " +
+		"`terraform untaint` on this resource and apply again to resume."
+}
+
 func (r *inferenceClusterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan inferenceClusterModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	// No partial state on failure: the next apply's create adopts the parts
-	// by their owner tags, where tainted state would make Terraform delete them.
 	r.apply(ctx, plan, nil, req.Config, plan.Timeouts.Create, defaultCreateTimeout, "Creating", (*awsinfra.Clients).CreateCluster,
-		"\n\nThe parts already created are kept and carry the tag "+awsinfra.OwnerTag+"="+plan.Name.ValueString()+"; apply again to resume.",
-		resp.State.Set, &resp.Diagnostics)
+		&resp.State, resp.Private, &resp.Diagnostics)
 }
 
 // apply runs a create or an update of the planned cluster within the
 // operation's timeout, then the in-cluster add-ons once the node groups are
 // active, and records what AWS and the cluster report afterwards. prior is
-// nil for a create.
+// nil for a create (and for resuming one); a create that fails records the
+// plan (unknowns null) as an incomplete cluster.
 func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClusterModel, prior *inferenceClusterModel, config tfsdk.Config,
 	timeoutOf func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), defaultTimeout time.Duration, verb string,
-	op func(*awsinfra.Clients, context.Context, awsinfra.ClusterSpec) (*awsinfra.Cluster, error), hint string,
-	set func(context.Context, any) diag.Diagnostics, diags *diag.Diagnostics) {
+	op func(*awsinfra.Clients, context.Context, awsinfra.ClusterSpec) (*awsinfra.Cluster, error),
+	st *tfsdk.State, private privateState, diags *diag.Diagnostics) {
 	timeout, d := timeoutOf(ctx, defaultTimeout)
 	diags.Append(d...)
 	spec, d := plan.spec(ctx)
@@ -88,7 +125,13 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 	c := r.clients()
 	cl, err := op(c, ctx, spec)
 	if err != nil {
-		diags.AddError(verb+" inference cluster "+spec.Name, err.Error()+hint)
+		if prior != nil {
+			diags.AddError(verb+" inference cluster "+spec.Name, err.Error())
+			return
+		}
+		diags.AddError(verb+" inference cluster "+spec.Name, err.Error()+resumeHint(spec.Name))
+		plan.ID = plan.Name
+		recordIncomplete(ctx, plan, st, private, diags)
 		return
 	}
 	state, ok := r.readBack(ctx, c, plan, cl, spec, diags)
@@ -97,18 +140,35 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 	}
 	if err := r.applyInCluster(ctx, &state, prior, password); err != nil {
 		if prior == nil {
-			// No state: a created resource with an error is tainted, and a
-			// tainted cluster would be replaced. The next apply's create
-			// adopts the cluster by its tags and resumes here.
 			diags.AddError(verb+" inference cluster "+spec.Name+": in-cluster add-ons", explain(err)+
-				"\n\nThe AWS parts are created and kept (tagged "+awsinfra.OwnerTag+"="+spec.Name+"); apply again to resume with the add-ons: "+
-				"the cluster is adopted, not created again. To go on without them, set addons.nvidia_device_plugin.enabled or addons.monitoring.enabled to false.")
+				"\n\nThe AWS parts are created. To go on without the add-ons, set addons.nvidia_device_plugin.enabled or addons.monitoring.enabled to false."+
+				resumeHint(spec.Name))
+			recordIncomplete(ctx, state, st, private, diags)
 			return
 		}
 		diags.AddError(verb+" inference cluster "+spec.Name+": in-cluster add-ons", explain(err)+
 			"\n\nThe AWS parts are updated; the state records the add-ons as they stand, so the next plan shows what is left to repair.")
 	}
-	diags.Append(set(ctx, &state)...)
+	diags.Append(private.SetKey(ctx, incompleteKey, nil)...)
+	diags.Append(st.Set(ctx, &state)...)
+}
+
+// recordIncomplete saves m, with what is still unknown null, as a cluster
+// whose create failed (see incompleteKey).
+func recordIncomplete(ctx context.Context, m inferenceClusterModel, st *tfsdk.State, private privateState, diags *diag.Diagnostics) {
+	diags.Append(st.Set(ctx, &m)...)
+	raw, err := tftypes.Transform(st.Raw, func(_ *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
+		if !v.IsKnown() {
+			return tftypes.NewValue(v.Type(), nil), nil
+		}
+		return v, nil
+	})
+	if err != nil {
+		diags.AddError("Recording the incomplete cluster", err.Error())
+		return
+	}
+	st.Raw = raw
+	diags.Append(private.SetKey(ctx, incompleteKey, []byte("true"))...)
 }
 
 // readBack is the cluster as read back, keeping the plan's inputs that
@@ -148,9 +208,29 @@ func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRe
 		resp.Diagnostics.AddError("Reading inference cluster "+name, err.Error())
 		return
 	}
+	unfinished := incomplete(ctx, req.Private)
+	if cl == nil && unfinished {
+		// A create that failed before the control plane: the state stays
+		// while any part it made is left, so destroy removes them.
+		parts, err := c.FindOwnedParts(ctx, name)
+		if err != nil {
+			resp.Diagnostics.AddError("Reading inference cluster "+name, err.Error())
+			return
+		}
+		if len(parts) > 0 {
+			return
+		}
+	}
 	if cl == nil {
 		tflog.Warn(ctx, "EKS cluster is gone; removing it from state", map[string]any{"name": name})
 		resp.State.RemoveResource(ctx)
+		return
+	}
+	if unfinished {
+		// What the failed create planned stays in state, refreshed with
+		// what AWS has; the in-cluster parts may never have been made.
+		state.refresh(ctx, c, cl)
+		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 		return
 	}
 	importing := state.AdminAccess.IsNull()
@@ -196,7 +276,14 @@ func (r *inferenceClusterResource) Update(ctx context.Context, req resource.Upda
 		return
 	}
 	plan.AdminPrincipalARN = prior.AdminPrincipalARN
-	r.apply(ctx, plan, &prior, req.Config, plan.Timeouts.Update, defaultUpdateTimeout, "Updating", (*awsinfra.Clients).UpdateCluster, "", resp.State.Set, &resp.Diagnostics)
+	if incomplete(ctx, req.Private) {
+		// Untainted after a failed create: resume it, adopting what exists.
+		r.apply(ctx, plan, nil, req.Config, plan.Timeouts.Update, defaultCreateTimeout, "Creating", (*awsinfra.Clients).CreateCluster,
+			&resp.State, resp.Private, &resp.Diagnostics)
+		return
+	}
+	r.apply(ctx, plan, &prior, req.Config, plan.Timeouts.Update, defaultUpdateTimeout, "Updating", (*awsinfra.Clients).UpdateCluster,
+		&resp.State, resp.Private, &resp.Diagnostics)
 }
 
 func (r *inferenceClusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

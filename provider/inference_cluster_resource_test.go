@@ -2,8 +2,12 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,8 +156,9 @@ func TestAccInferenceClusterLifecycle(t *testing.T) {
 					if fmt.Sprint(kinds) != fmt.Sprint(want) {
 						return fmt.Errorf("owned parts %v, want %v", kinds, want)
 					}
-					if entries := standIn.AccessEntries(name); len(entries) != 1 {
-						return fmt.Errorf("access entries %v, want the caller's one", entries)
+					// The caller's, and the node role's that EKS makes itself.
+					if entries := standIn.AccessEntries(name); len(entries) != 2 {
+						return fmt.Errorf("access entries %v, want the caller's and the node role's", entries)
 					}
 					return nil
 				},
@@ -284,6 +289,8 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 					},
 					{
 						PreConfig: func() {
+							// Resume, as documented: untaint keeps what the failed create made.
+							untaint(t, name)
 							standIn.ClearFaults()
 							standIn.ResetCalls()
 							if cl, err := c.EKS.DescribeCluster(context.Background(), &eks.DescribeClusterInput{Name: awsString(name)}); err == nil {
@@ -325,6 +332,130 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 	}
 }
 
+// untaint does what `terraform untaint` does to the test's working
+// directory (terraform-plugin-testing has no step for it): it clears the
+// tainted status of the cluster named name in the state file.
+func untaint(t *testing.T, name string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "plugintest*", "work*", "terraform.tfstate"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(raw), `"name": "`+name+`"`) {
+			continue
+		}
+		var st map[string]any
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatalf("reading %s: %v", f, err)
+		}
+		// An update that failed leaves no taint: nothing to clear then.
+		found := false
+		for _, r := range st["resources"].([]any) {
+			for _, inst := range r.(map[string]any)["instances"].([]any) {
+				if m := inst.(map[string]any); m["status"] == "tainted" {
+					delete(m, "status")
+					found = true
+				}
+			}
+		}
+		if !found {
+			return
+		}
+		out, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no state file holds the cluster %s", name)
+}
+
+// failAfterFileSystemAndNodeGroups fails the first apply once the file
+// system and both node groups exist: the managed add-ons' create is refused
+// while they are made side by side with them.
+func failAfterFileSystemAndNodeGroups(standIn *testenv.AWSStandIn, cfg string) resource.TestStep {
+	return resource.TestStep{
+		PreConfig:   func() { standIn.Fail("CreateAddon") },
+		Config:      cfg,
+		ExpectError: regexp.MustCompile(`(?s)InjectedFault.*terraform\s+destroy.*removes\s+them.*terraform\s+untaint`),
+	}
+}
+
+// expectPaidParts checks, before the step, that the failed create left the
+// file system and both node groups.
+func expectPaidParts(t *testing.T, standIn *testenv.AWSStandIn, c *awsinfra.Clients, name string) func() {
+	return func() {
+		standIn.ClearFaults()
+		parts, err := c.FindOwnedParts(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]int{}
+		for _, p := range parts {
+			kinds[p.Kind]++
+		}
+		if kinds["fsx file-system"] != 1 || kinds["eks nodegroup"] != 2 {
+			t.Fatalf("the failed create left %v, want the file system and both node groups", kinds)
+		}
+	}
+}
+
+// TestAccInferenceClusterFailedCreateDestroys: a create fails after the file
+// system and the GPU nodes exist; `terraform destroy` then removes every
+// part, though deletion_protection is on (the file system holds no weights
+// yet): the failed create is in the state.
+func TestAccInferenceClusterFailedCreateDestroys(t *testing.T) {
+	standIn, c := standInSetup(t)
+	const name = "acc-failed-destroy"
+	cfg := clusterConfig(standIn, name, `
+  model_storage = { s3_import = { uri = "s3://llmd-weights/qwen/" } }
+`)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNothingOwned(t, c, name),
+		Steps: []resource.TestStep{
+			failAfterFileSystemAndNodeGroups(standIn, cfg),
+			{PreConfig: expectPaidParts(t, standIn, c, name), Config: cfg, Destroy: true, Check: checkNothingOwned(t, c, name)},
+		},
+	})
+}
+
+// TestAccInferenceClusterFailedCreateConverges: the same failure, then a
+// plain `terraform apply`: Terraform replaces the tainted cluster and the
+// apply converges, with no part duplicated and nothing left to plan.
+func TestAccInferenceClusterFailedCreateConverges(t *testing.T) {
+	standIn, c := standInSetup(t)
+	const name = "acc-failed-apply"
+	cfg := clusterConfig(standIn, name, faultBody)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             checkNothingOwned(t, c, name),
+		Steps: []resource.TestStep{
+			failAfterFileSystemAndNodeGroups(standIn, cfg),
+			{
+				PreConfig: expectPaidParts(t, standIn, c, name),
+				Config:    cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("llmd_inference_cluster.test", plancheck.ResourceActionDestroyBeforeCreate)}},
+				Check: func(*terraform.State) error {
+					parts, err := c.FindOwnedParts(context.Background(), name)
+					if err != nil {
+						return err
+					}
+					if len(parts) != 17 {
+						return fmt.Errorf("%d owned parts after converging, want 17: %s", len(parts), partIDs(parts))
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
 // TestAccInferenceClusterPreflight: plan-time errors name the field and the fix.
 func TestAccInferenceClusterPreflight(t *testing.T) {
 	standIn, _ := standInSetup(t)
@@ -363,7 +494,7 @@ func TestAccInferenceClusterPreflight(t *testing.T) {
 // TestAccInferenceClusterWaits: through Terraform, a cluster stuck in
 // CREATING ends the apply at the `timeouts` deadline, a node group in
 // CREATE_FAILED surfaces its health issue codes, and once AWS recovers the
-// next apply adopts both without deleting anything.
+// next apply, after `terraform untaint`, adopts both without deleting anything.
 func TestAccInferenceClusterWaits(t *testing.T) {
 	standIn, c := standInSetup(t)
 	const name = "acc-waits"
@@ -383,6 +514,7 @@ func TestAccInferenceClusterWaits(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
+					untaint(t, name)
 					standIn.ClusterStatus(name, "CREATING", 2)
 					standIn.NodegroupStatus(name, "gpu", "CREATE_FAILED", 1, testenv.HealthIssue{Code: "Ec2SubnetInvalidConfiguration",
 						Message: "One or more Amazon EC2 Subnets for the node group do not automatically assign public IP addresses"})
@@ -391,7 +523,7 @@ func TestAccInferenceClusterWaits(t *testing.T) {
 				ExpectError: regexp.MustCompile(`(?s)EKS node group gpu is\s+CREATE_FAILED.*Ec2SubnetInvalidConfiguration`),
 			},
 			{
-				PreConfig: standIn.ResetCalls,
+				PreConfig: func() { untaint(t, name); standIn.ResetCalls() },
 				Config:    withTimeout,
 				Check: func(*terraform.State) error {
 					for _, call := range standIn.Calls() {
@@ -452,8 +584,10 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 					if ua := standIn.LastUserAgent(); !strings.Contains(ua, " terraform-provider-llmd/test ") {
 						return fmt.Errorf("user agent %q does not name the provider and its version", ua)
 					}
-					if entries := standIn.AccessEntries(name); len(entries) != 1 || entries[0] != roleARN {
-						return fmt.Errorf("access entries %v, want only the assumed role %s", entries, roleARN)
+					// The assumed role's (never the session's), and EKS's own for the node role.
+					if entries := standIn.AccessEntries(name); len(entries) != 2 || !slices.Contains(entries, roleARN) ||
+						slices.ContainsFunc(entries, func(p string) bool { return strings.Contains(p, ":sts:") }) {
+						return fmt.Errorf("access entries %v, want the assumed role %s and the node role", entries, roleARN)
 					}
 					return nil
 				},
@@ -565,8 +699,14 @@ func TestAccInferenceClusterExistingNetwork(t *testing.T) {
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("admin_principal_arn"), knownvalue.StringExact("")),
 				},
 				Check: func(*terraform.State) error {
-					if entries := standIn.AccessEntries(name); len(entries) != 0 {
-						return fmt.Errorf("access entries %v with bootstrap_creator: EKS's bootstrap and an entry are exclusive", entries)
+					// With bootstrap_creator the provider makes no entry: the two
+					// there are EKS's own, the creator's and the node role's.
+					var types []string
+					for _, p := range standIn.AccessEntries(name) {
+						types = append(types, standIn.AccessEntryType(name, p))
+					}
+					if slices.Sort(types); strings.Join(types, ",") != "EC2_LINUX,STANDARD" {
+						return fmt.Errorf("access entries of types %v with bootstrap_creator, want EKS's own two", types)
 					}
 					parts, err := c.FindOwnedParts(ctx, name)
 					if err != nil {

@@ -60,7 +60,8 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 		MarkdownDescription: "An EKS cluster ready for LLM inference: its own VPC (or an existing one), IAM roles, the control plane " +
 			"with API authentication and an admin access entry, a GPU node group and a system node group, an FSx for Lustre file system for the " +
 			"model weights, the EKS managed add-ons, and in the cluster the NVIDIA device plugin and monitoring (kube-prometheus-stack with llmd's Grafana dashboards). Every part carries the tags `llmd.dev/owner = <name>` and `llmd.dev/region`; a create that failed " +
-			"half way is resumed by the next apply, which adopts what exists. Most changes apply in place; a node group change EKS cannot make in place " +
+			"half way is saved (tainted) with what it made, so `terraform destroy` removes every part, the next apply replaces it, and " +
+			"`terraform untaint` then apply resumes it instead, adopting what exists. Most changes apply in place; a node group change EKS cannot make in place " +
 			"replaces that node group only; only `name`, `admin_access` and `networking` replace the whole cluster (see the table below). " +
 			"Waits poll AWS every 10s; the environment variable `LLMD_AWS_POLL_INTERVAL` (a Go duration) changes that and exists for tests against emulators.",
 		Attributes: map[string]schema.Attribute{

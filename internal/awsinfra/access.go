@@ -15,6 +15,12 @@ import (
 // manage, apart from the admin entry of the applying identity.
 const accessEntryPart = "access-entry"
 
+// adoptedEntryPart tags an entry access_entries declares that existed before
+// (EKS makes the node role's and, with bootstrap, the creator's by itself):
+// it is read back like the others, and when no longer declared its policy
+// goes but the entry stays, since nodes or the creator depend on it.
+const adoptedEntryPart = "access-entry-adopted"
+
 // adminEntryPart tags the admin access entry of the identity that created
 // the cluster; import finds the admin principal by it, whoever imports.
 const adminEntryPart = "admin-access-entry"
@@ -29,7 +35,11 @@ type AccessEntrySpec struct {
 }
 
 // AccessEntry is what EKS reports about a managed access entry.
-type AccessEntry = AccessEntrySpec
+type AccessEntry struct {
+	AccessEntrySpec
+	// Adopted reports an entry that existed before access_entries declared it.
+	Adopted bool
+}
 
 // findAccessEntries reads the entries access_entries manage (by their part
 // tag) with their policy; the admin entry and foreign entries are left out.
@@ -67,14 +77,17 @@ func (c *Clients) findAccessEntry(ctx context.Context, cluster, principal string
 	if err != nil {
 		return nil, fmt.Errorf("describing access entry %s on cluster %s: %w", principal, cluster, err)
 	}
-	if got.AccessEntry.Tags[partTag] != accessEntryPart {
+	part := got.AccessEntry.Tags[partTag]
+	if part != accessEntryPart && part != adoptedEntryPart {
+		// The admin entry, entries EKS made itself and foreign ones: never
+		// read into access_entries, so never a diff and never deleted.
 		return nil, nil
 	}
 	pols, err := c.EKS.ListAssociatedAccessPolicies(ctx, &eks.ListAssociatedAccessPoliciesInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(principal)})
 	if err != nil {
 		return nil, fmt.Errorf("listing access policies of %s on cluster %s: %w", principal, cluster, err)
 	}
-	e := &AccessEntry{PrincipalARN: principal}
+	e := &AccessEntry{AccessEntrySpec: AccessEntrySpec{PrincipalARN: principal}, Adopted: part == adoptedEntryPart}
 	if len(pols.AssociatedAccessPolicies) > 0 {
 		p := pols.AssociatedAccessPolicies[0]
 		e.PolicyARN = aws.ToString(p.PolicyArn)
@@ -104,22 +117,70 @@ func (c *Clients) ensureAccessEntries(ctx context.Context, spec ClusterSpec, hav
 	}
 	for _, h := range have {
 		if !wanted[h.PrincipalARN] {
-			jobs = append(jobs, func() error {
-				_, err := c.EKS.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(h.PrincipalARN)})
-				if err != nil && !isNotFound(err) {
-					return fmt.Errorf("deleting access entry %s on cluster %s: %w", h.PrincipalARN, spec.Name, err)
-				}
-				return nil
-			})
+			jobs = append(jobs, func() error { return c.releaseAccessEntry(ctx, spec.Name, h) })
 		}
 	}
 	return parallel(jobs...)
 }
 
+// releaseAccessEntry removes an entry access_entries no longer declares: one
+// it created is deleted; an adopted one keeps existing (EKS or someone made
+// it) and loses only the declared policy and the adoption tag.
+func (c *Clients) releaseAccessEntry(ctx context.Context, cluster string, h AccessEntry) error {
+	if !h.Adopted {
+		_, err := c.EKS.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(h.PrincipalARN)})
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting access entry %s on cluster %s: %w", h.PrincipalARN, cluster, err)
+		}
+		return nil
+	}
+	if h.PolicyARN != "" {
+		if _, err := c.EKS.DisassociateAccessPolicy(ctx, &eks.DisassociateAccessPolicyInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(h.PrincipalARN),
+			PolicyArn: aws.String(h.PolicyARN)}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("removing %s from access entry %s on cluster %s: %w", h.PolicyARN, h.PrincipalARN, cluster, err)
+		}
+	}
+	got, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(h.PrincipalARN)})
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("describing access entry %s on cluster %s: %w", h.PrincipalARN, cluster, err)
+	}
+	if _, err := c.EKS.UntagResource(ctx, &eks.UntagResourceInput{ResourceArn: got.AccessEntry.AccessEntryArn, TagKeys: []string{partTag}}); err != nil {
+		return fmt.Errorf("untagging access entry %s on cluster %s: %w", h.PrincipalARN, cluster, err)
+	}
+	return nil
+}
+
+// adoptAccessEntry tags an entry that was there before access_entries
+// declared it, so it is read back (no perpetual diff) and released, never
+// deleted, when no longer declared.
+func (c *Clients) adoptAccessEntry(ctx context.Context, spec ClusterSpec, principal string) error {
+	got, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal)})
+	if err != nil {
+		return fmt.Errorf("describing access entry %s on cluster %s: %w", principal, spec.Name, err)
+	}
+	if part := got.AccessEntry.Tags[partTag]; part == accessEntryPart || part == adoptedEntryPart {
+		return nil
+	}
+	c.adopted(ctx, "EKS access entry", principal)
+	if _, err := c.EKS.TagResource(ctx, &eks.TagResourceInput{ResourceArn: got.AccessEntry.AccessEntryArn,
+		Tags: c.tagSet(spec.Name, spec.Tags, adoptedEntryPart)}); err != nil {
+		return fmt.Errorf("tagging access entry %s on cluster %s: %w", principal, spec.Name, err)
+	}
+	return nil
+}
+
 func (c *Clients) putAccessEntry(ctx context.Context, spec ClusterSpec, want AccessEntrySpec) error {
 	_, err := c.EKS.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(want.PrincipalARN),
 		Type: aws.String("STANDARD"), Tags: c.tagSet(spec.Name, spec.Tags, accessEntryPart)})
-	if err != nil && !isCode(err, "ResourceInUseException") {
+	switch {
+	case isCode(err, "ResourceInUseException"):
+		if err := c.adoptAccessEntry(ctx, spec, want.PrincipalARN); err != nil {
+			return err
+		}
+	case err != nil:
 		return fmt.Errorf("creating access entry for %s (access_entries) on cluster %s: %w", want.PrincipalARN, spec.Name, err)
 	}
 	scope := &ekstypes.AccessScope{Type: ekstypes.AccessScopeTypeCluster}

@@ -156,18 +156,11 @@ func (c *Clients) ensureAddon(ctx context.Context, spec ClusterSpec, want AddonS
 	target := updateTarget{cluster: spec.Name, addon: want.Name}
 	switch {
 	case have == nil:
-		err := c.waitFor(ctx, "EKS add-on "+want.Name+" to be accepted", func(ctx context.Context) error {
+		err := c.createRetryingIAM(ctx, "EKS add-on "+want.Name+" to be accepted", func(ctx context.Context) error {
 			_, err := c.EKS.CreateAddon(ctx, &eks.CreateAddonInput{ClusterName: aws.String(spec.Name), AddonName: aws.String(want.Name),
 				AddonVersion: aws.String(version), ResolveConflicts: ekstypes.ResolveConflicts(want.ResolveConflicts),
 				Tags: c.tagSet(spec.Name, spec.Tags, "addon-"+want.Name)})
-			switch {
-			case err == nil || isCode(err, "ResourceInUseException"):
-				return nil
-			case isIAMPropagation(err):
-				return pending("%s", errorMessage(err))
-			default:
-				return err
-			}
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("creating EKS add-on %s %s: %w", want.Name, version, err)
@@ -194,6 +187,13 @@ func (c *Clients) ensureAddon(ctx context.Context, spec ClusterSpec, want AddonS
 	return c.waitAddonActive(ctx, spec.Name, want.Name)
 }
 
+// waitAddonActive waits through CREATING, UPDATING and DEGRADED: add-ons
+// whose pods schedule on nodes (coredns, the FSx CSI driver) report DEGRADED
+// with InsufficientNumberOfReplicas while the nodes are young
+// (terraform-provider-aws eks/addon.go waitAddonCreated waits through it;
+// hashicorp/terraform-provider-aws#20404). One still DEGRADED at the
+// deadline times out naming its health issues; CREATE_FAILED, UPDATE_FAILED
+// and the rest end the wait at once with them.
 func (c *Clients) waitAddonActive(ctx context.Context, cluster, name string) error {
 	return c.waitFor(ctx, "EKS add-on "+name+" to become ACTIVE", func(ctx context.Context) error {
 		out, err := c.EKS.DescribeAddon(ctx, &eks.DescribeAddonInput{ClusterName: aws.String(cluster), AddonName: aws.String(name)})
@@ -206,8 +206,8 @@ func (c *Clients) waitAddonActive(ctx context.Context, cluster, name string) err
 		switch st := out.Addon.Status; st {
 		case ekstypes.AddonStatusActive:
 			return nil
-		case ekstypes.AddonStatusCreating, ekstypes.AddonStatusUpdating:
-			return pending("status %s", st)
+		case ekstypes.AddonStatusCreating, ekstypes.AddonStatusUpdating, ekstypes.AddonStatusDegraded:
+			return pending("status %s%s", st, addonHealth(out.Addon.Health))
 		default:
 			return fmt.Errorf("EKS add-on %s is %s%s", name, st, addonHealth(out.Addon.Health))
 		}

@@ -2,6 +2,7 @@ package awsinfra
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +39,8 @@ func TestCreateClusterThenDelete(t *testing.T) {
 		strings.Join(cl.Network.AvailabilityZones, ",") != "us-west-2a,us-west-2b,us-west-2c" {
 		t.Fatalf("network read back as %+v", cl.Network)
 	}
-	if got := standIn.AccessEntries("alpha"); len(got) != 1 || !strings.HasPrefix(got[0], "arn:aws:") {
+	// The caller's admin entry and the one EKS makes for the node role.
+	if got := standIn.AccessEntries("alpha"); len(got) != 2 || !slices.Contains(got, "arn:aws:iam::123456789012:role/alpha-us-west-2-node") {
 		t.Fatalf("access entries %v", got)
 	}
 	if n := countOwned(t, c, "alpha"); n == 0 {
@@ -84,7 +86,8 @@ func TestDeleteStopsAtForeignNodeGroup(t *testing.T) {
 	if ng, err := c.findNodeGroupByName(ctx, "theta", "gpu"); err != nil || ng == nil {
 		t.Fatalf("the gpu node group was deleted before the refusal (%v)", err)
 	}
-	if _, err := c.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String("theta"), NodegroupName: aws.String("extra")}); err != nil {
+	// Deleted and gone: EKS reads it ACTIVE, then DELETING, for a while.
+	if err := c.deleteNodeGroup(ctx, "theta", "extra"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteCluster(ctx, "theta"); err != nil {

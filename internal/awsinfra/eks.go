@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 )
 
-// ClusterAdminPolicy is the EKS access policy the admin access entry gets.
-const ClusterAdminPolicy = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+// clusterAdminPolicy is the EKS access policy the admin access entry gets,
+// in the caller's partition (aws, aws-cn, aws-us-gov).
+func clusterAdminPolicy(partition string) string {
+	return "arn:" + partition + ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+}
 
 // findEKSClusterByName describes the cluster; nil without error when it does not exist.
 func (c *Clients) findEKSClusterByName(ctx context.Context, name string) (*ekstypes.Cluster, error) {
@@ -42,7 +46,7 @@ func (c *Clients) ensureEKSCluster(ctx context.Context, spec ClusterSpec, net Ne
 			return fmt.Errorf("EKS cluster %s is FAILED%s; delete it (aws eks delete-cluster --name %s) and apply again", spec.Name, clusterIssues(existing.Health), spec.Name)
 		}
 		if existing.Status == ekstypes.ClusterStatusDeleting {
-			if err := c.waitEKSClusterGone(ctx, spec.Name); err != nil {
+			if err := c.waitEKSClusterGone(ctx, spec.Name, time.Now()); err != nil {
 				return err
 			}
 			existing = nil
@@ -66,18 +70,10 @@ func (c *Clients) ensureEKSCluster(ctx context.Context, spec ClusterSpec, net Ne
 			},
 			Tags: c.tagSet(spec.Name, spec.Tags, "cluster"),
 		}
-		err := c.waitFor(ctx, "IAM role "+roles.ClusterRoleARN+" to be assumable by EKS", func(ctx context.Context) error {
+		// In use: our own earlier request got through; the wait below adopts it.
+		err := c.createRetryingIAM(ctx, "IAM role "+roles.ClusterRoleARN+" to be assumable by EKS", func(ctx context.Context) error {
 			_, err := c.EKS.CreateCluster(ctx, in)
-			switch {
-			case err == nil || isCode(err, "ResourceInUseException"):
-				// In use: our own earlier request got through; the describe below adopts it.
-				return nil
-			case isIAMPropagation(err):
-				// A new role takes seconds to propagate through IAM.
-				return pending("%s", errorMessage(err))
-			default:
-				return err
-			}
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("creating EKS cluster %s: %w", spec.Name, err)
@@ -144,7 +140,10 @@ func issueText(code, msg string, resources []string) string {
 	return fmt.Sprintf("%s: %s (%s)", code, msg, strings.Join(resources, ", "))
 }
 
-func (c *Clients) waitEKSClusterGone(ctx context.Context, name string) error {
+// waitEKSClusterGone waits until the cluster deleted at since is gone: DELETING
+// is pending, and so is ACTIVE for settleLimit after the call (EKS can
+// still read ACTIVE right after DeleteCluster).
+func (c *Clients) waitEKSClusterGone(ctx context.Context, name string, since time.Time) error {
 	return c.waitFor(ctx, "EKS cluster "+name+" to be deleted", func(ctx context.Context) error {
 		cl, err := c.findEKSClusterByName(ctx, name)
 		if err != nil {
@@ -153,7 +152,7 @@ func (c *Clients) waitEKSClusterGone(ctx context.Context, name string) error {
 		if cl == nil {
 			return nil
 		}
-		if cl.Status != ekstypes.ClusterStatusDeleting {
+		if cl.Status != ekstypes.ClusterStatusDeleting && (cl.Status != ekstypes.ClusterStatusActive || !settling(since)) {
 			return fmt.Errorf("EKS cluster %s is %s while being deleted%s", name, cl.Status, clusterIssues(cl.Health))
 		}
 		return pending("status %s", cl.Status)
@@ -162,14 +161,21 @@ func (c *Clients) waitEKSClusterGone(ctx context.Context, name string) error {
 
 // deleteEKSCluster deletes the control plane (its access entries go with it)
 // unless it is already DELETING, and waits until it is gone; the caller has
-// checked the cluster is owned and has no node groups left.
+// checked the cluster is owned and has deleted its node groups. EKS refuses
+// the delete (ResourceInUseException) while node groups are still going or
+// an update runs; the call is repeated until it is taken.
 func (c *Clients) deleteEKSCluster(ctx context.Context, name string, status ekstypes.ClusterStatus) error {
+	began := time.Now()
 	if status != ekstypes.ClusterStatusDeleting {
-		if _, err := c.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)}); err != nil && !isNotFound(err) {
+		err := c.whileInUse(ctx, "EKS cluster "+name+" (delete)", func(ctx context.Context) error {
+			_, err := c.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)})
+			return err
+		}, func(ctx context.Context) error { return c.waitNodeGroupsGone(ctx, name) })
+		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("deleting EKS cluster %s: %w", name, err)
 		}
 	}
-	return c.waitEKSClusterGone(ctx, name)
+	return c.waitEKSClusterGone(ctx, name, began)
 }
 
 // ensureAdminAccessEntry grants principal cluster admin through an access
@@ -189,10 +195,15 @@ func (c *Clients) ensureAdminAccessEntry(ctx context.Context, spec ClusterSpec, 
 	default:
 		return fmt.Errorf("finding EKS access entry for %s on cluster %s: %w", principal, spec.Name, err)
 	}
-	_, err = c.EKS.AssociateAccessPolicy(ctx, &eks.AssociateAccessPolicyInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal),
-		PolicyArn: aws.String(ClusterAdminPolicy), AccessScope: &ekstypes.AccessScope{Type: ekstypes.AccessScopeTypeCluster}})
+	partition, err := c.callerPartition(ctx)
 	if err != nil {
-		return fmt.Errorf("associating %s with access entry %s on cluster %s: %w", ClusterAdminPolicy, principal, spec.Name, err)
+		return err
+	}
+	policy := clusterAdminPolicy(partition)
+	_, err = c.EKS.AssociateAccessPolicy(ctx, &eks.AssociateAccessPolicyInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal),
+		PolicyArn: aws.String(policy), AccessScope: &ekstypes.AccessScope{Type: ekstypes.AccessScopeTypeCluster}})
+	if err != nil {
+		return fmt.Errorf("associating %s with access entry %s on cluster %s: %w", policy, principal, spec.Name, err)
 	}
 	return nil
 }
@@ -200,8 +211,13 @@ func (c *Clients) ensureAdminAccessEntry(ctx context.Context, spec ClusterSpec, 
 // updateEKSCluster applies in place what EKS can change: the Kubernetes
 // version (one minor at a time, as EKS requires) and endpoint access.
 func (c *Clients) updateEKSCluster(ctx context.Context, spec ClusterSpec, have *Cluster) error {
+	active := func(ctx context.Context) error { return c.waitEKSClusterActive(ctx, spec.Name) }
 	if spec.KubernetesVersion != have.KubernetesVersion {
-		out, err := c.EKS.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(spec.Name), Version: aws.String(spec.KubernetesVersion)})
+		var out *eks.UpdateClusterVersionOutput
+		err := c.whileInUse(ctx, "EKS cluster "+spec.Name+" (version update)", func(ctx context.Context) (err error) {
+			out, err = c.EKS.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(spec.Name), Version: aws.String(spec.KubernetesVersion)})
+			return err
+		}, active)
 		if err != nil {
 			return fmt.Errorf("upgrading EKS cluster %s from %s to %s: %w", spec.Name, have.KubernetesVersion, spec.KubernetesVersion, err)
 		}
@@ -213,9 +229,13 @@ func (c *Clients) updateEKSCluster(ctx context.Context, spec ClusterSpec, have *
 		}
 	}
 	if !sameAccess(spec.Endpoint, have.Access) {
-		out, err := c.EKS.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(spec.Name), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
-			EndpointPublicAccess: aws.Bool(spec.Endpoint.Public), EndpointPrivateAccess: aws.Bool(spec.Endpoint.Private), PublicAccessCidrs: publicCIDRs(spec.Endpoint),
-		}})
+		var out *eks.UpdateClusterConfigOutput
+		err := c.whileInUse(ctx, "EKS cluster "+spec.Name+" (endpoint access update)", func(ctx context.Context) (err error) {
+			out, err = c.EKS.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(spec.Name), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
+				EndpointPublicAccess: aws.Bool(spec.Endpoint.Public), EndpointPrivateAccess: aws.Bool(spec.Endpoint.Private), PublicAccessCidrs: publicCIDRs(spec.Endpoint),
+			}})
+			return err
+		}, active)
 		if err != nil {
 			return fmt.Errorf("updating endpoint access of EKS cluster %s: %w", spec.Name, err)
 		}

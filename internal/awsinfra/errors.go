@@ -28,14 +28,17 @@ func isCode(err error, codes ...string) bool {
 }
 
 // isNotFound covers the not-found codes of the services the provider uses,
-// so deletes and finds can treat an already-gone part as done.
+// so deletes and finds can treat an already-gone part as done. EKS sometimes
+// reports a missing cluster as "ClientException: No cluster found for name"
+// (terraform-provider-aws eks/cluster.go findClusterByName treats it so).
 func isNotFound(err error) bool {
 	if err == nil {
 		return false
 	}
 	code := errorCode(err)
 	return code == "ResourceNotFoundException" || code == "NoSuchEntity" ||
-		strings.HasSuffix(code, ".NotFound") || strings.HasSuffix(code, "NotFound")
+		strings.HasSuffix(code, ".NotFound") || strings.HasSuffix(code, "NotFound") ||
+		(code == "ClientException" && strings.Contains(errorMessage(err), "No cluster found for name"))
 }
 
 // isNotImplemented is how an emulator or a partition without the API
@@ -77,12 +80,16 @@ var iamPropagationMessages = []string{
 }
 
 // isIAMPropagation reports whether err is EKS rejecting a role that IAM has
-// not finished propagating.
+// not finished propagating: only messages that name a role, so "subnet …
+// does not exist" is no propagation delay and fails at once.
 func isIAMPropagation(err error) bool {
 	if !isCode(err, "InvalidParameterException") {
 		return false
 	}
 	msg := errorMessage(err)
+	if !strings.Contains(strings.ToLower(msg), "role") {
+		return false
+	}
 	for _, m := range iamPropagationMessages {
 		if strings.Contains(msg, m) {
 			return true

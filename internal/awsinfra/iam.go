@@ -79,7 +79,10 @@ func (c *Clients) ensureRole(ctx context.Context, spec ClusterSpec, rs roleSpec)
 	default:
 		return "", fmt.Errorf("finding IAM role %s: %w", name, err)
 	}
-	partition := c.partition()
+	partition, err := c.callerPartition(ctx)
+	if err != nil {
+		return arn, err
+	}
 	for _, p := range rs.policies {
 		// Attaching an attached policy is a no-op, so an adopted role needs no check first.
 		if _, err := c.IAM.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: aws.String(name),
@@ -88,18 +91,6 @@ func (c *Clients) ensureRole(ctx context.Context, spec ClusterSpec, rs roleSpec)
 		}
 	}
 	return arn, nil
-}
-
-// partition is the ARN partition of the configured region (aws, aws-cn, aws-us-gov).
-func (c *Clients) partition() string {
-	switch r := c.Config.Region; {
-	case len(r) > 3 && r[:3] == "cn-":
-		return "aws-cn"
-	case len(r) > 7 && r[:7] == "us-gov-":
-		return "aws-us-gov"
-	default:
-		return "aws"
-	}
 }
 
 // deleteRoles removes the cluster's roles, detaching policies and instance

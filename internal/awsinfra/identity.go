@@ -36,6 +36,22 @@ func FindCallerIdentity(ctx context.Context, c *Clients) (Identity, error) {
 	return id, err
 }
 
+// callerPartition is the ARN partition of the credentials (aws, aws-cn,
+// aws-us-gov), from STS GetCallerIdentity: every ARN the provider builds
+// (managed policies, the admin access policy) is in the caller's partition,
+// whatever the region's name suggests.
+func (c *Clients) callerPartition(ctx context.Context) (string, error) {
+	out, err := c.STS.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", fmt.Errorf("calling STS GetCallerIdentity for the ARN partition: %w", err)
+	}
+	a, err := arn.Parse(aws.ToString(out.Arn))
+	if err != nil {
+		return "", fmt.Errorf("parsing caller ARN %q: %w", aws.ToString(out.Arn), err)
+	}
+	return a.Partition, nil
+}
+
 // principalARN maps arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION to the role's
 // IAM ARN. The session ARN drops the role's path, so the role is looked up by name
 // to get the exact ARN; if IAM denies iam:GetRole, the path-less ARN is the best

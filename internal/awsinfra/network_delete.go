@@ -2,7 +2,9 @@ package awsinfra
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -23,7 +25,12 @@ func (c *Clients) deleteRetrying(ctx context.Context, what string, del func(cont
 		case err == nil || isNotFound(err):
 			return nil
 		case isCode(err, dependencyCodes...):
-			return pending("%s", errorMessage(err))
+			msg := errorMessage(err)
+			var left *leftoverError
+			if errors.As(err, &left) {
+				msg += "; " + left.left
+			}
+			return pending("%s", msg)
 		default:
 			return err
 		}
@@ -41,24 +48,30 @@ func (c *Clients) deleteNetwork(ctx context.Context, owner string) error {
 	if err != nil {
 		return fmt.Errorf("finding VPC of %s: %w", owner, err)
 	}
-	if err := parallel(
+	jobs := []func() error{
 		func() error { return c.releaseAddresses(ctx, owner) },
 		func() error { return c.deleteInternetGateways(ctx, owner) },
 		func() error { return c.deleteRouteTables(ctx, owner) },
-	); err != nil {
+	}
+	// Only in the VPC this cluster created: a VPC the user brought keeps
+	// everything in it.
+	for _, vpc := range vpcs.Vpcs {
+		jobs = append(jobs, func() error { return c.deleteVPCLeftovers(ctx, aws.ToString(vpc.VpcId)) })
+	}
+	if err := parallel(jobs...); err != nil {
 		return err
 	}
 	subnets, err := c.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: ownerFilters(owner, "")})
 	if err != nil {
 		return fmt.Errorf("finding subnets of %s: %w", owner, err)
 	}
-	jobs := []func() error{}
+	jobs = []func() error{}
 	for _, sn := range subnets.Subnets {
 		id := sn.SubnetId
 		jobs = append(jobs, func() error {
 			return c.deleteRetrying(ctx, "subnet "+*id, func(ctx context.Context) error {
 				_, err := c.EC2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: id})
-				return err
+				return c.withLeftovers(ctx, err, "subnet-id", *id)
 			})
 		})
 	}
@@ -174,6 +187,71 @@ func (c *Clients) deleteRouteTables(ctx context.Context, owner string) error {
 	return nil
 }
 
+// deleteVPCLeftovers deletes what others leave in a VPC the cluster
+// created and what keeps its subnets from going: the network interfaces the
+// VPC CNI leaked when nodes went (status available: attached to nothing;
+// aws/amazon-vpc-cni-k8s#1223, #608; EKS user guide "Delete a cluster") and
+// VPC endpoints. Interfaces still in use belong to something running and are
+// left to their owners (a timeout then names them).
+func (c *Clients) deleteVPCLeftovers(ctx context.Context, vpcID string) error {
+	enis, err := c.EC2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{Filters: []ec2types.Filter{ec2Filter("vpc-id", vpcID)}})
+	if err != nil {
+		return fmt.Errorf("listing network interfaces of VPC %s: %w", vpcID, err)
+	}
+	for _, eni := range enis.NetworkInterfaces {
+		if eni.Status != ec2types.NetworkInterfaceStatusAvailable {
+			continue
+		}
+		c.logf(ctx, "deleting network interface left in the cluster's VPC", map[string]any{"id": aws.ToString(eni.NetworkInterfaceId), "description": aws.ToString(eni.Description)})
+		if _, err := c.EC2.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: eni.NetworkInterfaceId}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting network interface %s: %w", aws.ToString(eni.NetworkInterfaceId), err)
+		}
+	}
+	eps, err := c.EC2.DescribeVpcEndpoints(ctx, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{ec2Filter("vpc-id", vpcID)}})
+	if err != nil {
+		return fmt.Errorf("listing VPC endpoints of VPC %s: %w", vpcID, err)
+	}
+	var ids []string
+	for _, ep := range eps.VpcEndpoints {
+		if !strings.EqualFold(string(ep.State), "deleted") && !strings.EqualFold(string(ep.State), "deleting") {
+			ids = append(ids, aws.ToString(ep.VpcEndpointId))
+		}
+	}
+	if len(ids) > 0 {
+		if _, err := c.EC2.DeleteVpcEndpoints(ctx, &ec2.DeleteVpcEndpointsInput{VpcEndpointIds: ids}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting VPC endpoints %v of VPC %s: %w", ids, vpcID, err)
+		}
+	}
+	return nil
+}
+
+// withLeftovers adds to a DependencyViolation what EC2 still holds in the
+// part (network interfaces by the filter, e.g. subnet-id, and their status
+// and description), so a delete that times out says what is left.
+func (c *Clients) withLeftovers(ctx context.Context, err error, filter, id string) error {
+	if !isCode(err, "DependencyViolation") {
+		return err
+	}
+	out, lerr := c.EC2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{Filters: []ec2types.Filter{ec2Filter(filter, id)}})
+	if lerr != nil || len(out.NetworkInterfaces) == 0 {
+		return err
+	}
+	var left []string
+	for _, eni := range out.NetworkInterfaces {
+		left = append(left, fmt.Sprintf("%s (%s, %q)", aws.ToString(eni.NetworkInterfaceId), eni.Status, aws.ToString(eni.Description)))
+	}
+	return &leftoverError{err: err, left: "network interfaces still in " + id + ": " + strings.Join(left, ", ")}
+}
+
+// leftoverError is a DependencyViolation with what is left in the part.
+type leftoverError struct {
+	err  error
+	left string
+}
+
+func (e *leftoverError) Error() string { return e.err.Error() + "; " + e.left }
+func (e *leftoverError) Unwrap() error { return e.err }
+
 // deleteVPC removes security groups left in the VPC (EKS's cluster security
 // group outlives the cluster for a while) and then the VPC itself.
 func (c *Clients) deleteVPC(ctx context.Context, vpcID string) error {
@@ -188,13 +266,13 @@ func (c *Clients) deleteVPC(ctx context.Context, vpcID string) error {
 		id := sg.GroupId
 		if err := c.deleteRetrying(ctx, "security group "+*id, func(ctx context.Context) error {
 			_, err := c.EC2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: id})
-			return err
+			return c.withLeftovers(ctx, err, "group-id", *id)
 		}); err != nil {
 			return err
 		}
 	}
 	return c.deleteRetrying(ctx, "VPC "+vpcID, func(ctx context.Context) error {
 		_, err := c.EC2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: aws.String(vpcID)})
-		return err
+		return c.withLeftovers(ctx, err, "vpc-id", vpcID)
 	})
 }

@@ -6,8 +6,11 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 )
@@ -90,16 +93,9 @@ func (c *Clients) ensureNodeGroup(ctx context.Context, spec ClusterSpec, ngs Nod
 			Taints:        ekstaints(ngs.Taints),
 			Tags:          c.tagSet(spec.Name, spec.Tags, "nodegroup-"+ngs.Name),
 		}
-		err := c.waitFor(ctx, "IAM role "+nodeRoleARN+" to be usable by EKS node group "+ngs.Name, func(ctx context.Context) error {
+		err := c.createRetryingIAM(ctx, "IAM role "+nodeRoleARN+" to be usable by EKS node group "+ngs.Name, func(ctx context.Context) error {
 			_, err := c.EKS.CreateNodegroup(ctx, in)
-			switch {
-			case err == nil || isCode(err, "ResourceInUseException"):
-				return nil
-			case isIAMPropagation(err):
-				return pending("%s", errorMessage(err))
-			default:
-				return err
-			}
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("creating EKS node group %s: %w", ngs.Name, err)
@@ -131,9 +127,38 @@ func (c *Clients) waitNodeGroupActive(ctx context.Context, cluster, name string)
 		case ekstypes.NodegroupStatusCreating, ekstypes.NodegroupStatusUpdating:
 			return pending("status %s", st)
 		default:
-			return fmt.Errorf("EKS node group %s is %s%s", name, st, nodeGroupIssues(out.Nodegroup.Health))
+			return fmt.Errorf("EKS node group %s is %s%s%s", name, st, nodeGroupIssues(out.Nodegroup.Health), c.capacityAdvice(ctx, out.Nodegroup))
 		}
 	})
+}
+
+// capacityAdvice says what to do when a node group failed because EC2 had
+// no instances of its type in its zones (health issue
+// AsgInstanceLaunchFailures with InsufficientInstanceCapacity, the
+// commonest failure of a first GPU apply; EKS user guide "Troubleshoot
+// managed node groups"); "" for any other failure.
+func (c *Clients) capacityAdvice(ctx context.Context, ng *ekstypes.Nodegroup) string {
+	found := false
+	if ng.Health != nil {
+		for _, i := range ng.Health.Issues {
+			found = found || (i.Code == ekstypes.NodegroupIssueCodeAsgInstanceLaunchFailures && strings.Contains(aws.ToString(i.Message), "InsufficientInstanceCapacity"))
+		}
+	}
+	if !found {
+		return ""
+	}
+	zones := "its zones"
+	if out, err := c.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: ng.Subnets}); err == nil {
+		var zs []string
+		for _, sn := range out.Subnets {
+			zs = append(zs, aws.ToString(sn.AvailabilityZone))
+		}
+		slices.Sort(zs)
+		zones = strings.Join(slices.Compact(zs), ", ")
+	}
+	return fmt.Sprintf(".\n\nEC2 has no %s capacity in %s right now (InsufficientInstanceCapacity). Put the node group in another zone "+
+		"(model_storage.availability_zone moves a colocated GPU node group with the file system; networking.availability_zones chooses the zones of a created network), "+
+		"reserve the instances with an On-Demand Capacity Reservation in that zone, or try again later", strings.Join(ng.InstanceTypes, ", "), zones)
 }
 
 func nodeGroupIssues(h *ekstypes.NodegroupHealth) string {
@@ -172,8 +197,13 @@ func (c *Clients) updateNodeGroup(ctx context.Context, spec ClusterSpec, want No
 		in.Taints = &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: ekstaints(add), RemoveTaints: ekstaints(remove)}
 		changed = true
 	}
+	settled := func(ctx context.Context) error { return c.waitNodeGroupSettled(ctx, spec.Name, want.Name) }
 	if changed {
-		out, err := c.EKS.UpdateNodegroupConfig(ctx, in)
+		var out *eks.UpdateNodegroupConfigOutput
+		err := c.whileInUse(ctx, "EKS node group "+want.Name+" (update)", func(ctx context.Context) (err error) {
+			out, err = c.EKS.UpdateNodegroupConfig(ctx, in)
+			return err
+		}, settled)
 		if err != nil {
 			return fmt.Errorf("updating EKS node group %s: %w", want.Name, err)
 		}
@@ -185,8 +215,12 @@ func (c *Clients) updateNodeGroup(ctx context.Context, spec ClusterSpec, want No
 		}
 	}
 	if have.Version != "" && have.Version != spec.KubernetesVersion {
-		out, err := c.EKS.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: aws.String(spec.Name), NodegroupName: aws.String(want.Name),
-			Version: aws.String(spec.KubernetesVersion)})
+		var out *eks.UpdateNodegroupVersionOutput
+		err := c.whileInUse(ctx, "EKS node group "+want.Name+" (version update)", func(ctx context.Context) (err error) {
+			out, err = c.EKS.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: aws.String(spec.Name), NodegroupName: aws.String(want.Name),
+				Version: aws.String(spec.KubernetesVersion)})
+			return err
+		}, settled)
 		if err != nil {
 			return fmt.Errorf("upgrading EKS node group %s from %s to %s: %w", want.Name, have.Version, spec.KubernetesVersion, err)
 		}
@@ -237,7 +271,8 @@ func (c *Clients) nodeGroupsOf(ctx context.Context, cluster string) (owned, fore
 				return nil, nil, err
 			}
 			switch {
-			case ng == nil:
+			case ng == nil, ng.Status == string(ekstypes.NodegroupStatusDeleting):
+				// Going already: DeleteCluster waits for it.
 			case ng.Tags[OwnerTag] == cluster:
 				owned = append(owned, name)
 			default:
@@ -250,12 +285,21 @@ func (c *Clients) nodeGroupsOf(ctx context.Context, cluster string) (owned, fore
 
 // deleteNodeGroup deletes the node group and waits until it is gone; one
 // already gone is done, DELETE_FAILED ends the wait with its health issues.
+// EKS refuses the delete while an update of the group runs
+// (ResourceInUseException): the call is repeated once the group is ready.
+// Right after the call the group can still read ACTIVE (or the state it
+// had), pending for settleLimit (terraform-provider-aws eks/node_group.go
+// waitNodegroupDeleted waits through ACTIVE and DELETING).
 func (c *Clients) deleteNodeGroup(ctx context.Context, cluster, name string) error {
-	_, err := c.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+	began := time.Now()
+	err := c.whileInUse(ctx, "EKS node group "+name+" (delete)", func(ctx context.Context) error {
+		_, err := c.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+		return err
+	}, func(ctx context.Context) error { return c.waitNodeGroupSettled(ctx, cluster, name) })
 	if isNotFound(err) {
 		return nil
 	}
-	if err != nil && !isCode(err, "ResourceInUseException") {
+	if err != nil {
 		return fmt.Errorf("deleting EKS node group %s: %w", name, err)
 	}
 	return c.waitFor(ctx, "EKS node group "+name+" to be deleted", func(ctx context.Context) error {
@@ -266,9 +310,54 @@ func (c *Clients) deleteNodeGroup(ctx context.Context, cluster, name string) err
 		if err != nil {
 			return fmt.Errorf("describing EKS node group %s: %w", name, err)
 		}
-		if st := out.Nodegroup.Status; st == ekstypes.NodegroupStatusDeleteFailed {
-			return fmt.Errorf("EKS node group %s is %s%s", name, st, nodeGroupIssues(out.Nodegroup.Health))
+		switch st := out.Nodegroup.Status; {
+		case st == ekstypes.NodegroupStatusDeleting || settling(began):
+			return pending("status %s", st)
+		default:
+			return fmt.Errorf("EKS node group %s is %s while being deleted%s", name, st, nodeGroupIssues(out.Nodegroup.Health))
 		}
-		return pending("status %s", out.Nodegroup.Status)
+	})
+}
+
+// waitNodeGroupsGone waits until the cluster lists no node group: EKS
+// refuses to delete a cluster while any is left, DELETING ones included.
+func (c *Clients) waitNodeGroupsGone(ctx context.Context, cluster string) error {
+	return c.waitFor(ctx, "EKS cluster "+cluster+" to have no node groups left", func(ctx context.Context) error {
+		out, err := c.EKS.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: aws.String(cluster)})
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("listing node groups of EKS cluster %s: %w", cluster, err)
+		}
+		var left []string
+		for _, name := range out.Nodegroups {
+			ng, err := c.findNodeGroupByName(ctx, cluster, name)
+			if err != nil {
+				return err
+			}
+			if ng != nil {
+				left = append(left, name+" ("+ng.Status+")")
+			}
+		}
+		if len(left) > 0 {
+			return pending("node groups %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
+}
+
+// waitNodeGroupSettled waits until an update of the node group is over,
+// whatever its outcome, so EKS takes the next call.
+func (c *Clients) waitNodeGroupSettled(ctx context.Context, cluster, name string) error {
+	return c.waitFor(ctx, "EKS node group "+name+" to finish its update", func(ctx context.Context) error {
+		ng, err := c.findNodeGroupByName(ctx, cluster, name)
+		if err != nil || ng == nil {
+			return err
+		}
+		if ng.Status == string(ekstypes.NodegroupStatusUpdating) || ng.Status == string(ekstypes.NodegroupStatusCreating) {
+			return pending("status %s", ng.Status)
+		}
+		return nil
 	})
 }

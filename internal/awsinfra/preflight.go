@@ -31,6 +31,9 @@ type PreflightInput struct {
 	System            NodeGroupSpec
 	// Network decides which zones the instance types must be offered in.
 	Network NetworkSpec
+	// Upgrade is a Kubernetes version change of an existing cluster: its
+	// node groups surge extra instances while they roll.
+	Upgrade bool
 }
 
 // Finding is one failed check: the configuration field at fault and a message naming the fix.
@@ -70,7 +73,7 @@ func (c *Clients) Preflight(ctx context.Context, in PreflightInput) (PreflightRe
 	if err := c.checkOfferings(ctx, in, &res); err != nil {
 		return res, err
 	}
-	if err := c.checkGPUQuota(ctx, in.GPU, aws.ToInt32(gpu.VCpuInfo.DefaultVCpus), &res); err != nil {
+	if err := c.checkGPUQuota(ctx, in, aws.ToInt32(gpu.VCpuInfo.DefaultVCpus), &res); err != nil {
 		return res, err
 	}
 	return res, c.checkVersion(ctx, in.KubernetesVersion, &res)
@@ -168,10 +171,30 @@ func (c *Clients) checkOfferings(ctx context.Context, in PreflightInput, res *Pr
 	return nil
 }
 
+// upgradeSurge is how many instances a managed node group adds while it
+// rolls to a new version: EKS raises its maximum and desired size by the
+// larger of twice the zones its Auto Scaling group spans and the update's
+// maxUnavailable (1 by default) (EKS user guide "Understand each phase of
+// node updates", scale-up phase).
+func upgradeSurge(ng NodeGroupSpec, network NetworkSpec) int64 {
+	zones := int64(len(network.AvailabilityZones))
+	switch {
+	case ng.ColocateWithStorage:
+		zones = 1
+	case !network.Creates():
+		zones = int64(len(network.SubnetIDs))
+	case zones == 0:
+		zones = defaultZoneCount
+	}
+	return max(2*zones, 1)
+}
+
 // checkGPUQuota compares the account's G and VT vCPU quota with what the node
-// group needs at its maximum size. Where Service Quotas does not answer for
-// the code (emulators, some partitions), the check is skipped with the reason.
-func (c *Clients) checkGPUQuota(ctx context.Context, gpu NodeGroupSpec, vcpus int32, res *PreflightResult) error {
+// group needs at its maximum size, plus its surge during a version upgrade.
+// Where Service Quotas does not answer for the code (emulators, some
+// partitions), the check is skipped with the reason.
+func (c *Clients) checkGPUQuota(ctx context.Context, in PreflightInput, vcpus int32, res *PreflightResult) error {
+	gpu := in.GPU
 	code, what := QuotaGAndVTOnDemand, "Running On-Demand G and VT instances"
 	if gpu.CapacityType == "SPOT" {
 		code, what = QuotaGAndVTSpot, "All G and VT Spot Instance Requests"
@@ -185,11 +208,18 @@ func (c *Clients) checkGPUQuota(ctx context.Context, gpu NodeGroupSpec, vcpus in
 		return nil
 	}
 	limit := int64(value)
-	need := int64(gpu.MaxSize) * int64(vcpus)
+	instances, surge := int64(gpu.MaxSize), ""
+	if in.Upgrade {
+		n := upgradeSurge(gpu, in.Network)
+		instances += n
+		surge = fmt.Sprintf(" (max_size %d plus the %d EKS adds while it rolls the node group to the new version)", gpu.MaxSize, n)
+	}
+	need := instances * int64(vcpus)
 	if need > limit {
+		fit := limit/int64(max(vcpus, 1)) - (instances - int64(gpu.MaxSize))
 		res.Findings = append(res.Findings, Finding{"gpu_node_group.max_size", fmt.Sprintf(
-			"%d x %s needs %d vCPUs but the account's quota %s (%s) is %d: request an increase in Service Quotas, or lower max_size to %d",
-			gpu.MaxSize, gpu.InstanceType, need, code, what, limit, limit/int64(max(vcpus, 1)))})
+			"%d x %s%s needs %d vCPUs but the account's quota %s (%s) is %d: request an increase in Service Quotas, or lower max_size to %d",
+			instances, gpu.InstanceType, surge, need, code, what, limit, max(fit, 0))})
 	}
 	return nil
 }
@@ -230,17 +260,22 @@ func quotaError(err error, code string) error {
 
 // checkVersion asks EKS which Kubernetes versions it offers.
 func (c *Clients) checkVersion(ctx context.Context, version string, res *PreflightResult) error {
-	out, err := c.EKS.DescribeClusterVersions(ctx, &eks.DescribeClusterVersionsInput{})
-	if err != nil {
-		if isNotImplemented(err) || isCode(err, "AccessDeniedException") {
-			res.Skipped = append(res.Skipped, fmt.Sprintf("Kubernetes version %s: EKS DescribeClusterVersions did not answer (%s)", version, errorMessage(err)))
-			return nil
-		}
-		return fmt.Errorf("listing EKS Kubernetes versions: %w", err)
-	}
+	// Every page, and every version: without includeAll EKS leaves out
+	// versions in extended support, which a cluster may well run.
 	var offered []string
-	for _, v := range out.ClusterVersions {
-		offered = append(offered, aws.ToString(v.ClusterVersion))
+	p := eks.NewDescribeClusterVersionsPaginator(c.EKS, &eks.DescribeClusterVersionsInput{IncludeAll: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			if isNotImplemented(err) || isCode(err, "AccessDeniedException") {
+				res.Skipped = append(res.Skipped, fmt.Sprintf("Kubernetes version %s: EKS DescribeClusterVersions did not answer (%s)", version, errorMessage(err)))
+				return nil
+			}
+			return fmt.Errorf("listing EKS Kubernetes versions: %w", err)
+		}
+		for _, v := range page.ClusterVersions {
+			offered = append(offered, aws.ToString(v.ClusterVersion))
+		}
 	}
 	if !slices.Contains(offered, version) {
 		sort.Strings(offered)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -174,6 +175,15 @@ func (c *Clients) ensureStorage(ctx context.Context, spec ClusterSpec, vpcID, su
 		return err
 	}
 	var id string
+	if fs != nil && fs.Lifecycle == fsxtypes.FileSystemLifecycleFailed {
+		// FAILED does not recover (FSx user guide "File system status"):
+		// adopting it would fail every apply again; it holds no weights yet.
+		c.logf(ctx, "replacing FSx file system that FSx reports FAILED", map[string]any{"id": aws.ToString(fs.FileSystemId), "reason": failureOf(fs.FailureDetails)})
+		if err := c.deleteFileSystem(ctx, aws.ToString(fs.FileSystemId)); err != nil {
+			return err
+		}
+		fs = nil
+	}
 	if fs != nil {
 		id = aws.ToString(fs.FileSystemId)
 		c.adopted(ctx, "FSx file system", id)
@@ -225,11 +235,59 @@ func (c *Clients) waitStorage(ctx context.Context, id string) error {
 		case fsxtypes.FileSystemLifecycleCreating, fsxtypes.FileSystemLifecycleUpdating:
 			return pending("lifecycle %s", fs.Lifecycle)
 		default:
-			reason := "no reason given"
-			if fs.FailureDetails != nil {
-				reason = aws.ToString(fs.FailureDetails.Message)
+			return fmt.Errorf("FSx file system %s is %s: %s", id, fs.Lifecycle, failureOf(fs.FailureDetails))
+		}
+	})
+}
+
+func failureOf(d *fsxtypes.FileSystemFailureDetails) string {
+	if d == nil || aws.ToString(d.Message) == "" {
+		return "no reason given"
+	}
+	return aws.ToString(d.Message)
+}
+
+// waitFileSystemUpdate waits for the FILE_SYSTEM_UPDATE administrative
+// action an UpdateFileSystem call at began started. The lifecycle alone does
+// not tell: FSx queues the change and the file system still reads AVAILABLE
+// on the first describe. PENDING and IN_PROGRESS are pending;
+// UPDATED_OPTIMIZING (the new values apply while storage rebalances, for
+// hours to days) and COMPLETED are done; FAILED ends it with FSx's
+// FailureDetails (terraform-provider-aws fsx/lustre_file_system.go
+// waitFileSystemAdministrativeActionCompleted).
+func (c *Clients) waitFileSystemUpdate(ctx context.Context, id string, began time.Time) error {
+	return c.waitFor(ctx, "FSx file system "+id+" update (administrative action FILE_SYSTEM_UPDATE) to apply", func(ctx context.Context) error {
+		out, err := c.FSx.DescribeFileSystems(ctx, &fsx.DescribeFileSystemsInput{FileSystemIds: []string{id}})
+		if err != nil {
+			return fmt.Errorf("describing FSx file system %s: %w", id, err)
+		}
+		if len(out.FileSystems) == 0 {
+			return fmt.Errorf("FSx file system %s is gone", id)
+		}
+		var latest *fsxtypes.AdministrativeAction
+		for i, a := range out.FileSystems[0].AdministrativeActions {
+			// Allow for clock skew between this machine and FSx.
+			if a.AdministrativeActionType != fsxtypes.AdministrativeActionTypeFileSystemUpdate || aws.ToTime(a.RequestTime).Before(began.Add(-time.Minute)) {
+				continue
 			}
-			return fmt.Errorf("FSx file system %s is %s: %s", id, fs.Lifecycle, reason)
+			if latest == nil || !aws.ToTime(a.RequestTime).Before(aws.ToTime(latest.RequestTime)) {
+				latest = &out.FileSystems[0].AdministrativeActions[i]
+			}
+		}
+		if latest == nil {
+			return pending("no FILE_SYSTEM_UPDATE action listed yet")
+		}
+		switch latest.Status {
+		case fsxtypes.StatusCompleted, fsxtypes.StatusUpdatedOptimizing:
+			return nil
+		case fsxtypes.StatusFailed:
+			reason := "no reason given"
+			if latest.FailureDetails != nil && aws.ToString(latest.FailureDetails.Message) != "" {
+				reason = aws.ToString(latest.FailureDetails.Message)
+			}
+			return fmt.Errorf("FSx could not update file system %s: %s", id, reason)
+		default:
+			return pending("administrative action %s, lifecycle %s", latest.Status, out.FileSystems[0].Lifecycle)
 		}
 	})
 }
@@ -402,10 +460,11 @@ func (c *Clients) updateStorage(ctx context.Context, spec ClusterSpec, have *Sto
 		changed = true
 	}
 	if changed {
+		began := time.Now()
 		if _, err := c.FSx.UpdateFileSystem(ctx, in); err != nil {
 			return fmt.Errorf("updating FSx file system %s: %w", have.FileSystemID, err)
 		}
-		if err := c.waitStorage(ctx, have.FileSystemID); err != nil {
+		if err := c.waitFileSystemUpdate(ctx, have.FileSystemID, began); err != nil {
 			return err
 		}
 	}
@@ -449,25 +508,8 @@ func (c *Clients) deleteStorage(ctx context.Context, owner string) error {
 		return err
 	}
 	if fs != nil {
-		id := aws.ToString(fs.FileSystemId)
-		if _, err := c.FSx.DeleteFileSystem(ctx, &fsx.DeleteFileSystemInput{FileSystemId: aws.String(id)}); err != nil && !isNotFound(err) {
-			return fmt.Errorf("deleting FSx file system %s of %s: %w", id, owner, err)
-		}
-		err := c.waitFor(ctx, "FSx file system "+id+" to be deleted", func(ctx context.Context) error {
-			out, err := c.FSx.DescribeFileSystems(ctx, &fsx.DescribeFileSystemsInput{FileSystemIds: []string{id}})
-			if isNotFound(err) || (err == nil && len(out.FileSystems) == 0) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("describing FSx file system %s: %w", id, err)
-			}
-			if lc := out.FileSystems[0].Lifecycle; lc != fsxtypes.FileSystemLifecycleDeleting {
-				return fmt.Errorf("FSx file system %s is %s while being deleted", id, lc)
-			}
-			return pending("lifecycle DELETING")
-		})
-		if err != nil {
-			return err
+		if err := c.deleteFileSystem(ctx, aws.ToString(fs.FileSystemId)); err != nil {
+			return fmt.Errorf("deleting FSx file system of %s: %w", owner, err)
 		}
 	}
 	sgs, err := c.EC2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: ownerFilters(owner, "model-storage")})
@@ -484,6 +526,29 @@ func (c *Clients) deleteStorage(ctx context.Context, owner string) error {
 		}
 	}
 	return nil
+}
+
+// deleteFileSystem deletes a file system (its associations go with it) and
+// waits until it is gone. Right after the call it can still read its old
+// lifecycle (AVAILABLE, FAILED), pending for settleLimit, then DELETING.
+func (c *Clients) deleteFileSystem(ctx context.Context, id string) error {
+	began := time.Now()
+	if _, err := c.FSx.DeleteFileSystem(ctx, &fsx.DeleteFileSystemInput{FileSystemId: aws.String(id)}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("deleting FSx file system %s: %w", id, err)
+	}
+	return c.waitFor(ctx, "FSx file system "+id+" to be deleted", func(ctx context.Context) error {
+		out, err := c.FSx.DescribeFileSystems(ctx, &fsx.DescribeFileSystemsInput{FileSystemIds: []string{id}})
+		if isNotFound(err) || (err == nil && len(out.FileSystems) == 0) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("describing FSx file system %s: %w", id, err)
+		}
+		if lc := out.FileSystems[0].Lifecycle; lc != fsxtypes.FileSystemLifecycleDeleting && !settling(began) {
+			return fmt.Errorf("FSx file system %s is %s while being deleted", id, lc)
+		}
+		return pending("lifecycle %s", out.FileSystems[0].Lifecycle)
+	})
 }
 
 // syncStorageTags brings the file system's tags to the default tags plus the

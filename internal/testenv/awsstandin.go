@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,7 @@ type AWSStandIn struct {
 	versions  []string
 	kube      clusterPointers
 	more      standInExt
+	hard      standInHard
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -55,6 +57,8 @@ type injectedStatus struct {
 	status string
 	left   int // < 0: for good
 	issues []HealthIssue
+	// lead are statuses answered first, one per describe, before status.
+	lead []string
 }
 
 type accessEntry struct {
@@ -159,7 +163,7 @@ func (s *AWSStandIn) ResetCalls() {
 	s.calls = nil
 }
 
-// AccessEntries lists the principals with an access entry on the cluster.
+// AccessEntries lists the principals with an access entry on the cluster, sorted.
 func (s *AWSStandIn) AccessEntries(cluster string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,7 +171,19 @@ func (s *AWSStandIn) AccessEntries(cluster string) []string {
 	for p := range s.entries[cluster] {
 		out = append(out, p)
 	}
+	sort.Strings(out)
 	return out
+}
+
+// AccessEntryType is the type of a principal's access entry (STANDARD,
+// EC2_LINUX, ...), "" when it has none.
+func (s *AWSStandIn) AccessEntryType(cluster, principal string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[cluster][principal]; e != nil {
+		return fmt.Sprint(e.Entry["type"])
+	}
+	return ""
 }
 
 // awsRequest is what the stand-in needs to know about one call.
@@ -203,6 +219,9 @@ func (s *AWSStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case violate:
 		writeAWSError(w, req.service, http.StatusBadRequest, "DependencyViolation", "stand-in: resource has a dependent object")
+		return
+	}
+	if s.serveHard(w, r, req) {
 		return
 	}
 	if s.serveOwn(w, r, req) {
@@ -334,6 +353,9 @@ func (s *AWSStandIn) forward(w http.ResponseWriter, r *http.Request, req awsRequ
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
+	if resp.StatusCode == http.StatusNotFound && req.op == "DescribeCluster" && s.missingCluster(w, r, req.cluster) {
+		return
+	}
 	if resp.StatusCode == http.StatusOK {
 		body = s.patchForwarded(r, req, s.remember(req, body))
 	}
@@ -386,10 +408,6 @@ func (s *AWSStandIn) remember(req awsRequest, body []byte) []byte {
 		// AWS deletes a cluster's access entries with it.
 		delete(s.entries, req.cluster)
 	}
-	if n := s.deleting[key]; n > 0 && (req.op == "DeleteCluster" || req.op == "DeleteNodegroup") {
-		delete(s.deleting, key)
-		s.statuses[key] = &injectedStatus{status: "DELETING", left: n}
-	}
 	if req.op == "CreateCluster" || req.op == "CreateNodegroup" {
 		// A new object under an old name starts without the old one's changes.
 		delete(s.overlay, key)
@@ -398,12 +416,33 @@ func (s *AWSStandIn) remember(req awsRequest, body []byte) []byte {
 	if json.Unmarshal(doc[field], &obj) != nil {
 		return body
 	}
+	if req.op == "DeleteCluster" || req.op == "DeleteNodegroup" {
+		last := obj
+		if old := s.bodies[key]; old != nil {
+			_ = json.Unmarshal(old, &last)
+		}
+		s.settle(key, last)
+	}
 	s.applyOverlay(key, obj)
 	patched, err := json.Marshal(obj)
 	if err != nil {
 		return body
 	}
 	s.bodies[key] = patched
+	// Only describes report (and use up) injected states: moto's current
+	// description (a change behind the provider's back included) with the
+	// state AWS would report.
+	if req.op == "DescribeCluster" || req.op == "DescribeNodegroup" {
+		if status, issues, ok := s.nextInjected(key); ok {
+			obj["status"] = status
+			if len(issues) > 0 {
+				obj["health"] = map[string]any{"issues": issues}
+			}
+			if patched, err = json.Marshal(obj); err != nil {
+				return body
+			}
+		}
+	}
 	doc[field] = patched
 	out, err := json.Marshal(doc)
 	if err != nil {
@@ -418,13 +457,7 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "DescribeCluster", "DescribeNodegroup":
 		return s.serveInjectedStatus(w, req)
 	case "DescribeClusterVersions":
-		s.mu.Lock()
-		var vs []map[string]any
-		for _, v := range s.versions {
-			vs = append(vs, map[string]any{"clusterVersion": v, "clusterType": "eks", "status": "STANDARD_SUPPORT", "versionStatus": "STANDARD_SUPPORT"})
-		}
-		s.mu.Unlock()
-		writeJSON(w, map[string]any{"clusterVersions": vs})
+		s.describeVersions(w, r.URL.Query())
 		return true
 	case "GetServiceQuota":
 		var in struct{ ServiceCode, QuotaCode string }
@@ -444,7 +477,7 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "UpdateClusterVersion", "UpdateNodegroupVersion":
 		return s.serveVersionUpdate(w, r, req)
 	case "TagResource", "UntagResource", "ListTagsForResource":
-		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req)
+		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req) || s.serveAccessEntryTags(w, r, req)
 	}
 	return s.serveMissing(w, r, req)
 }
@@ -464,9 +497,26 @@ func (s *AWSStandIn) serveVersionUpdate(w http.ResponseWriter, r *http.Request, 
 	if req.op == "UpdateNodegroupVersion" {
 		key = "nodegroup/" + req.cluster + "/" + req.nodegroup
 	}
+	s.mu.Lock()
+	from, control := s.versionOf(key), s.versionOf("cluster/"+req.cluster)
+	s.mu.Unlock()
+	// A node group follows its control plane: never past it (EKS user
+	// guide "Update a managed node group").
+	refusal := versionStep(from, in.Version)
+	if req.op == "UpdateNodegroupVersion" && in.Version != "" {
+		refusal = ""
+		if newerVersion(in.Version, control) {
+			refusal = "Requested Kubernetes version " + in.Version + " is newer than the control plane's " + control
+		}
+	}
+	if refusal != "" {
+		writeAWSError(w, "eks", http.StatusBadRequest, "InvalidParameterException", refusal)
+		return true
+	}
 	s.patch(key, "version", in.Version)
 	s.mu.Lock()
 	u := s.newUpdate(req.op, "VersionUpdate", []map[string]string{{"type": "Version", "value": in.Version}})
+	s.updating(key)
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"update": u})
 	return true
@@ -541,23 +591,42 @@ func (s *AWSStandIn) serveInjectedStatus(w http.ResponseWriter, req awsRequest) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	inj, body := s.statuses[key], s.bodies[key]
-	if inj == nil || inj.left == 0 || body == nil {
+	// Only an object moto has deleted already is answered from its last
+	// description; any other goes to moto and gets its state in remember.
+	if inj == nil || inj.status != "DELETING" || body == nil {
 		return false
 	}
-	if inj.left > 0 {
-		inj.left--
+	status, issues, ok := s.nextInjected(key)
+	if !ok {
+		return false
 	}
 	var obj map[string]any
 	if json.Unmarshal(body, &obj) != nil {
 		return false
 	}
 	s.applyOverlay(key, obj)
-	obj["status"] = inj.status
-	if len(inj.issues) > 0 {
-		obj["health"] = map[string]any{"issues": inj.issues}
+	obj["status"] = status
+	if len(issues) > 0 {
+		obj["health"] = map[string]any{"issues": issues}
 	}
 	writeJSON(w, map[string]any{field: obj})
 	return true
+}
+
+// nextInjected takes the next injected state of an object, if any is left;
+// the caller holds s.mu.
+func (s *AWSStandIn) nextInjected(key string) (string, []HealthIssue, bool) {
+	inj := s.statuses[key]
+	if inj == nil || (inj.left == 0 && len(inj.lead) == 0) {
+		return "", nil, false
+	}
+	status := inj.status
+	if len(inj.lead) > 0 {
+		status, inj.lead = inj.lead[0], inj.lead[1:]
+	} else if inj.left > 0 {
+		inj.left--
+	}
+	return status, inj.issues, true
 }
 
 // clusterExists asks moto, with the caller's own signature, whether the cluster is there.
@@ -653,5 +722,28 @@ func (s *AWSStandIn) serveAccessEntries(w http.ResponseWriter, r *http.Request, 
 		writeJSON(w, map[string]any{})
 	case "ListAssociatedAccessPolicies":
 		writeJSON(w, map[string]any{"clusterName": req.cluster, "principalArn": principal, "associatedAccessPolicies": e.Policies})
+	}
+}
+
+// versionOf is the Kubernetes version an EKS cluster or node group reports
+// (overlay first); the caller holds s.mu.
+func (s *AWSStandIn) versionOf(key string) string {
+	if v, ok := s.overlay[key]["version"].(string); ok {
+		return v
+	}
+	var obj struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(s.bodies[key], &obj)
+	return obj.Version
+}
+
+// updating makes the object answer UPDATING while its update runs, for as
+// many polls as the update answers InProgress: EKS reports a cluster
+// UPDATING for the ten minutes or more of a version upgrade (EKS user guide
+// "Update existing cluster to new Kubernetes version"). The caller holds s.mu.
+func (s *AWSStandIn) updating(key string) {
+	if s.bodies[key] != nil {
+		s.statuses[key] = &injectedStatus{status: "UPDATING", left: updatePolls}
 	}
 }

@@ -14,7 +14,16 @@ type standInAddon struct {
 	left int
 	// next is the status after the transient one (CREATING, UPDATING, DELETING).
 	next string
+	// degraded is how many describes answer DEGRADED before next ACTIVE.
+	degraded int
 }
+
+// addonsOnNodes are the add-ons whose pods are Deployments that schedule on
+// nodes: while nodes are young they report DEGRADED with
+// InsufficientNumberOfReplicas before ACTIVE (EKS API reference AddonIssue
+// codes; terraform-provider-aws eks/addon.go waitAddonCreated waits through
+// DEGRADED; hashicorp/terraform-provider-aws#20404 shows coredns doing so).
+var addonsOnNodes = map[string]bool{"coredns": true, "aws-fsx-csi-driver": true}
 
 // StandInAddonVersions is the stand-in's add-on catalog: the versions it
 // offers per add-on, newest first; the first is the default for every
@@ -111,7 +120,11 @@ func (s *AWSStandIn) serveAddons(w http.ResponseWriter, r *http.Request, req aws
 		if tags == nil {
 			tags = map[string]string{}
 		}
-		addons[name] = &standInAddon{left: e.addonPolls, next: "ACTIVE", doc: map[string]any{"addonName": name, "clusterName": req.cluster, "status": "CREATING",
+		degraded := 0
+		if addonsOnNodes[name] {
+			degraded = degradedPolls
+		}
+		addons[name] = &standInAddon{left: e.addonPolls, next: "ACTIVE", degraded: degraded, doc: map[string]any{"addonName": name, "clusterName": req.cluster, "status": "CREATING",
 			"addonVersion": in.AddonVersion, "health": map[string]any{"issues": []any{}}, "createdAt": now, "modifiedAt": now, "tags": tags,
 			"addonArn": "arn:aws:eks:" + regionOf(r) + ":123456789012:addon/" + req.cluster + "/" + name + "/stand-in"}}
 		s.mark("CreateAddon " + req.cluster + "/" + name)
@@ -123,7 +136,13 @@ func (s *AWSStandIn) serveAddons(w http.ResponseWriter, r *http.Request, req aws
 		}
 		if a.left > 0 {
 			a.left--
+		} else if a.next == "ACTIVE" && a.degraded > 0 {
+			a.degraded--
+			a.doc["status"] = "DEGRADED"
+			a.doc["health"] = map[string]any{"issues": []map[string]any{{"code": "InsufficientNumberOfReplicas",
+				"message": "The add-on is unhealthy because it doesn't have the desired number of replicas.", "resourceIds": []string{}}}}
 		} else if a.next != "" {
+			a.doc["health"] = map[string]any{"issues": []any{}}
 			if a.next == "GONE" {
 				delete(addons, name)
 				notFound()

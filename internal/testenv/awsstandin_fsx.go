@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -21,7 +23,41 @@ type standInFS struct {
 	throughput float64
 	capacity   float64
 	created    time.Time
-	updating   bool
+	// actions are the administrative actions of in-place updates, oldest first.
+	actions []*fsAction
+	// failNext makes the next update's action end FAILED with this message.
+	failNext string
+	// gone are the lifecycles answered after DeleteFileSystem, one per
+	// describe, from the last description, before the file system is gone:
+	// it can still read AVAILABLE right after the call, then DELETING for
+	// minutes (FSx user guide "Deleting a file system"; terraform-provider-aws
+	// fsx waitFileSystemDeleted waits through AVAILABLE and DELETING).
+	gone []string
+	last map[string]any
+}
+
+// fsAction is one FILE_SYSTEM_UPDATE administrative action. UpdateFileSystem
+// is one on FSx: the file system still reads AVAILABLE (the change queued)
+// when the action is PENDING, then UPDATING while IN_PROGRESS, then
+// AVAILABLE with the new values while storage is UPDATED_OPTIMIZING (hours
+// to days on real FSx), then COMPLETED (FSx API reference
+// AdministrativeAction; terraform-provider-aws fsx/lustre_file_system.go
+// waits for the action to reach UPDATED_OPTIMIZING or COMPLETED and reports
+// its FailureDetails on FAILED).
+type fsAction struct {
+	statuses   []string
+	capacity   float64
+	throughput float64
+	requested  time.Time
+	failure    string
+}
+
+// status is the action's current status.
+func (a *fsAction) status() string { return a.statuses[0] }
+
+// done reports whether the action no longer blocks another update.
+func (a *fsAction) done() bool {
+	return a.status() == "COMPLETED" || a.status() == "FAILED" || a.status() == "UPDATED_OPTIMIZING"
 }
 
 type standInDRA struct {
@@ -60,6 +96,16 @@ func (s *AWSStandIn) FileSystemFails(id string) {
 	}
 }
 
+// FailNextFileSystemUpdate makes the next UpdateFileSystem of the file
+// system end with its administrative action FAILED and msg as FailureDetails.
+func (s *AWSStandIn) FailNextFileSystemUpdate(id, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fs := s.ext().fs[id]; fs != nil {
+		fs.failNext = msg
+	}
+}
+
 // Associations lists the data repository associations of a file system as
 // the stand-in holds them (lifecycle, paths, S3 policy).
 func (s *AWSStandIn) Associations(fileSystemID string) []map[string]any {
@@ -72,6 +118,16 @@ func (s *AWSStandIn) Associations(fileSystemID string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// standInDigits is n random decimal digits.
+func standInDigits(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = '0' + b[i]%10
+	}
+	return string(b)
 }
 
 // standInID is prefix and n random hex digits.
@@ -108,17 +164,38 @@ func (s *AWSStandIn) patchFileSystems(req awsRequest, body []byte) []byte {
 		return reencode(doc, "FileSystem", fs, body)
 	case "DescribeFileSystems":
 		var list []map[string]any
-		if json.Unmarshal(doc["FileSystems"], &list) != nil {
+		var in struct{ FileSystemIds []string }
+		if json.Unmarshal(doc["FileSystems"], &list) != nil || json.Unmarshal(req.body, &in) != nil {
 			return body
 		}
 		for _, fs := range list {
 			s.patchFS(fs)
 		}
+		for id, st := range e.fs {
+			if st.last == nil || len(st.gone) == 0 || (len(in.FileSystemIds) > 0 && !slices.Contains(in.FileSystemIds, id)) {
+				continue
+			}
+			fs := maps.Clone(st.last)
+			fs["Lifecycle"], st.gone = st.gone[0], st.gone[1:]
+			if len(in.FileSystemIds) == 0 {
+				// A listing already shows it DELETING; a describe by id can
+				// still read its old lifecycle first.
+				fs["Lifecycle"] = "DELETING"
+			}
+			if len(st.gone) == 0 {
+				delete(e.fs, id)
+			}
+			list = append(list, fs)
+		}
 		return reencode(doc, "FileSystems", list, body)
 	case "DeleteFileSystem":
 		var in struct{ FileSystemId string }
 		_ = json.Unmarshal(req.body, &in)
-		delete(e.fs, in.FileSystemId)
+		if st := e.fs[in.FileSystemId]; st != nil && st.last != nil {
+			st.gone = []string{"AVAILABLE", "DELETING", "DELETING"}
+		} else {
+			delete(e.fs, in.FileSystemId)
+		}
 		for id, d := range e.dras {
 			if d.doc["FileSystemId"] == in.FileSystemId {
 				delete(e.dras, id)
@@ -142,11 +219,11 @@ func (s *AWSStandIn) patchFS(fs map[string]any) {
 	} else if st.left > 0 {
 		st.left--
 		lifecycle = "CREATING"
-		if st.updating {
-			lifecycle = "UPDATING"
-		}
 	} else if lifecycle == "AVAILABLE" {
 		s.mark(id + " AVAILABLE")
+	}
+	if lifecycle == "AVAILABLE" {
+		lifecycle = s.advanceActions(st, fs)
 	}
 	fs["Lifecycle"] = lifecycle
 	if lifecycle == "FAILED" {
@@ -166,6 +243,48 @@ func (s *AWSStandIn) patchFS(fs map[string]any) {
 		lc["PerUnitStorageThroughput"] = st.throughput
 	}
 	fs["LustreConfiguration"] = lc
+	st.last = maps.Clone(fs)
+}
+
+// advanceActions moves the latest administrative action one step per
+// describe, applies its values once IN_PROGRESS is over, lists every action
+// in the description and returns the lifecycle to report; the caller holds s.mu.
+func (s *AWSStandIn) advanceActions(st *standInFS, fs map[string]any) string {
+	lifecycle := "AVAILABLE"
+	var list []map[string]any
+	for _, a := range st.actions {
+		if len(a.statuses) > 1 {
+			a.statuses = a.statuses[1:]
+		}
+		if a.status() == "IN_PROGRESS" {
+			lifecycle = "UPDATING"
+		}
+		if a.status() == "UPDATED_OPTIMIZING" || a.status() == "COMPLETED" {
+			if a.capacity > 0 {
+				st.capacity = a.capacity
+			}
+			if a.throughput > 0 {
+				st.throughput = a.throughput
+			}
+		}
+		target := map[string]any{}
+		if a.capacity > 0 {
+			target["StorageCapacity"] = a.capacity
+		}
+		if a.throughput > 0 {
+			target["LustreConfiguration"] = map[string]any{"PerUnitStorageThroughput": a.throughput}
+		}
+		doc := map[string]any{"AdministrativeActionType": "FILE_SYSTEM_UPDATE", "Status": a.status(), "RequestTime": float64(a.requested.UnixMilli()) / 1000,
+			"TargetFileSystemValues": target}
+		if a.status() == "FAILED" {
+			doc["FailureDetails"] = map[string]any{"Message": a.failure}
+		}
+		list = append(list, doc)
+	}
+	if len(list) > 0 {
+		fs["AdministrativeActions"] = list
+	}
+	return lifecycle
 }
 
 func reencode(doc map[string]json.RawMessage, field string, v any, fallback []byte) []byte {
@@ -212,14 +331,25 @@ func (s *AWSStandIn) serveFSx(w http.ResponseWriter, req awsRequest) {
 			notFound("FileSystem")
 			return
 		}
-		if in.StorageCapacity > 0 {
-			fs.capacity = in.StorageCapacity
+		for _, a := range fs.actions {
+			if !a.done() {
+				// FSx refuses a second update while one runs (UpdateFileSystem
+				// API reference; the message as the FSx CSI driver's
+				// pkg/cloud tests record it).
+				writeAWSError(w, "fsx", http.StatusBadRequest, "BadRequest", "Unable to perform the storage capacity update. There is an update already in progress.")
+				return
+			}
 		}
-		if t := in.LustreConfiguration.PerUnitStorageThroughput; t > 0 {
-			fs.throughput = t
+		// The first describe still reads PENDING (and the file system AVAILABLE).
+		a := &fsAction{statuses: []string{"PENDING", "PENDING", "IN_PROGRESS", "UPDATED_OPTIMIZING", "COMPLETED"}, capacity: in.StorageCapacity,
+			throughput: in.LustreConfiguration.PerUnitStorageThroughput, requested: time.Now()}
+		if fs.failNext != "" {
+			a.statuses, a.failure, fs.failNext = []string{"PENDING", "PENDING", "IN_PROGRESS", "FAILED"}, fs.failNext, ""
+			a.capacity, a.throughput = 0, 0
 		}
-		fs.left, fs.updating = 1, true
-		writeFSxJSON(w, map[string]any{"FileSystem": map[string]any{"FileSystemId": in.FileSystemId, "Lifecycle": "UPDATING"}})
+		fs.actions = append(fs.actions, a)
+		writeFSxJSON(w, map[string]any{"FileSystem": map[string]any{"FileSystemId": in.FileSystemId, "Lifecycle": "AVAILABLE",
+			"AdministrativeActions": []map[string]any{{"AdministrativeActionType": "FILE_SYSTEM_UPDATE", "Status": "PENDING", "RequestTime": float64(a.requested.UnixMilli()) / 1000}}}})
 	case "CreateDataRepositoryAssociation":
 		if e.fs[in.FileSystemId] == nil {
 			notFound("FileSystem")

@@ -104,11 +104,12 @@ func (s *AWSStandIn) FailNextUpdate(op, code, msg string) {
 	s.ext().failUpdate[op] = standInUpdate{status: "Failed", errors: []map[string]any{{"errorCode": code, "errorMessage": msg, "resourceIds": []string{}}}}
 }
 
-// newUpdate records an EKS update that answers InProgress once and then its
-// final status, and returns its description; the caller holds s.mu.
+// newUpdate records an EKS update that answers InProgress for updatePolls
+// polls and then its final status, and returns its description; the caller
+// holds s.mu.
 func (s *AWSStandIn) newUpdate(op, kind string, params []map[string]string) map[string]any {
 	e := s.ext()
-	u := &standInUpdate{id: fmt.Sprintf("stand-in-%d", time.Now().UnixNano()), status: "Successful", left: 1}
+	u := &standInUpdate{id: fmt.Sprintf("stand-in-%d", time.Now().UnixNano()), status: "Successful", left: updatePolls}
 	if f, ok := e.failUpdate[op]; ok {
 		delete(e.failUpdate, op)
 		u.status, u.errors = f.status, f.errors
@@ -219,6 +220,7 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 		}
 		_ = json.Unmarshal(req.body, &in)
 		s.createClusterSG(r, in.Name, in.VPC.SubnetIDs)
+		s.autoAccessEntries(r, req)
 		s.mu.Lock()
 		s.mark("CreateCluster " + in.Name)
 		s.mu.Unlock()
@@ -235,10 +237,25 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 			s.mu.Unlock()
 		}
 		return s.withClusterSG(clusterKey(regionOf(r), req.cluster), body)
+	case "CreateNodegroup":
+		s.noCapacity(r, req)
+		s.autoAccessEntries(r, req)
+	case "ListNodegroups":
+		return s.withDeletingNodegroups(req.cluster, body)
+	case "DeleteNodegroup":
+		var doc struct {
+			Nodegroup map[string]any `json:"nodegroup"`
+		}
+		if json.Unmarshal(body, &doc) == nil {
+			s.leakENIs(r, req.cluster, doc.Nodegroup)
+		}
 	case "DeleteCluster":
-		s.deleteClusterSG(r, req.cluster)
+		key := clusterKey(regionOf(r), req.cluster)
 		s.mu.Lock()
-		delete(s.ext().addons, clusterKey(regionOf(r), req.cluster))
+		delete(s.ext().addons, key)
+		// EKS deletes the cluster security group after the cluster, not with it.
+		s.hardState().sgAfter[key] = s.ext().clusterSG[key]
+		delete(s.ext().clusterSG, key)
 		s.mu.Unlock()
 	case "UpdateClusterConfig", "UpdateNodegroupConfig":
 		return s.withUpdateID(req, body)
@@ -259,8 +276,13 @@ func (s *AWSStandIn) withUpdateID(req awsRequest, body []byte) []byte {
 	if u, ok := doc["update"].(map[string]any); ok && u["type"] != nil {
 		kind = fmt.Sprint(u["type"])
 	}
+	key := "cluster/" + req.cluster
+	if req.op == "UpdateNodegroupConfig" {
+		key = "nodegroup/" + req.cluster + "/" + req.nodegroup
+	}
 	s.mu.Lock()
 	doc["update"] = s.newUpdate(req.op, kind, []map[string]string{})
+	s.updating(key)
 	s.mu.Unlock()
 	out, err := json.Marshal(doc)
 	if err != nil {
@@ -314,7 +336,9 @@ func (s *AWSStandIn) createClusterSG(r *http.Request, cluster string, subnets []
 	var sg struct {
 		ID string `xml:"groupId"`
 	}
-	err := s.ec2Call(r, url.Values{"Action": {"CreateSecurityGroup"}, "GroupName": {"eks-cluster-sg-" + cluster}, "VpcId": {sn.VPC},
+	// EKS names it eks-cluster-sg-NAME-UNIQUEID (EKS user guide "View Amazon
+	// EKS security group requirements for clusters"): never findable by name.
+	err := s.ec2Call(r, url.Values{"Action": {"CreateSecurityGroup"}, "GroupName": {"eks-cluster-sg-" + cluster + "-" + standInDigits(10)}, "VpcId": {sn.VPC},
 		"GroupDescription":                {"EKS created security group applied to ENI that is attached to EKS Control Plane master nodes"},
 		"TagSpecification.1.ResourceType": {"security-group"},
 		"TagSpecification.1.Tag.1.Key":    {"kubernetes.io/cluster/" + cluster},
@@ -326,18 +350,6 @@ func (s *AWSStandIn) createClusterSG(r *http.Request, cluster string, subnets []
 	s.mu.Lock()
 	s.ext().clusterSG[clusterKey(regionOf(r), cluster)] = sg.ID + "@" + sn.VPC
 	s.mu.Unlock()
-}
-
-// deleteClusterSG removes the cluster security group, as EKS does with the cluster.
-func (s *AWSStandIn) deleteClusterSG(r *http.Request, cluster string) {
-	key := clusterKey(regionOf(r), cluster)
-	s.mu.Lock()
-	sg := s.ext().clusterSG[key]
-	delete(s.ext().clusterSG, key)
-	s.mu.Unlock()
-	if id, _, _ := strings.Cut(sg, "@"); id != "" {
-		_ = s.ec2Call(r, url.Values{"Action": {"DeleteSecurityGroup"}, "GroupId": {id}}, nil)
-	}
 }
 
 var credentialRegion = regexp.MustCompile(`Credential=[^/]+/[^/]+/([^/]+)/`)
@@ -367,6 +379,12 @@ func (s *AWSStandIn) ec2Call(r *http.Request, form url.Values, out any) error {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+AccessKey+"/20260101/"+region+"/ec2/aws4_request, SignedHeaders=host, Signature=stand-in")
+	return s.do(req, out)
+}
+
+// do sends a query-protocol request to moto and decodes the XML answer into
+// out (nil: ignored).
+func (s *AWSStandIn) do(req *http.Request, out any) error {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -377,7 +395,7 @@ func (s *AWSStandIn) ec2Call(r *http.Request, form url.Values, out any) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("moto %s: %s: %s", form.Get("Action"), resp.Status, body)
+		return fmt.Errorf("moto %s: %s: %s", req.URL, resp.Status, body)
 	}
 	if out == nil {
 		return nil
