@@ -138,19 +138,25 @@ func LoadConfig(ctx context.Context, s Settings) (aws.Config, error) {
 		}))
 	}
 	if s.MaxRetries > 0 || s.RetryMode != "" {
-		// Retries apply to waiters' polling calls as well, so keep them bounded.
-		cfg.Retryer = func() aws.Retryer {
-			return retry.AddWithMaxAttempts(retryerFor(s.RetryMode), max(s.MaxRetries, 1))
-		}
+		cfg.Retryer = func() aws.Retryer { return retryerFor(s.RetryMode, s.MaxRetries) }
 	}
 	return cfg, nil
 }
 
-func retryerFor(mode string) aws.Retryer {
+// retryerFor builds the retryer of a mode. The attempt count is overridden
+// only when maxAttempts is set: both retryers otherwise keep the SDK's
+// documented default of 3 attempts (retry.DefaultMaxAttempts; "Retries and
+// Timeouts", AWS SDK for Go v2 developer guide), so `retry_mode` alone never
+// turns retries off.
+func retryerFor(mode string, maxAttempts int) aws.Retryer {
+	var r aws.Retryer = retry.NewStandard()
 	if mode == string(aws.RetryModeAdaptive) {
-		return retry.NewAdaptiveMode()
+		r = retry.NewAdaptiveMode()
 	}
-	return retry.NewStandard()
+	if maxAttempts > 0 {
+		r = retry.AddWithMaxAttempts(r, maxAttempts)
+	}
+	return r
 }
 
 // Clients are the service clients the provider uses, each honouring its endpoint override.
