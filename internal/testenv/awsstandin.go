@@ -42,6 +42,7 @@ type AWSStandIn struct {
 	versions  []string
 	kube      clusterPointers
 	more      standInExt
+	podIDs    podIdentities
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -242,7 +243,7 @@ func eksOperation(r *http.Request, req *awsRequest) {
 	if len(seg) >= 2 && seg[0] == "clusters" {
 		req.cluster = seg[1]
 	}
-	if eksMissingOperation(m, seg, req) {
+	if eksMissingOperation(m, seg, req) || eksPodIdentityOperation(m, seg, req) {
 		return
 	}
 	switch {
@@ -446,7 +447,7 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "TagResource", "UntagResource", "ListTagsForResource":
 		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req)
 	}
-	return s.serveMissing(w, r, req)
+	return s.servePodIdentity(w, r, req) || s.serveMissing(w, r, req)
 }
 
 // serveVersionUpdate records the new version in the overlay, so the next
