@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
@@ -71,11 +72,45 @@ func addonsAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true, Computed: true, Default: objectdefault.StaticValue(types.ObjectValueMust(addonsTypes, defaults)),
 		MarkdownDescription: "Add-ons. EKS managed ones, installed through the EKS API: the networking ones and the pod identity agent before the nodes join, " +
-			"CoreDNS and the FSx CSI driver after. A version drifted from a pinned one, an add-on deleted or degraded behind Terraform's back, shows in the plan and the apply repairs it. " +
+			"CoreDNS and the FSx CSI driver after. The FSx CSI driver's controller gets an IAM role of its own (trusted by `pods.eks.amazonaws.com`, with the AWS managed policy `AmazonFSxFullAccess` the EKS user guide names), " +
+			"bound to its service account `kube-system/fsx-csi-controller-sa` through an EKS Pod Identity association, so it needs `pod_identity_agent`; turning the driver off removes both. A version drifted from a pinned one, an add-on deleted or degraded behind Terraform's back, shows in the plan and the apply repairs it. " +
 			"In-cluster ones (`nvidia_device_plugin`, `monitoring`), applied through the Kubernetes API with the cluster's own endpoint once the node groups are active " +
 			"(tokens minted from the provider's AWS credentials, as the fleet does): a deleted or edited object, a release with edited values or stuck in `pending-*`, " +
 			"shows in the plan and the apply repairs it; turned off, they are removed; on destroy they go before the node groups and the cluster.",
 		Attributes: attrs,
+	}
+}
+
+// validateAddons refuses the FSx CSI driver without the pod identity agent:
+// the driver's controller gets its AWS identity through EKS Pod Identity,
+// and without the agent the add-on fails with "Amazon EKS Pod Identity
+// agent is not installed in the cluster" (EKS user guide, fsx-csi-create).
+// An add-on left out of the configuration is on by default.
+func validateAddons(ctx context.Context, obj types.Object, diags *diag.Diagnostics) {
+	if obj.IsNull() || obj.IsUnknown() {
+		return
+	}
+	enabled := func(name string) (on, known bool) {
+		v, ok := obj.Attributes()[name].(types.Object)
+		if !ok || v.IsNull() {
+			return true, true
+		}
+		if v.IsUnknown() {
+			return false, false
+		}
+		var m addonModel
+		diags.Append(v.As(ctx, &m, asObject)...)
+		if m.Enabled.IsUnknown() {
+			return false, false
+		}
+		return m.Enabled.IsNull() || m.Enabled.ValueBool(), true
+	}
+	driver, driverKnown := enabled("fsx_csi_driver")
+	agent, agentKnown := enabled("pod_identity_agent")
+	if driverKnown && agentKnown && driver && !agent {
+		diags.AddAttributeError(path.Root("addons").AtName("pod_identity_agent").AtName("enabled"), "FSx CSI driver needs the pod identity agent",
+			"addons.fsx_csi_driver is on, and its controller gets its IAM role through EKS Pod Identity, which addons.pod_identity_agent provides: "+
+				"set addons.pod_identity_agent.enabled = true, or addons.fsx_csi_driver.enabled = false")
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 )
 
 // ValidateConfig checks what single attributes cannot: the two ways of
-// networking exclude each other, and the owner tag is not the user's to set.
+// networking exclude each other, the FSx CSI driver needs the pod identity
+// agent, and the owner tag is not the user's to set.
 func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m inferenceClusterModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
@@ -40,6 +41,7 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 				"networking.vpc_cidr and networking.availability_zones describe a network to create; remove them when networking.vpc_id names an existing one")
 		}
 	}
+	validateAddons(ctx, m.Addons, &resp.Diagnostics)
 	if !m.Tags.IsUnknown() {
 		for k := range m.Tags.Elements() {
 			if strings.HasPrefix(k, "llmd.dev/") {

@@ -152,7 +152,7 @@ func TestAccInferenceClusterLifecycle(t *testing.T) {
 						}
 					}
 					want := map[string]int{"ec2 vpc": 1, "ec2 subnet": 4, "ec2 internet-gateway": 1, "ec2 route-table": 2, "ec2 elastic-ip": 1,
-						"ec2 nat-gateway": 1, "ec2 security-group": 1, "fsx file-system": 1, "iam role": 2, "eks cluster": 1, "eks nodegroup": 2}
+						"ec2 nat-gateway": 1, "ec2 security-group": 1, "fsx file-system": 1, "iam role": 3, "eks cluster": 1, "eks nodegroup": 2}
 					if fmt.Sprint(kinds) != fmt.Sprint(want) {
 						return fmt.Errorf("owned parts %v, want %v", kinds, want)
 					}
@@ -316,9 +316,9 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 								return err
 							}
 							// vpc, 4 subnets, igw, 2 route tables, eip, nat, the file system's security group,
-							// the file system, 2 roles, cluster, 2 node groups
-							if len(parts) != 17 {
-								return fmt.Errorf("%d owned parts after resuming, want 17 (no duplicates): %s", len(parts), partIDs(parts))
+							// the file system, 3 roles (cluster, nodes, FSx CSI driver), cluster, 2 node groups
+							if len(parts) != 18 {
+								return fmt.Errorf("%d owned parts after resuming, want 18 (no duplicates): %s", len(parts), partIDs(parts))
 							}
 							return nil
 						},

@@ -308,8 +308,8 @@ func TestAccInferenceClusterTwoRegions(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if len(parts) != 17 {
-					return fmt.Errorf("the us-west-2 cluster has %d parts after the us-east-1 destroy, want 17: %s", len(parts), partIDs(parts))
+				if len(parts) != 18 {
+					return fmt.Errorf("the us-west-2 cluster has %d parts after the us-east-1 destroy, want 18: %s", len(parts), partIDs(parts))
 				}
 				return nil
 			},

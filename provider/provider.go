@@ -36,13 +36,16 @@ type llmdProvider struct {
 // settings: resources build their Kubernetes clients from the cluster they are
 // given, so one apply can create the cluster and deploy onto it.
 type providerModel struct {
-	Region      types.String      `tfsdk:"region"`
-	Profile     types.String      `tfsdk:"profile"`
-	MaxRetries  types.Int64       `tfsdk:"max_retries"`
-	RetryMode   types.String      `tfsdk:"retry_mode"`
-	AssumeRole  *assumeRoleModel  `tfsdk:"assume_role"`
-	Endpoints   *endpointsModel   `tfsdk:"endpoints"`
-	DefaultTags *defaultTagsModel `tfsdk:"default_tags"`
+	Region                 types.String      `tfsdk:"region"`
+	Profile                types.String      `tfsdk:"profile"`
+	SharedConfigFiles      types.List        `tfsdk:"shared_config_files"`
+	SharedCredentialsFiles types.List        `tfsdk:"shared_credentials_files"`
+	MaxRetries             types.Int64       `tfsdk:"max_retries"`
+	RetryMode              types.String      `tfsdk:"retry_mode"`
+	AssumeRole             *assumeRoleModel  `tfsdk:"assume_role"`
+	WebIdentity            *webIdentityModel `tfsdk:"assume_role_with_web_identity"`
+	Endpoints              *endpointsModel   `tfsdk:"endpoints"`
+	DefaultTags            *defaultTagsModel `tfsdk:"default_tags"`
 }
 
 type assumeRoleModel struct {
@@ -50,6 +53,14 @@ type assumeRoleModel struct {
 	SessionName types.String `tfsdk:"session_name"`
 	ExternalID  types.String `tfsdk:"external_id"`
 	Duration    types.String `tfsdk:"duration"`
+}
+
+type webIdentityModel struct {
+	RoleARN              types.String `tfsdk:"role_arn"`
+	SessionName          types.String `tfsdk:"session_name"`
+	WebIdentityToken     types.String `tfsdk:"web_identity_token"`
+	WebIdentityTokenFile types.String `tfsdk:"web_identity_token_file"`
+	Duration             types.String `tfsdk:"duration"`
 }
 
 type endpointsModel struct {
@@ -96,6 +107,17 @@ func (p *llmdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 				Optional:            true,
 				MarkdownDescription: "Shared-config profile to take credentials and settings from. Defaults to `AWS_PROFILE` or the default chain.",
 			},
+			"shared_config_files": schema.ListAttribute{
+				ElementType: types.StringType,
+				Optional:    true,
+				MarkdownDescription: "Shared config files to read instead of `~/.aws/config` (or `AWS_CONFIG_FILE`). " +
+					"HCP Terraform's dynamic credentials arrive this way: `[var.tfc_aws_dynamic_credentials.default.shared_config_file]`.",
+			},
+			"shared_credentials_files": schema.ListAttribute{
+				ElementType:         types.StringType,
+				Optional:            true,
+				MarkdownDescription: "Shared credentials files to read instead of `~/.aws/credentials` (or `AWS_SHARED_CREDENTIALS_FILE`).",
+			},
 			"max_retries": schema.Int64Attribute{
 				Optional:            true,
 				MarkdownDescription: "Maximum attempts per AWS API call, including the first. Defaults to the SDK's (3).",
@@ -125,6 +147,34 @@ func (p *llmdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 					"duration": schema.StringAttribute{
 						Optional:            true,
 						MarkdownDescription: "Session duration as a Go duration (`1h`, `30m`); 15m to 12h. Defaults to 15m.",
+					},
+				},
+			},
+			"assume_role_with_web_identity": schema.SingleNestedBlock{
+				MarkdownDescription: "Take credentials from an OIDC token through STS `AssumeRoleWithWebIdentity` (a CI system's workload identity); " +
+					"`assume_role`, when also set, then assumes its role from these credentials. The token is sensitive and never logged; " +
+					"provider settings are never stored in state.",
+				Attributes: map[string]schema.Attribute{
+					"role_arn": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "ARN of the role to assume; its trust policy names the token's OIDC provider. Required when the block is present.",
+					},
+					"session_name": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "Session name; shows in CloudTrail and in the assumed-role ARN. Defaults to one the SDK makes from the time.",
+					},
+					"web_identity_token": schema.StringAttribute{
+						Optional:            true,
+						Sensitive:           true,
+						MarkdownDescription: "The OIDC token itself. Exactly one of this and `web_identity_token_file`.",
+					},
+					"web_identity_token_file": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "File holding the OIDC token, read again at every refresh (issuers rotate it). Exactly one of this and `web_identity_token`.",
+					},
+					"duration": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "Session duration as a Go duration (`1h`, `30m`); 15m to 12h, within the role's maximum. Defaults to STS's (1h).",
 					},
 				},
 			},
@@ -186,18 +236,38 @@ func (m providerModel) settings(ctx context.Context, version string) (awsinfra.S
 		UserAgent:  "terraform-provider-llmd/" + version,
 		Endpoints:  map[string]string{},
 	}
+	for name, files := range map[string]struct {
+		list types.List
+		dst  *[]string
+	}{"shared_config_files": {m.SharedConfigFiles, &s.SharedConfigFiles}, "shared_credentials_files": {m.SharedCredentialsFiles, &s.SharedCredentialsFiles}} {
+		if files.list.IsNull() {
+			continue
+		}
+		if diags := files.list.ElementsAs(ctx, files.dst, false); diags.HasError() {
+			return s, fmt.Errorf("%s: every path must be a known string", name)
+		}
+	}
 	if ar := m.AssumeRole; ar != nil {
 		s.AssumeRole = &awsinfra.AssumeRole{
 			RoleARN:     ar.RoleARN.ValueString(),
 			SessionName: ar.SessionName.ValueString(),
 			ExternalID:  ar.ExternalID.ValueString(),
 		}
-		if d := ar.Duration.ValueString(); d != "" {
-			dur, err := time.ParseDuration(d)
-			if err != nil || dur < 15*time.Minute || dur > 12*time.Hour {
-				return s, fmt.Errorf("assume_role.duration: %q must be a Go duration between 15m and 12h, e.g. \"1h\"", d)
-			}
-			s.AssumeRole.Duration = dur
+		var err error
+		if s.AssumeRole.Duration, err = sessionDuration("assume_role.duration", ar.Duration); err != nil {
+			return s, err
+		}
+	}
+	if w := m.WebIdentity; w != nil {
+		s.WebIdentity = &awsinfra.WebIdentity{
+			RoleARN:     w.RoleARN.ValueString(),
+			SessionName: w.SessionName.ValueString(),
+			Token:       w.WebIdentityToken.ValueString(),
+			TokenFile:   w.WebIdentityTokenFile.ValueString(),
+		}
+		var err error
+		if s.WebIdentity.Duration, err = sessionDuration("assume_role_with_web_identity.duration", w.Duration); err != nil {
+			return s, err
 		}
 	}
 	if e := m.Endpoints; e != nil {
@@ -215,6 +285,19 @@ func (m providerModel) settings(ctx context.Context, version string) (awsinfra.S
 		s.DefaultTags = tags
 	}
 	return s, s.Validate()
+}
+
+// sessionDuration parses an STS session duration; zero when unset.
+func sessionDuration(field string, v types.String) (time.Duration, error) {
+	d := v.ValueString()
+	if d == "" {
+		return 0, nil
+	}
+	dur, err := time.ParseDuration(d)
+	if err != nil || dur < 15*time.Minute || dur > 12*time.Hour {
+		return 0, fmt.Errorf("%s: %q must be a Go duration between 15m and 12h, e.g. \"1h\"", field, d)
+	}
+	return dur, nil
 }
 
 func (p *llmdProvider) Resources(context.Context) []func() resource.Resource {

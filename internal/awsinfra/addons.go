@@ -138,6 +138,11 @@ func (c *Clients) ensureAddons(ctx context.Context, spec ClusterSpec, phase addo
 }
 
 func (c *Clients) ensureAddon(ctx context.Context, spec ClusterSpec, want AddonSpec) error {
+	if want.Name == fsxCSIAddon {
+		if err := c.ensureFSxCSIIdentity(ctx, spec); err != nil {
+			return err
+		}
+	}
 	have, err := c.findAddon(ctx, spec.Name, want.Name)
 	if err != nil {
 		return err
@@ -248,13 +253,17 @@ func (c *Clients) removeAddons(ctx context.Context, spec ClusterSpec, have []Add
 			if _, err := c.EKS.DeleteAddon(ctx, &eks.DeleteAddonInput{ClusterName: aws.String(spec.Name), AddonName: aws.String(h.Name)}); err != nil && !isNotFound(err) {
 				return fmt.Errorf("deleting EKS add-on %s: %w", h.Name, err)
 			}
-			return c.waitFor(ctx, "EKS add-on "+h.Name+" to be deleted", func(ctx context.Context) error {
+			err := c.waitFor(ctx, "EKS add-on "+h.Name+" to be deleted", func(ctx context.Context) error {
 				a, err := c.findAddon(ctx, spec.Name, h.Name)
 				if err != nil || a == nil {
 					return err
 				}
 				return pending("status %s", a.Status)
 			})
+			if err != nil || h.Name != fsxCSIAddon {
+				return err
+			}
+			return c.deleteFSxCSIIdentity(ctx, spec.Name)
 		})
 	}
 	return parallel(jobs...)

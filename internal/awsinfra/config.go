@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -31,6 +33,15 @@ type Settings struct {
 	Region string
 	// Profile names a shared-config profile; empty uses the default chain.
 	Profile string
+	// SharedConfigFiles and SharedCredentialsFiles replace the SDK's default
+	// shared config and credentials files (~/.aws/config, ~/.aws/credentials).
+	// HCP Terraform's dynamic credentials arrive as a generated shared config
+	// file per configuration (role_arn and web_identity_token_file).
+	SharedConfigFiles      []string
+	SharedCredentialsFiles []string
+	// WebIdentity, when set, takes credentials from STS AssumeRoleWithWebIdentity
+	// instead of the default chain; AssumeRole then assumes its role from them.
+	WebIdentity *WebIdentity
 	// AssumeRole, when set, wraps the base credentials in an STS AssumeRole provider.
 	AssumeRole *AssumeRole
 	// Endpoints maps a service name from Services to a base URL overriding its endpoint.
@@ -51,6 +62,32 @@ type AssumeRole struct {
 	SessionName string
 	ExternalID  string
 	Duration    time.Duration
+}
+
+// WebIdentity configures role assumption with an OIDC token (STS
+// AssumeRoleWithWebIdentity). The token is a secret: it is never logged or
+// put in an error.
+type WebIdentity struct {
+	RoleARN     string
+	SessionName string
+	// Token is the OIDC token itself; TokenFile a file holding it, read at
+	// every refresh (the issuer may rotate it). Exactly one is set.
+	Token     string
+	TokenFile string
+	Duration  time.Duration
+}
+
+// GetIdentityToken returns the inline token or the token file's content
+// (stscreds.IdentityTokenRetriever).
+func (w WebIdentity) GetIdentityToken() ([]byte, error) {
+	if w.TokenFile == "" {
+		return []byte(w.Token), nil
+	}
+	b, err := os.ReadFile(w.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("assume_role_with_web_identity.web_identity_token_file: %w", err)
+	}
+	return []byte(strings.TrimSpace(string(b))), nil
 }
 
 // Validate checks settings that the SDK would only reject at the first call,
@@ -85,6 +122,19 @@ func (s Settings) Validate() error {
 	if s.AssumeRole != nil && s.AssumeRole.RoleARN == "" {
 		return fmt.Errorf("assume_role.role_arn: required when assume_role is set")
 	}
+	if w := s.WebIdentity; w != nil {
+		switch {
+		case w.RoleARN == "":
+			return fmt.Errorf("assume_role_with_web_identity.role_arn: required when assume_role_with_web_identity is set")
+		case (w.Token == "") == (w.TokenFile == ""):
+			return fmt.Errorf("assume_role_with_web_identity: set exactly one of web_identity_token and web_identity_token_file")
+		}
+	}
+	for _, f := range append(append([]string{}, s.SharedConfigFiles...), s.SharedCredentialsFiles...) {
+		if f == "" {
+			return fmt.Errorf("shared_config_files, shared_credentials_files: an empty path; give the files' paths, e.g. \"~/.aws/config\"")
+		}
+	}
 	return nil
 }
 
@@ -103,6 +153,12 @@ func LoadConfig(ctx context.Context, s Settings) (aws.Config, error) {
 	}
 	if s.Profile != "" {
 		opts = append(opts, config.WithSharedConfigProfile(s.Profile))
+	}
+	if len(s.SharedConfigFiles) > 0 {
+		opts = append(opts, config.WithSharedConfigFiles(expandHome(s.SharedConfigFiles)))
+	}
+	if len(s.SharedCredentialsFiles) > 0 {
+		opts = append(opts, config.WithSharedCredentialsFiles(expandHome(s.SharedCredentialsFiles)))
 	}
 	if s.RetryMode != "" {
 		opts = append(opts, config.WithRetryMode(aws.RetryMode(s.RetryMode)))
@@ -123,6 +179,17 @@ func LoadConfig(ctx context.Context, s Settings) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, fmt.Errorf("region: no AWS region configured; set region in the provider block or AWS_REGION")
 	}
+	if w := s.WebIdentity; w != nil {
+		// AssumeRoleWithWebIdentity is an unsigned call: it needs no base credentials.
+		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = s.endpoint("sts") })
+		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewWebIdentityRoleProvider(stsClient, w.RoleARN, *w, func(o *stscreds.WebIdentityRoleOptions) {
+			// Empty: the SDK names the session from the time.
+			o.RoleSessionName = w.SessionName
+			if w.Duration > 0 {
+				o.Duration = w.Duration
+			}
+		}))
+	}
 	if ar := s.AssumeRole; ar != nil {
 		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = s.endpoint("sts") })
 		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, ar.RoleARN, func(o *stscreds.AssumeRoleOptions) {
@@ -138,19 +205,38 @@ func LoadConfig(ctx context.Context, s Settings) (aws.Config, error) {
 		}))
 	}
 	if s.MaxRetries > 0 || s.RetryMode != "" {
-		// Retries apply to waiters' polling calls as well, so keep them bounded.
-		cfg.Retryer = func() aws.Retryer {
-			return retry.AddWithMaxAttempts(retryerFor(s.RetryMode), max(s.MaxRetries, 1))
-		}
+		cfg.Retryer = func() aws.Retryer { return retryerFor(s.RetryMode, s.MaxRetries) }
 	}
 	return cfg, nil
 }
 
-func retryerFor(mode string) aws.Retryer {
-	if mode == string(aws.RetryModeAdaptive) {
-		return retry.NewAdaptiveMode()
+// expandHome resolves a leading "~/" as the AWS provider does for these paths.
+func expandHome(paths []string) []string {
+	home, err := os.UserHomeDir()
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = p
+		if rest, ok := strings.CutPrefix(p, "~/"); ok && err == nil {
+			out[i] = filepath.Join(home, rest)
+		}
 	}
-	return retry.NewStandard()
+	return out
+}
+
+// retryerFor builds the retryer of a mode. The attempt count is overridden
+// only when maxAttempts is set: both retryers otherwise keep the SDK's
+// documented default of 3 attempts (retry.DefaultMaxAttempts; "Retries and
+// Timeouts", AWS SDK for Go v2 developer guide), so `retry_mode` alone never
+// turns retries off.
+func retryerFor(mode string, maxAttempts int) aws.Retryer {
+	var r aws.Retryer = retry.NewStandard()
+	if mode == string(aws.RetryModeAdaptive) {
+		r = retry.NewAdaptiveMode()
+	}
+	if maxAttempts > 0 {
+		r = retry.AddWithMaxAttempts(r, maxAttempts)
+	}
+	return r
 }
 
 // Clients are the service clients the provider uses, each honouring its endpoint override.

@@ -32,9 +32,10 @@ var (
 // RoleNames are the IAM role names a cluster called name in region uses. IAM
 // role names are account-wide, so they carry the cluster name and the region:
 // a same-named cluster in another region has roles of its own. The longest
-// name (38 + 1 + 14 + 4 characters) stays within IAM's 64.
+// name (38 + 1 + 14 + 8 characters) stays within IAM's 64. The FSx CSI
+// driver's role exists only while the driver is on.
 func RoleNames(name, region string) []string {
-	return []string{roleName(name, region, clusterRole), roleName(name, region, nodeRole)}
+	return []string{roleName(name, region, clusterRole), roleName(name, region, nodeRole), roleName(name, region, fsxCSIRole)}
 }
 
 func roleName(cluster, region string, rs roleSpec) string { return cluster + "-" + region + rs.suffix }

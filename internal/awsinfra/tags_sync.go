@@ -60,6 +60,9 @@ func (c *Clients) syncRoleTags(ctx context.Context, spec ClusterSpec) error {
 	want := c.AllTags(spec.Tags)
 	for _, name := range RoleNames(spec.Name, c.Config.Region) {
 		got, err := c.IAM.ListRoleTags(ctx, &iam.ListRoleTagsInput{RoleName: aws.String(name)})
+		if isNotFound(err) {
+			continue // a role of a part that is off (the FSx CSI driver's)
+		}
 		if err != nil {
 			return fmt.Errorf("reading tags of IAM role %s: %w", name, err)
 		}

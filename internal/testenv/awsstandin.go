@@ -44,6 +44,7 @@ type AWSStandIn struct {
 	kube      clusterPointers
 	more      standInExt
 	hard      standInHard
+	podIDs    podIdentities
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -261,7 +262,7 @@ func eksOperation(r *http.Request, req *awsRequest) {
 	if len(seg) >= 2 && seg[0] == "clusters" {
 		req.cluster = seg[1]
 	}
-	if eksMissingOperation(m, seg, req) {
+	if eksMissingOperation(m, seg, req) || eksPodIdentityOperation(m, seg, req) {
 		return
 	}
 	switch {
@@ -479,7 +480,7 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "TagResource", "UntagResource", "ListTagsForResource":
 		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req) || s.serveAccessEntryTags(w, r, req)
 	}
-	return s.serveMissing(w, r, req)
+	return s.servePodIdentity(w, r, req) || s.serveMissing(w, r, req)
 }
 
 // serveVersionUpdate records the new version in the overlay, so the next
