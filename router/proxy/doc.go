@@ -46,9 +46,8 @@
 // signal of a non-streaming request, whose answer sends nothing until it
 // is whole: the pod's own progress, read from its scrapes. The answer
 // itself stays vLLM's bytes, untouched, so it is vLLM's non-streaming
-// response by construction; a request stuck alone on a pod that progresses
-// on others is not detected (vLLM's scheduler runs every admitted request
-// each step, so this is a bug in the engine, not load).
+// response by construction. Left undetected: one request stuck alone on a
+// pod that makes progress on others.
 //
 // Each pod has a circuit breaker fed by every attempt: Upstream.Breaker.Failures
 // failures in a row (one refused connection) open it, which takes the pod
