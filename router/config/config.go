@@ -146,6 +146,16 @@ type Metrics struct {
 	StaleAfter Duration `json:"stale_after"`
 	// Timeout bounds one scrape.
 	Timeout Duration `json:"timeout"`
+	// EjectAfterFailures is how many scrapes in a row may fail or time out
+	// before the pod leaves scoring; its next good scrape brings it back.
+	// Negative turns it off.
+	EjectAfterFailures int `json:"eject_after_failures"`
+	// FrozenAfter ejects a pod that reports requests running while its
+	// vllm:generation_tokens_total and vllm:prompt_tokens_total stay flat
+	// this long (a wedged engine whose /metrics still answers); the pod
+	// returns once they move or it reports nothing running. Negative turns
+	// it off.
+	FrozenAfter Duration `json:"frozen_after"`
 }
 
 // Index bounds the block index (package index).

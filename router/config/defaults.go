@@ -20,6 +20,23 @@ const (
 	// within an engine step of its prefill; 30 s leaves room for requests
 	// queued behind a full batch without leaving a blind index unreported.
 	DefaultKVEventsSilentAfter = 30 * time.Second
+	// DefaultEjectAfterFailures: a pod that accepts connections and never
+	// answers fails each scrape at metrics.timeout (1 s), and the next one
+	// starts at once, so three in a row take it out about 3 s after it
+	// stopped answering, inside the 5 s the router promises (issue 28); a
+	// refused connection fails in microseconds, so three take about three
+	// intervals (150 ms). One or two failures are a GC pause or a slow
+	// page, not a sick pod.
+	DefaultEjectAfterFailures = 3
+	// DefaultFrozenAfter: vLLM counts generation tokens every engine step
+	// that decodes and a prompt's tokens when its prefill completes
+	// (vllm/v1/metrics/stats.py, IterationStats.update_from_output), so a
+	// pod merely busy, even ten times slower per token, moves one of them
+	// every step. Both stay flat only while no step completes, or while a
+	// lone prefill runs with nothing decoding beside it; 30 s covers a
+	// 128k-token prefill of a large model and is still minutes before the
+	// stream idle timeout would notice.
+	DefaultFrozenAfter = 30 * time.Second
 )
 
 // DefaultTokenizerCacheBytes bounds the tokenizer's prefix cache: about 150
@@ -105,6 +122,10 @@ func (c *Config) Default() {
 	setDuration(&c.Metrics.Interval, DefaultScrapeInterval)
 	setDuration(&c.Metrics.StaleAfter, DefaultStaleAfter)
 	setDuration(&c.Metrics.Timeout, DefaultScrapeTimeout)
+	if c.Metrics.EjectAfterFailures == 0 {
+		c.Metrics.EjectAfterFailures = DefaultEjectAfterFailures
+	}
+	setDuration(&c.Metrics.FrozenAfter, DefaultFrozenAfter)
 	setDuration(&c.Index.SpeculationTTL, DefaultSpeculationTTL)
 	if c.Tokenizer.CacheBytes == nil {
 		n := int64(DefaultTokenizerCacheBytes)

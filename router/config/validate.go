@@ -49,6 +49,9 @@ func (c *Config) Validate() error {
 	if c.Metrics.StaleAfter.Duration < c.Metrics.Interval.Duration {
 		bad("metrics.stale_after", "must be at least metrics.interval (%s), got %s", c.Metrics.Interval, c.Metrics.StaleAfter)
 	}
+	if f := c.Metrics.FrozenAfter.Duration; f > 0 && f < c.Metrics.Interval.Duration {
+		bad("metrics.frozen_after", "must be at least metrics.interval (%s) or negative (off), got %s", c.Metrics.Interval, c.Metrics.FrozenAfter)
+	}
 	if b := c.Upstream.Breaker; b.Failures > 0 {
 		if b.OpenFor.Duration <= 0 {
 			bad("upstream.breaker.open_for", "must be positive, got %s", b.OpenFor)

@@ -8,7 +8,8 @@ import (
 
 // Collector exports the fleet's view at scrape time: the pods, this
 // router's requests open on each, whose load is stale, which publish no KV
-// events, and scrape and discovery errors.
+// events, which are out of service and why, and scrape and discovery
+// errors.
 type Collector struct{ Fleet *Fleet }
 
 var _ prometheus.Collector = Collector{}
@@ -20,17 +21,19 @@ var (
 	descSilent     = cm.Desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")
 	descScrapeErrs = cm.Desc("llmd_router_pod_scrape_errors_total", "Failed /metrics scrapes of the pod.", "pod")
 	descUpdateErrs = cm.Desc("llmd_router_discovery_update_errors_total", "Discovery reports the router could not follow completely.")
+	descOut        = cm.Desc("llmd_router_pod_out_of_service", "1 while the pod is left out of scoring, with the reason: scrape_failing "+
+		"(metrics.eject_after_failures scrapes in a row failed) or frozen (requests running, token counters flat for metrics.frozen_after).", "pod", "reason")
 )
 
 // Describe implements prometheus.Collector.
 func (Collector) Describe(ch chan<- *prometheus.Desc) {
-	cm.Describe(ch, descPods, descInFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs)
+	cm.Describe(ch, descPods, descInFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs, descOut)
 }
 
 // Collect implements prometheus.Collector.
 func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	e := cm.Emitter(ch)
-	pods := c.Fleet.Pods(nil)
+	pods := c.Fleet.loads(nil, true)
 	e.Gauge(descPods, float64(len(pods)))
 	silent := map[string]bool{}
 	for _, sl := range c.Fleet.Silences() {
@@ -43,6 +46,9 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, h := range c.Fleet.Health() {
 		e.Counter(descScrapeErrs, h.ScrapeErrs, h.Pod)
+	}
+	for _, o := range c.Fleet.Out() {
+		e.Gauge(descOut, 1, o.Pod, o.Reason)
 	}
 	e.Counter(descUpdateErrs, c.Fleet.UpdateErrors())
 }

@@ -9,6 +9,17 @@
 // (config discovery.data_parallel_size) a pod's rank r publishes on its ports
 // + r, as vLLM offsets them, and each rank is followed as its own endpoint.
 //
+// # Health
+//
+// Every scrape also judges the pod (health.go): metrics.eject_after_failures
+// failed or timed-out scrapes in a row, or requests running while
+// vllm:generation_tokens_total and vllm:prompt_tokens_total stay flat for
+// metrics.frozen_after, take it out of Fleet.Pods, as an open circuit
+// breaker does; the scrapes go on and are the probe that brings it back.
+// Fleet.Out says which pods are out and why (/readyz, the
+// llmd_router_pod_out_of_service series), and Fleet.OutSignal lets the
+// proxy move the requests still waiting there.
+//
 // The Kubernetes source reports a pod once it is Running, Ready and has an
 // IP, and stops reporting it when it loses readiness, starts terminating or
 // is deleted: informer events are acted on as they arrive.

@@ -25,7 +25,9 @@ type FleetConfig struct {
 	// Ingestor follows the pods' KV events; nil runs without (policies that
 	// do not read the block index).
 	Ingestor *kvevents.Ingestor
-	// Metrics sets the scrape interval, timeout and staleness limit.
+	// Metrics sets the scrape interval, timeout and staleness limit, and
+	// when a pod leaves scoring (EjectAfterFailures, FrozenAfter; 0 here
+	// turns either off, config.Default fills them).
 	Metrics config.Metrics
 	// Client scrapes /metrics (default: a client without keep-alive limits
 	// beyond Go's defaults).
@@ -77,6 +79,7 @@ type podState struct {
 	scrapedAt  time.Time
 	scrapeErrs int64
 	lastErr    error
+	health     health
 }
 
 // NewFleet returns an empty fleet; Run fills it from a Source.
@@ -202,22 +205,62 @@ func (f *Fleet) Update(pods []Pod) error {
 // Synced reports whether the source has delivered its first complete view.
 func (f *Fleet) Synced() bool { return f.synced.Load() }
 
-// Pods appends every pod's name and load to dst, sorted by name, for the
-// picker. Scraped values older than the staleness limit are marked stale.
-func (f *Fleet) Pods(dst []scoring.Pod) []scoring.Pod {
+// Pods appends the name and load of every pod in service to dst, sorted
+// by name, for the picker: a pod out of service (Out) is left out, as an
+// open circuit breaker leaves it out. Scraped values older than the
+// staleness limit are marked stale.
+func (f *Fleet) Pods(dst []scoring.Pod) []scoring.Pod { return f.loads(dst, false) }
+
+// loads appends the pods' loads, those out of service too when all is set.
+func (f *Fleet) loads(dst []scoring.Pod, all bool) []scoring.Pod {
 	now := f.cfg.Now()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, name := range f.names {
 		ps := f.pods[name]
 		ps.mu.Lock()
-		s, at := ps.scraped, ps.scrapedAt
+		s, at, out := ps.scraped, ps.scrapedAt, ps.health.out.Reason != ""
 		ps.mu.Unlock()
+		if out && !all {
+			continue
+		}
 		dst = append(dst, scoring.Pod{Name: name, Load: scoring.Load{Running: s.Running, Waiting: s.Waiting,
 			KVUsage: s.KVUsage, Fresh: !at.IsZero() && now.Sub(at) <= f.cfg.Metrics.StaleAfter.Duration,
 			InFlight: int(ps.inFlight.Load()), PendingTokens: int(ps.pending.Load())}})
 	}
 	return dst
+}
+
+// Out lists the pods out of service and why, sorted by name, for metrics
+// and /readyz.
+func (f *Fleet) Out() []Outage {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []Outage
+	for _, name := range f.names {
+		ps := f.pods[name]
+		ps.mu.Lock()
+		if ps.health.out.Reason != "" {
+			out = append(out, ps.health.out)
+		}
+		ps.mu.Unlock()
+	}
+	return out
+}
+
+// OutSignal returns a channel closed when pod goes out of service: the
+// proxy moves a request that has sent nothing to its client when it is.
+// It is closed already when the pod is out or unknown.
+func (f *Fleet) OutSignal(pod string) <-chan struct{} {
+	f.mu.RLock()
+	ps := f.pods[pod]
+	f.mu.RUnlock()
+	if ps == nil {
+		return closed
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.health.signal()
 }
 
 // UpdateErrors counts source reports that were not followed completely.

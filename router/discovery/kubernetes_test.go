@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,12 +117,14 @@ func TestKubernetesFollowsPods(t *testing.T) {
 		waitAPIReady(t, c, ns, n)
 	}
 
+	var removedMu sync.Mutex
 	var removed []string
 	cfg := config.Config{Model: "m", Discovery: config.Discovery{Kubernetes: &config.Kubernetes{Namespace: ns, Selector: "app=vllm"}}}
 	cfg.Default()
 	cfg.Metrics.Timeout.Duration = 100 * time.Millisecond // nothing answers on kwok's pod IPs here
+	cfg.Metrics.EjectAfterFailures = -1                   // so health must not take them out of the view under test
 	f := discovery.NewFleet(discovery.FleetConfig{Addresses: discovery.Addresses{Discovery: cfg.Discovery, Model: cfg.Model},
-		Metrics: cfg.Metrics, OnRemove: func(p string) { removed = append(removed, p) }})
+		Metrics: cfg.Metrics, OnRemove: func(p string) { removedMu.Lock(); removed = append(removed, p); removedMu.Unlock() }})
 	done := make(chan error, 1)
 	go func() {
 		done <- f.Run(ctx, &discovery.Kubernetes{Client: c.Client, Namespace: ns, Selector: "app=vllm"})
@@ -163,8 +166,10 @@ func TestKubernetesFollowsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("vllm-c relabelled", "vllm-a", at)
+	removedMu.Lock()
 	if !slices.Equal(removed, []string{"vllm-a", "vllm-b", "vllm-c"}) {
 		t.Errorf("OnRemove saw %v", removed)
 	}
+	removedMu.Unlock()
 	t.Logf("worst change-to-view latency %s", slices.Max(lat))
 }

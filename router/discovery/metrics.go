@@ -13,6 +13,10 @@ type Scraped struct {
 	Running, Waiting int
 	// KVUsage is 0..1.
 	KVUsage float64
+	// Tokens is vllm:generation_tokens_total plus vllm:prompt_tokens_total,
+	// the engine's progress; HasTokens says the page had either counter.
+	Tokens    float64
+	HasTokens bool
 }
 
 // vLLM metric names (PROTOCOLS.md section 3). kv_cache_usage_perc replaced
@@ -22,9 +26,15 @@ const (
 	metricWaiting    = "vllm:num_requests_waiting"
 	metricKVUsage    = "vllm:kv_cache_usage_perc"
 	metricKVUsageOld = "vllm:gpu_cache_usage_perc"
+	// The progress counters (vllm/v1/metrics/loggers.py registers both;
+	// PROTOCOLS.md section 3): optional, a pod without them is never judged
+	// frozen.
+	metricGenTokens    = "vllm:generation_tokens_total"
+	metricPromptTokens = "vllm:prompt_tokens_total"
 )
 
-// ParseMetrics reads the three load gauges from Prometheus text. A pod
+// ParseMetrics reads the three load gauges, and the progress counters
+// when present, from Prometheus text. A pod
 // with several engines (data parallelism) exposes one series per engine:
 // counts are summed and KV usage is the fullest engine's, since one full
 // engine already evicts. Only the lines of interest are parsed, which keeps
@@ -53,6 +63,9 @@ func ParseMetrics(r io.Reader) (Scraped, error) {
 		case metricKVUsage, metricKVUsageOld:
 			s.KVUsage = max(s.KVUsage, value)
 			seen[2] = true
+		case metricGenTokens, metricPromptTokens:
+			s.Tokens += value
+			s.HasTokens = true
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -31,7 +31,9 @@ func scrape(ctx context.Context, client *http.Client, url string, timeout time.D
 }
 
 // scrapeLoop scrapes ps every interval until ctx ends. A failed scrape
-// leaves the last good values in place; they go stale by themselves.
+// leaves the last good values in place; they go stale by themselves. Each
+// scrape also judges the pod's service (health.judge), and is the probe
+// that brings an ejected pod back.
 func (f *Fleet) scrapeLoop(ctx context.Context, ps *podState) {
 	tick := time.NewTicker(f.cfg.Metrics.Interval.Duration)
 	defer tick.Stop()
@@ -41,14 +43,22 @@ func (f *Fleet) scrapeLoop(ctx context.Context, ps *podState) {
 		if ctx.Err() != nil {
 			return
 		}
+		now := f.cfg.Now()
 		ps.mu.Lock()
 		if err != nil {
 			ps.scrapeErrs++
 			ps.lastErr = err
 		} else {
-			ps.scraped, ps.scrapedAt = s, f.cfg.Now()
+			ps.scraped, ps.scrapedAt = s, now
 		}
+		began, ended := ps.health.judge(ps.pod.Name, s, err, now, f.cfg.Metrics.EjectAfterFailures, f.cfg.Metrics.FrozenAfter.Duration)
 		ps.mu.Unlock()
+		switch {
+		case began.Reason != "":
+			f.cfg.Logger.Warn("pod out of service", "pod", began.Pod, "reason", began.Reason, "detail", began.Detail)
+		case ended:
+			f.cfg.Logger.Info("pod back in service", "pod", ps.pod.Name)
+		}
 		f.checkSilence(ps)
 		select {
 		case <-ctx.Done():

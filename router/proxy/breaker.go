@@ -48,6 +48,9 @@ type breaker struct {
 	until    time.Time // end of the open period
 	openFor  time.Duration
 	probing  bool // a half-open probe is in flight
+	// heldUntil is when a pod's Retry-After ends: until then it takes no
+	// request, whatever its state.
+	heldUntil time.Time
 }
 
 func newBreakers(cfg config.Breaker) *breakers {
@@ -61,9 +64,6 @@ func (b *breakers) enabled() bool { return b.cfg.Failures > 0 }
 // whose open period ended turns half-open and stays. Unless that would
 // leave none: a fleet that is all open is better tried than refused.
 func (b *breakers) filter(cands []scoring.Pod) []scoring.Pod {
-	if !b.enabled() {
-		return cands
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pods) == 0 {
@@ -78,7 +78,7 @@ func (b *breakers) filter(cands []scoring.Pod) []scoring.Pod {
 		if br.state == BreakerOpen && !now.Before(br.until) {
 			br.state, br.probing = BreakerHalfOpen, false
 		}
-		return br.state == BreakerOpen || (br.state == BreakerHalfOpen && br.probing)
+		return br.state == BreakerOpen || (br.state == BreakerHalfOpen && br.probing) || now.Before(br.heldUntil)
 	}
 	if !slices.ContainsFunc(cands, func(p scoring.Pod) bool { return !blocked(p) }) {
 		return cands
@@ -130,6 +130,10 @@ func (b *breakers) record(pod string, a attempt, probe bool) {
 		}
 		return
 	case attemptOK:
+		if br != nil && b.now().Before(br.heldUntil) {
+			*br = breaker{heldUntil: br.heldUntil} // closed, still held
+			return
+		}
 		delete(b.pods, pod) // closed, with no failures counted
 		return
 	}
@@ -154,6 +158,25 @@ func (b *breakers) record(pod string, a attempt, probe bool) {
 	}
 	br.state, br.until, br.probing, br.failures = BreakerOpen, b.now().Add(br.openFor), false, 0
 	b.opened++
+}
+
+// hold keeps pod out of scoring for d, as its 429 or 503 asked with
+// Retry-After, at most MaxOpenFor so that no answer exiles a pod for long.
+// It works with the breaker off too.
+func (b *breakers) hold(pod string, d time.Duration) {
+	if m := b.cfg.MaxOpenFor.Duration; m > 0 {
+		d = min(d, m)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.pods[pod]
+	if br == nil {
+		br = &breaker{}
+		b.pods[pod] = br
+	}
+	if until := b.now().Add(d); until.After(br.heldUntil) {
+		br.heldUntil = until
+	}
 }
 
 // forget drops a pod that left the fleet.

@@ -24,22 +24,37 @@
 // # Retries, timeouts and circuit breakers
 //
 // A request is retried on another pod when connecting fails, the pod
-// answers 5xx, or its response sends no byte in time, as long as nothing
-// has been written to the client: the router waits for a response's first
-// body bytes before answering, so a pod that stalls before streaming costs
-// a retry, not a failure. Once bytes are out the response is the pod's,
-// errors included, because a client cannot be told to forget half a
-// stream: a stream that stalls past Upstream.StreamIdleTimeout is cut.
-// Streams and passthrough requests wait Upstream.ResponseHeaderTimeout for
-// headers (vLLM sends a stream's before generating); Upstream.RequestTimeout
-// bounds everything.
+// answers 5xx or 429, or its response sends no byte in time, as long as
+// nothing has been written to the client: the router waits for a
+// response's first body bytes before answering, so a pod that stalls before
+// streaming costs a retry, not a failure. Attempts after the first wait a
+// full-jitter backoff (up to 20 ms doubled per attempt, at most 500 ms); a
+// 429 or 503 carrying Retry-After also keeps that pod out of scoring for
+// that long (at most Breaker.MaxOpenFor). A request whose attempts are
+// spent, or that finds no healthy pod, gets 503 naming every failure and
+// the pods out of service, with Retry-After. Once bytes are out the
+// response is the pod's, errors included, because a client cannot be told
+// to forget half a stream: a stream that stalls past
+// Upstream.StreamIdleTimeout is cut. Streams and passthrough requests wait
+// Upstream.ResponseHeaderTimeout for headers (vLLM sends a stream's before
+// generating); Upstream.RequestTimeout bounds everything.
+//
+// Work waiting on a sick pod moves: until its first bytes arrive, an
+// attempt is cut when discovery declares its pod out of service (scrapes
+// failing, or token counters frozen with requests running: package
+// discovery), and the request goes to another pod. That is the progress
+// signal of a non-streaming request, whose answer sends nothing until it
+// is whole: the pod's own progress, read from its scrapes. The answer
+// itself stays vLLM's bytes, untouched, so it is vLLM's non-streaming
+// response by construction. Left undetected: one request stuck alone on a
+// pod that makes progress on others.
 //
 // Each pod has a circuit breaker fed by every attempt: Upstream.Breaker.Failures
 // failures in a row (one refused connection) open it, which takes the pod
 // out of scoring for OpenFor; then one probe request goes through, and its
 // outcome closes the circuit or reopens it for twice as long (up to
-// MaxOpenFor). Discovery never notices a pod that hangs or fails every
-// request while its /metrics answers; the breaker does.
+// MaxOpenFor). The breaker catches a pod that fails every request while
+// its /metrics answers; discovery catches one whose /metrics stops.
 //
 // # Admission
 //

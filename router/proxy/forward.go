@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -58,10 +59,13 @@ var (
 )
 
 // forward sends the request to the pods choose names until one answers
-// without a transport error or 5xx, or attempts run out. body is the whole
-// request body, resent on each attempt; waitHeaders says the pod sends its
-// headers before doing the work (a stream, a passthrough), so the
-// response-header timeout applies.
+// without a transport error, 5xx or 429, or attempts run out. body is the
+// whole request body, resent on each attempt; waitHeaders says the pod
+// sends its headers before doing the work (a stream, a passthrough), so the
+// response-header timeout applies. Attempts after the first wait a
+// jittered backoff. A request that ends without an answer gets 503 naming
+// why (every attempt's failure, or the pods out of service), never a bare
+// 502: the fault is the fleet's state, and a client may retry.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Time, body []byte, waitHeaders bool, choose chooser) {
 	ctx := r.Context()
 	u := &s.cfg.Upstream
@@ -71,14 +75,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Ti
 		defer cancel()
 	}
 	var tried []string
-	var lastErr error
+	var failed []error
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
-		sl, err := choose(ctx, tried)
-		if err != nil {
-			s.answerChoice(w, r, err, lastErr)
+		if attempt > 1 && !s.backoff(ctx, attempt) {
+			s.answerChoice(w, r, context.Cause(ctx), failed)
 			return
 		}
-		err = s.tryPod(ctx, w, r, arrived, sl, body, waitHeaders, attempt == s.cfg.MaxAttempts)
+		sl, err := choose(ctx, tried)
+		if err != nil {
+			s.answerChoice(w, r, err, failed)
+			return
+		}
+		err = s.tryPod(ctx, w, r, arrived, sl, body, waitHeaders)
 		if err == nil {
 			return
 		}
@@ -96,13 +104,36 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, arrived time.Ti
 		s.cfg.Metrics.retry()
 		s.log.Info("attempt failed, retrying on another pod", "pod", sl.pod, "path", r.URL.Path, "attempt", attempt, "err", err)
 		tried = append(tried, sl.pod)
-		lastErr = err
+		failed = append(failed, err)
 	}
-	writeError(w, http.StatusBadGateway, fmt.Sprintf("all %d attempts failed, last: %v", s.cfg.MaxAttempts, lastErr))
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("all %d attempts failed: %v", s.cfg.MaxAttempts, errors.Join(failed...)))
 }
 
-// answerChoice answers a request for which no pod could be chosen.
-func (s *Server) answerChoice(w http.ResponseWriter, r *http.Request, err, lastErr error) {
+// Backoff between attempts: full jitter (a uniform wait up to
+// backoffBase doubled per attempt, at most backoffCap), so requests that
+// failed together do not land on the next pod together. The next attempt
+// goes to another pod, which is why the waits stay short.
+const (
+	backoffBase = 20 * time.Millisecond
+	backoffCap  = 500 * time.Millisecond
+)
+
+// backoff waits before attempt (2 or more); false when ctx ended first.
+func (s *Server) backoff(ctx context.Context, attempt int) bool {
+	d := rand.N(min(backoffCap, backoffBase<<min(attempt-2, 10)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// answerChoice answers a request for which no pod could be chosen, after
+// the attempts that failed.
+func (s *Server) answerChoice(w http.ResponseWriter, r *http.Request, err error, failed []error) {
 	switch {
 	case r.Context().Err() != nil:
 		// The client left while queued: nobody to answer.
@@ -111,19 +142,49 @@ func (s *Server) answerChoice(w http.ResponseWriter, r *http.Request, err, lastE
 		writeError(w, http.StatusTooManyRequests, err.Error())
 	case errors.Is(err, errRequestTimeout):
 		writeError(w, http.StatusGatewayTimeout, err.Error())
-	case lastErr != nil:
-		writeError(w, http.StatusBadGateway, fmt.Sprintf("no pod left to try, last: %v", lastErr))
 	default:
-		writeError(w, http.StatusServiceUnavailable, err.Error())
+		msg := err.Error()
+		if len(failed) > 0 {
+			msg = fmt.Sprintf("no healthy pod left to try after %d failed attempts: %v", len(failed), errors.Join(failed...))
+		}
+		for _, o := range s.cfg.Fleet.Out() {
+			msg += "; " + o.String()
+		}
+		writeError(w, http.StatusServiceUnavailable, msg)
 	}
 }
 
+// errPodOut cuts an attempt whose pod discovery declared out of service
+// before the client saw a byte: the request moves to another pod.
+var errPodOut = errors.New("the pod went out of service before answering")
+
+// cutWhenOut cuts the attempt with errPodOut if out closes before stop is
+// called; stop reports whether it did. It must be called exactly once.
+func cutWhenOut(out <-chan struct{}, cut context.CancelCauseFunc) (stop func() bool) {
+	done, fired := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		select {
+		case <-out:
+			cut(errPodOut)
+			fired <- true
+		case <-done:
+			fired <- false
+		}
+	}()
+	return sync.OnceValue(func() bool { close(done); return <-fired })
+}
+
 // tryPod makes one attempt on sl.pod. It returns nil when the response
-// (whatever its status) went to the client or the client left, an error
-// worth retrying when nothing was written, and errUpstreamBroken when the
-// body broke after the status line went out. Every outcome feeds the pod's
-// circuit breaker.
-func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Request, arrived time.Time, sl slot, body []byte, waitHeaders, last bool) error {
+// (whatever its status under 500, 429 aside) went to the client or the
+// client left, an error worth retrying when nothing was written, and
+// errUpstreamBroken when the body broke after the status line went out.
+// Until the response's first bytes arrive the attempt is cut, and the
+// request moves on, when discovery declares the pod out of service (its
+// scrapes failing, its counters frozen): a non-streaming answer sends
+// nothing until it is whole, so the pod's own progress is its only
+// progress signal. Every outcome feeds the pod's circuit breaker; a 429 or
+// 503 with Retry-After also keeps the pod out of scoring that long.
+func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Request, arrived time.Time, sl slot, body []byte, waitHeaders bool) error {
 	defer sl.release()
 	target, ok := s.cfg.Fleet.Target(sl.pod)
 	if !ok {
@@ -136,6 +197,8 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	// cutting a pod that stalls leaves the request free to go elsewhere.
 	actx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
+	watching := cutWhenOut(s.cfg.Fleet.OutSignal(sl.pod), cut)
+	defer watching()
 	up, err := upstreamRequest(actx, r, target, body)
 	if err != nil {
 		return err
@@ -169,14 +232,19 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return fmt.Errorf("sending to %s: %w", sl.pod, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 500 {
-		outcome = attemptFailed
-		if !last {
-			// Read a little so the connection can be reused; the body is
-			// the pod's complaint, kept for the log.
-			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			return fmt.Errorf("%s answered %s: %s", sl.pod, resp.Status, bytes.TrimSpace(msg))
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		if resp.StatusCode != http.StatusTooManyRequests {
+			outcome = attemptFailed // overload is not sickness: a 429 counts for nothing
 		}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			if d := retryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
+				s.br.hold(sl.pod, d)
+			}
+		}
+		// Read a little so the connection can be reused; the body is the
+		// pod's complaint, kept for the log and the final answer.
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s answered %s: %s", sl.pod, resp.Status, bytes.TrimSpace(msg))
 	}
 	rd := &idleReader{r: resp.Body, d: s.cfg.Upstream.StreamIdleTimeout.Duration, cut: cut}
 	defer rd.stop()
@@ -185,6 +253,11 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	first, rerr := rd.first(&bufs)
 	defer first.free()
 	sl.started()
+	if watching() && r.Context().Err() == nil {
+		// The pod went out while its first bytes arrived: the client has
+		// seen nothing, and what follows would be cut.
+		rerr = errPodOut
+	}
 	if rerr != nil && rerr != io.EOF {
 		if r.Context().Err() != nil {
 			return nil
@@ -213,13 +286,28 @@ func (s *Server) tryPod(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			outcome = attemptFailed
 		}
 		return fmt.Errorf("%w: %s: %w", errUpstreamBroken, sl.pod, causeOf(actx, err))
-	case err == nil && resp.StatusCode < 500:
+	case err == nil:
 		for k, vv := range resp.Trailer {
 			h[k] = vv
 		}
 		outcome = attemptOK
 	}
 	return nil
+}
+
+// retryAfter reads a Retry-After value (RFC 9110 10.2.3: delay seconds or
+// an HTTP date) as a duration from now; 0 when absent or unreadable.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(n, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
 }
 
 // causeOf names the router's timeout when it is why err happened.

@@ -69,15 +69,19 @@ func okPod(t testing.TB) *httptest.Server {
 // default scorers (unless cfg brings its own Picker), the Qwen3 model under
 // the name "m", and cfg's limits.
 func newServer(t testing.TB, pods map[string]string, cfg Config) (*Server, *discovery.Fleet) {
+	return newServerScraping(t, pods, cfg, config.Metrics{Interval: config.Duration{Duration: 50 * time.Millisecond},
+		StaleAfter: config.Duration{Duration: 2 * time.Second}, Timeout: config.Duration{Duration: time.Second}})
+}
+
+// newServerScraping is newServer with discovery scraping as metrics says.
+func newServerScraping(t testing.TB, pods map[string]string, cfg Config, metrics config.Metrics) (*Server, *discovery.Fleet) {
 	cat := chat.NewCatalog()
 	cat.AddModel("m", qwen(t))
 	ws, err := scoring.FromConfig(config.Scoring{Scorers: config.DefaultScorers()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet := discovery.NewFleet(discovery.FleetConfig{Metrics: config.Metrics{
-		Interval: config.Duration{Duration: 50 * time.Millisecond}, StaleAfter: config.Duration{Duration: 2 * time.Second},
-		Timeout: config.Duration{Duration: time.Second}}})
+	fleet := discovery.NewFleet(discovery.FleetConfig{Metrics: metrics})
 	list := make([]discovery.Pod, 0, len(pods))
 	for name, url := range pods {
 		list = append(list, discovery.Pod{Name: name, HTTP: url})

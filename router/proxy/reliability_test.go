@@ -284,8 +284,8 @@ func TestHealthMetrics(t *testing.T) {
 	dead.Close()
 	s, fleet := newServer(t, map[string]string{"b-dead": dead.URL}, Config{})
 	col := collectors{discovery.Collector{Fleet: fleet}, Collector{Server: s}}
-	if code := streamOnceHandler(s, `{"model":"m","prompt":"p","stream":true}`); code != http.StatusBadGateway {
-		t.Errorf("request to a dead fleet: status %d, want 502", code)
+	if code := streamOnceHandler(s, `{"model":"m","prompt":"p","stream":true}`); code != http.StatusServiceUnavailable {
+		t.Errorf("request to a dead fleet: status %d, want 503", code)
 	}
 	text := gather(t, col)
 	for _, want := range []string{`llmd_router_pod_circuit{pod="b-dead",state="open"} 1`,

@@ -28,6 +28,10 @@ type Fleet interface {
 	// answer with KV events; Silences lists the pods that did not.
 	ExpectEvents(pod string)
 	Silences() []discovery.Silence
+	// Out lists the pods out of service (left out of Pods); OutSignal
+	// is closed when pod goes out, which moves a request waiting there.
+	Out() []discovery.Outage
+	OutSignal(pod string) <-chan struct{}
 }
 
 var _ Fleet = (*discovery.Fleet)(nil)
@@ -162,8 +166,9 @@ func (s *Server) Drain() { s.drain.Store(true) }
 
 // ready answers /readyz: 200 once discovery has delivered its first view of
 // the fleet, 503 before that and while draining. The body lists what is
-// wrong but does not stop serving: pods publishing no KV events (the
-// router still routes on load, blind to their caches).
+// wrong but does not stop serving: pods out of service and why, pods
+// publishing no KV events (the router still routes on load, blind to their
+// caches).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	switch {
 	case s.drain.Load():
@@ -174,6 +179,9 @@ func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, "ready\n")
+		for _, o := range s.cfg.Fleet.Out() {
+			_, _ = fmt.Fprintf(w, "warning: %s\n", o)
+		}
 		for _, sl := range s.cfg.Fleet.Silences() {
 			_, _ = fmt.Fprintf(w, "warning: %s\n", sl)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -496,4 +498,458 @@ func waitPortsFree(t *testing.T, ports ...string) {
 			t.Fatalf("ports %v still in use 5 s after the engine died", ports)
 		}
 	}
+}
+
+// The sick-pod rows (issue 28): five pods, one of them sick for good from
+// a moment into the run, under a steady load of streaming or
+// non-streaming completions; the same run without the fault gives the
+// baseline p99. Each row reports the requests that failed to the client,
+// the p99 added to the baseline, and how long after the fault the sick pod
+// still got new requests. The router runs with its defaults (a hung pod
+// leaves after 3 scrapes at the 1 s scrape timeout), except frozen_after
+// at 2 s (its default is 30 s, see config.DefaultFrozenAfter).
+
+// podMode is what a pod's front does.
+type podMode int32
+
+const (
+	frontHealthy podMode = iota
+	frontHang            // accepts, never answers, /metrics included
+	frontFrozen          // /metrics frozen with the swallowed requests running; requests swallowed
+	front5xx             // 500 to every inference request; /metrics answers
+)
+
+// podFront is an in-process stand-in in front of a real simulated replica:
+// healthy, it relays every request; sick, it behaves as the mode says, as
+// a vLLM pod does when its engine wedges (a stuck collective blocks the API
+// server too: hang), when its engine loop stops while the API server keeps
+// serving the last stats (frozen), or when the engine core died and every
+// request fails (5xx). It records when each inference request arrived.
+type podFront struct {
+	*httptest.Server
+	mode atomic.Int32
+	held atomic.Int64
+	page atomic.Pointer[[]byte]
+	mu   sync.Mutex
+	hits []time.Time
+	quit chan struct{}
+}
+
+func newPodFront(t *testing.T, replica string) *podFront {
+	u, err := url.Parse(replica)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	f := &podFront{quit: make(chan struct{})}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metricsPath := r.URL.Path == "/metrics"
+		if !metricsPath {
+			f.mu.Lock()
+			f.hits = append(f.hits, time.Now())
+			f.mu.Unlock()
+		}
+		hold := func() {
+			select {
+			case <-r.Context().Done():
+			case <-f.quit:
+			}
+		}
+		switch podMode(f.mode.Load()) {
+		case frontHang:
+			hold()
+			return
+		case frontFrozen:
+			if metricsPath {
+				_, _ = w.Write(f.frozenPage())
+				return
+			}
+			f.held.Add(1)
+			hold()
+			f.held.Add(-1)
+			return
+		case front5xx:
+			if !metricsPath {
+				_, _ = io.Copy(io.Discard, r.Body)
+				http.Error(w, "engine core died", http.StatusInternalServerError)
+				return
+			}
+		}
+		if metricsPath {
+			// Fetched plain (the client undoes the exporter's gzip), so
+			// the frozen mode can serve it as it was.
+			resp, err := http.Get(replica + "/metrics")
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				http.Error(w, fmt.Sprintf("status %d, %v", resp.StatusCode, err), http.StatusBadGateway)
+				return
+			}
+			f.page.Store(&b)
+			_, _ = w.Write(b)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(f.quit); f.Close() })
+	return f
+}
+
+// frozenPage is the last page relayed with vllm:num_requests_running set
+// to the requests the front swallowed: the engine holds them, its token
+// counters no longer move.
+func (f *podFront) frozenPage() []byte {
+	p := f.page.Load()
+	if p == nil {
+		return nil
+	}
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(string(*p), "\n") {
+		if strings.HasPrefix(line, "vllm:num_requests_running") {
+			name := line[:strings.LastIndexByte(strings.TrimRight(line, "\n"), ' ')]
+			line = fmt.Sprintf("%s %d\n", name, f.held.Load())
+		}
+		b.WriteString(line)
+	}
+	return []byte(b.String())
+}
+
+// lastHitAfter is the time of the last inference request after t0, or zero.
+func (f *podFront) lastHitAfter(t0 time.Time) (last time.Time, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.hits {
+		if h.After(t0) {
+			last, n = h, n+1
+		}
+	}
+	return last, n
+}
+
+// sickLoad is one bounded run: workers send completions (streaming when
+// stream says so for the request number) until the deadline, recording
+// each request's end-to-end latency and failure.
+type sickLoad struct {
+	mu        sync.Mutex
+	latencies []time.Duration
+	failed    []string
+	brokeMid  int
+	done      int
+	// reached is closed once after requests completed (0: never).
+	after   int
+	reached chan struct{}
+}
+
+func newSickLoad(after int) *sickLoad { return &sickLoad{after: after, reached: make(chan struct{})} }
+
+// ask sends one completion and reads it whole: a stream to [DONE], a
+// non-streaming answer as JSON with choices. midStream says a failed
+// stream had begun (200 and its headers) before it broke.
+func ask(ctx context.Context, client *http.Client, base string, body []byte, streaming bool) (midStream bool, err error) {
+	if streaming {
+		o := stream(ctx, client, base, body)
+		return o.started && o.status == http.StatusOK, o.err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false, err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"choices"`)) {
+		return false, fmt.Errorf("status %d: %s", resp.StatusCode, tail(string(b), 300))
+	}
+	return false, nil
+}
+
+func (l *sickLoad) run(t *testing.T, base func() string, workers int, until time.Time, streaming func(n int64) bool) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(until) {
+				n := sent.Add(1)
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				began := time.Now()
+				mid, err := ask(ctx, client, base(), completion(t, faultPrompt(n), 16, streaming(n)), streaming(n))
+				cancel()
+				l.mu.Lock()
+				l.latencies = append(l.latencies, time.Since(began))
+				switch {
+				case err != nil && mid:
+					l.brokeMid++
+				case err != nil:
+					l.failed = append(l.failed, err.Error())
+				}
+				if l.done++; l.done == l.after {
+					close(l.reached)
+				}
+				l.mu.Unlock()
+				if err != nil && !mid {
+					// As a client would: no tight loop on a refusal.
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (l *sickLoad) completed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
+}
+
+// waitCompleted waits until n requests completed (at most 10 s).
+func (l *sickLoad) waitCompleted(n int) {
+	for deadline := time.Now().Add(10 * time.Second); l.completed() < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (l *sickLoad) p99() time.Duration {
+	s := slices.Clone(l.latencies)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[(len(s)*99)/100]
+}
+
+// sickConfig is the router config of the sick-pod rows: defaults, but
+// frozen_after 2 s so that the frozen row fits a short run.
+func sickConfig(t *testing.T) string {
+	t.Helper()
+	files := testenv.Tokenizer(t, "qwen3")
+	yaml := fmt.Sprintf("model: %s\nblock_size: 16\ntokenizer: {json: %q, config: %q}\ndiscovery:\n  static: [{name: replaced-by-pods-file, ip: 127.0.0.1}]\n  topic: \"kv@\"\nmetrics: {frozen_after: 2s}\n",
+		simModelName, files.TokenizerJSON, files.TokenizerConfig)
+	path := filepath.Join(t.TempDir(), "router.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// sickRow is one line of the sick-pod table.
+type sickRow struct {
+	fault                      string
+	requests, failed, brokeMid int
+	baseP99, addedP99          time.Duration
+	// lastNew is when the sick pod got its last new request after the
+	// fault (-1: none).
+	lastNew      time.Duration
+	sickRequests string
+}
+
+// TestFaultSuiteSickPods runs the sick-pod rows and prints their table.
+// Each row: five replica processes behind fronts, one router, a 4 s
+// baseline run, then a 5 s run with the fault injected once 16 requests
+// of it completed.
+func TestFaultSuiteSickPods(t *testing.T) {
+	var rows []sickRow
+	t.Cleanup(func() {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\n%-36s %8s %7s %9s %12s %10s  %s\n", "fault", "requests", "failed", "broke mid", "baseline p99", "added p99",
+			"sick pod's last new request after the fault (new requests it got)")
+		for _, r := range rows {
+			last := "none"
+			if r.lastNew >= 0 {
+				last = fmt.Sprintf("%.2fs", r.lastNew.Seconds())
+			}
+			fmt.Fprintf(&b, "%-36s %8d %7d %9d %11.2fs %9.2fs  %s (%s)\n", r.fault, r.requests, r.failed, r.brokeMid, r.baseP99.Seconds(),
+				r.addedP99.Seconds(), last, r.sickRequests)
+		}
+		t.Log(b.String())
+	})
+	const pods, workers = 5, 8
+	const baseRun, faultRun = 4 * time.Second, 5 * time.Second
+	type setup struct {
+		fronts []*podFront
+		procs  []*proc
+		r      *router
+		// url is where the client sends each request (default: r's).
+		url              func() string
+		podsFile, config string
+	}
+	// build starts the replicas (the first at slowScale when set: its
+	// own process), a front on each, and a router over the fronts.
+	build := func(t *testing.T, slowScale string) setup {
+		var s setup
+		infos, procs := startReplicas(t, pods, "--time-scale", "10")
+		if slowScale != "" {
+			slow, slowProcs := startReplicas(t, 1, "--time-scale", slowScale)
+			infos[0], procs[0] = slow[0], slowProcs[0]
+			infos[0].Pod = "sim-0"
+		}
+		routed := slices.Clone(infos)
+		for i := range routed {
+			f := newPodFront(t, infos[i].HTTP)
+			s.fronts = append(s.fronts, f)
+			routed[i].HTTP = f.URL
+		}
+		s.procs = procs
+		s.podsFile, s.config = podsFile(t, routed), sickConfig(t)
+		s.r = startServe(t, pods, "--pods-file", s.podsFile, "--config", s.config)
+		s.url = func() string { return s.r.url }
+		return s
+	}
+	// row runs the baseline and the faulted run; inject starts the fault
+	// and returns the pods that count as sick.
+	row := func(t *testing.T, fault string, s setup, streaming func(int64) bool, inject func(l *sickLoad) []int) sickRow {
+		url := s.url
+		base := newSickLoad(0)
+		base.run(t, url, workers, time.Now().Add(baseRun), streaming)
+		l := newSickLoad(16)
+		var faulted time.Time
+		var sick []int
+		injected := make(chan struct{})
+		go func() {
+			defer close(injected)
+			<-l.reached
+			faulted = time.Now()
+			sick = inject(l)
+		}()
+		l.run(t, url, workers, time.Now().Add(faultRun), streaming)
+		select {
+		case <-injected:
+		default:
+			t.Fatalf("%s: fewer than 16 requests completed in %s", fault, faultRun)
+		}
+		r := sickRow{fault: fault, requests: len(l.latencies), failed: len(l.failed), brokeMid: l.brokeMid,
+			baseP99: base.p99(), addedP99: l.p99() - base.p99(), lastNew: -1}
+		var hits []string
+		for _, i := range sick {
+			at, n := s.fronts[i].lastHitAfter(faulted)
+			hits = append(hits, fmt.Sprintf("sim-%d: %d", i, n))
+			if !at.IsZero() {
+				r.lastNew = max(r.lastNew, at.Sub(faulted))
+			}
+		}
+		r.sickRequests = strings.Join(hits, ", ")
+		for i, f := range l.failed {
+			if i < 3 {
+				t.Logf("%s: failed: %s", fault, f)
+			}
+		}
+		rows = append(rows, r)
+		return r
+	}
+	always := func(int64) bool { return true }
+	never := func(int64) bool { return false }
+	half := func(n int64) bool { return n%2 == 0 }
+
+	for _, c := range []struct {
+		name      string
+		streaming func(int64) bool
+	}{{"non-streaming", never}, {"streaming", always}} {
+		t.Run("hang forever and 5xx forever, "+c.name, func(t *testing.T) {
+			s := build(t, "")
+			r := row(t, "hang + 5xx forever, "+c.name, s, c.streaming, func(*sickLoad) []int {
+				s.fronts[0].mode.Store(int32(frontHang))
+				s.fronts[1].mode.Store(int32(front5xx))
+				return []int{0}
+			})
+			if r.failed+r.brokeMid > 0 {
+				t.Errorf("%d requests failed, %d broke mid-stream", r.failed, r.brokeMid)
+			}
+			if r.lastNew > 5*time.Second {
+				t.Errorf("the hung pod got a new request %s after it stopped answering", r.lastNew)
+			}
+		})
+	}
+	t.Run("frozen counters", func(t *testing.T) {
+		s := build(t, "")
+		if r := row(t, "frozen counters, mixed", s, half, func(*sickLoad) []int {
+			s.fronts[0].mode.Store(int32(frontFrozen))
+			return []int{0}
+		}); r.failed+r.brokeMid > 0 {
+			t.Errorf("%d requests failed, %d broke mid-stream", r.failed, r.brokeMid)
+		}
+	})
+	t.Run("5xx forever", func(t *testing.T) {
+		s := build(t, "")
+		if r := row(t, "5xx forever, mixed", s, half, func(*sickLoad) []int {
+			s.fronts[0].mode.Store(int32(front5xx))
+			return []int{0}
+		}); r.failed+r.brokeMid > 0 {
+			t.Errorf("%d requests failed, %d broke mid-stream", r.failed, r.brokeMid)
+		}
+	})
+	t.Run("slow but healthy", func(t *testing.T) {
+		s := build(t, "1")
+		r := row(t, "slow but healthy (10x TPOT), mixed", s, half, func(*sickLoad) []int { return []int{0} })
+		if r.failed+r.brokeMid > 0 {
+			t.Errorf("%d requests failed, %d broke mid-stream", r.failed, r.brokeMid)
+		}
+		if n := s.r.gauge(t, "llmd_router_pod_out_of_service", "pod", "sim-0"); n > 0 {
+			t.Errorf("the slow pod was ejected")
+		}
+		if _, n := s.fronts[0].lastHitAfter(time.Now().Add(-faultRun)); n == 0 {
+			t.Error("the slow pod got no request during the run")
+		}
+	})
+	t.Run("SIGKILL", func(t *testing.T) {
+		s := build(t, "")
+		if r := row(t, "SIGKILL, mixed", s, half, func(*sickLoad) []int {
+			_ = s.procs[0].cmd.Process.Signal(syscall.SIGKILL)
+			return []int{0}
+		}); r.failed > 0 {
+			t.Errorf("%d requests failed before streaming", r.failed)
+		}
+	})
+	t.Run("router rollout under load", func(t *testing.T) {
+		// Two router replicas; the client spreads requests over the
+		// endpoints listed at each request, as kube-proxy does. The
+		// rollout as a Deployment does it: a new router starts and is
+		// listed once ready, then an old one is unlisted and sent SIGTERM
+		// (in a cluster its 5 s preStop covers the endpoint update), and
+		// drains its open requests.
+		s := build(t, "")
+		second := startServe(t, pods, "--pods-file", s.podsFile, "--config", s.config)
+		var mu sync.Mutex
+		endpoints := []string{s.r.url, second.url}
+		var next atomic.Int64
+		s.url = func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return endpoints[int(next.Add(1))%len(endpoints)]
+		}
+		old := s.r
+		r := row(t, "router rollout (2 replicas), mixed", s, half, func(l *sickLoad) []int {
+			third := startServe(t, pods, "--pods-file", s.podsFile, "--config", s.config)
+			mu.Lock()
+			endpoints = []string{second.url, third.url}
+			mu.Unlock()
+			// The preStop's part: requests that picked the old router
+			// before it was unlisted reach it before it stops listening.
+			l.waitCompleted(l.completed() + 2*workers)
+			_ = old.cmd.Process.Signal(syscall.SIGTERM)
+			return nil
+		})
+		if r.failed+r.brokeMid > 0 {
+			t.Errorf("%d requests failed, %d broke mid-stream", r.failed, r.brokeMid)
+		}
+		select {
+		case <-old.done:
+		case <-time.After(10 * time.Second):
+			t.Error("the old router did not exit 10 s after SIGTERM")
+		}
+		if old.err != nil {
+			t.Errorf("the old router exited with %v", old.err)
+		}
+	})
 }

@@ -12,13 +12,14 @@ import (
 	"time"
 )
 
-// TestServeShutdownDrains starts long streams, sends the router SIGTERM
+// TestServeShutdownDrains starts 64 long streams, sends the router SIGTERM
 // once each has produced its first event, and expects: new connections
-// refused at once, every open stream finished to [DONE], then a clean exit.
+// refused at once, every open stream finished to [DONE] (none cut), then a
+// clean exit.
 func TestServeShutdownDrains(t *testing.T) {
 	infos, _ := startReplicas(t, 2, "--time-scale", "2")
 	r := startRouter(t, infos)
-	const streams = 4
+	const streams = 64
 	firsts := make(chan struct{}, streams)
 	type result struct {
 		events int
