@@ -270,15 +270,15 @@ func TestReplicaServesOpenAIMetricsAndEvents(t *testing.T) {
 			decodeJSON(t, post(t, r0+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 2}), &again)
 			fams := scrape(t, r0)
 			for name, want := range map[string]float64{
-				"vllm:prefix_cache_queries_total":    128,
-				"vllm:prefix_cache_hits_total":       48,
-				"vllm:generation_tokens_total":       22,
-				"vllm:request_success_total":         2,
-				"vllm:time_to_first_token_seconds":   2,
-				"vllm:time_per_output_token_seconds": 2,
-				"vllm:num_requests_running":          0,
-				"vllm:num_requests_waiting":          0,
-				"llmd_sim_time_scale":                50,
+				"vllm:prefix_cache_queries_total":            128,
+				"vllm:prefix_cache_hits_total":               48,
+				"vllm:generation_tokens_total":               22,
+				"vllm:request_success_total":                 2,
+				"vllm:time_to_first_token_seconds":           2,
+				"vllm:request_time_per_output_token_seconds": 2,
+				"vllm:num_requests_running":                  0,
+				"vllm:num_requests_waiting":                  0,
+				"llmd_sim_time_scale":                        50,
 			} {
 				if got := metricValue(t, fams, name); got != want {
 					t.Errorf("%s = %v, want %v", name, got, want)

@@ -67,7 +67,7 @@ func newReplicaMetrics(model string, cfg EngineConfig, timeScale float64) *repli
 		success: counter("vllm:request_success_total", "Count of successfully processed requests.",
 			prometheus.Labels{"finished_reason": "length"}),
 		ttft:      hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
-		tpot:      hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", tpotBuckets),
+		tpot:      hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", tpotBuckets),
 		lag:       gauge("llmd_sim_lag_seconds", "How far behind its wall-clock schedule the engine finished its last step, in wall seconds."),
 		lagMax:    gauge("llmd_sim_lag_max_seconds", "The largest llmd_sim_lag_seconds since the replica started."),
 		timeScale: gauge("llmd_sim_time_scale", "Simulated seconds per wall-clock second."),
