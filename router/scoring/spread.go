@@ -1,5 +1,14 @@
 package scoring
 
+import (
+	"cmp"
+	"slices"
+)
+
+// countRankMax is the largest fleet Spread ranks by counting rather than
+// sorting.
+const countRankMax = 64
+
 // SpreadType names the spread scorer in the configuration.
 const SpreadType = "spread"
 
@@ -28,15 +37,30 @@ func (Spread) Score(s *State, out []float64) {
 		clear(out)
 		return
 	}
-	// Rank by last pick; n is at most index.MaxEngines (64), so counting
-	// costs less than sorting and allocates nothing.
-	for i := range n {
-		older := 0
-		for j := range n {
-			if s.LastPicked[j] < s.LastPicked[i] || (s.LastPicked[j] == s.LastPicked[i] && j < i) {
-				older++
+	// Rank by last pick (ties by position). Counting costs less than sorting
+	// and allocates nothing on fleets of tens of pods; the index serves
+	// thousands of engines, where the quadratic count would dominate the
+	// decision, so larger fleets sort.
+	if n <= countRankMax {
+		for i := range n {
+			older := 0
+			for j := range n {
+				if s.LastPicked[j] < s.LastPicked[i] || (s.LastPicked[j] == s.LastPicked[i] && j < i) {
+					older++
+				}
 			}
+			out[i] = 1 - float64(older)/float64(n-1)
 		}
-		out[i] = 1 - float64(older)/float64(n-1)
+		return
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(s.LastPicked[a], s.LastPicked[b]), cmp.Compare(a, b))
+	})
+	for rank, i := range order {
+		out[i] = 1 - float64(rank)/float64(n-1)
 	}
 }
