@@ -90,6 +90,12 @@ type kubernetesModel struct {
 	GPUInstanceType      types.String `tfsdk:"gpu_instance_type"`
 	GPUNodeLabels        types.Map    `tfsdk:"gpu_node_labels"`
 	GPUNodeTaints        types.List   `tfsdk:"gpu_node_taints"`
+	// The system node group's labels, taints and desired size place the
+	// router and the staging Job; null in a cluster object written before
+	// they existed (then the default system group's label is assumed).
+	SystemNodeLabels      types.Map   `tfsdk:"system_node_labels"`
+	SystemNodeTaints      types.List  `tfsdk:"system_node_taints"`
+	SystemNodeDesiredSize types.Int64 `tfsdk:"system_node_desired_size"`
 }
 
 var (
@@ -104,7 +110,8 @@ var (
 		"colocate_with_storage": types.BoolType, "version": types.StringType, "release_version": types.StringType}
 	kubernetesTypes = map[string]attr.Type{"name": types.StringType, "endpoint": types.StringType, "cluster_ca_certificate": types.StringType,
 		"region": types.StringType, "gpu_instance_type": types.StringType, "gpu_node_labels": types.MapType{ElemType: types.StringType},
-		"gpu_node_taints": types.ListType{ElemType: types.StringType}}
+		"gpu_node_taints": types.ListType{ElemType: types.StringType}, "system_node_labels": types.MapType{ElemType: types.StringType},
+		"system_node_taints": types.ListType{ElemType: types.StringType}, "system_node_desired_size": types.Int64Type}
 )
 
 var asObject = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -228,7 +235,7 @@ func (m *inferenceClusterModel) refresh(ctx context.Context, c *awsinfra.Clients
 		sgs = []string{}
 	}
 	m.SecurityGroupIDs = setOf(sgs)
-	m.Kubernetes = kubernetesObject(*m, c.Config.Region, cl.GPU)
+	m.Kubernetes = kubernetesObject(*m, c.Config.Region, cl.GPU, cl.System)
 }
 
 // nodeGroupObject is the state of a node group; null when it no longer
@@ -266,30 +273,50 @@ func nodeGroupObject(ng *awsinfra.NodeGroup, prior types.Object, colocate bool) 
 
 // kubernetesObject is what llmd_model_fleet and llmd_prefix_router take as
 // `cluster`: how to reach the API (tokens are minted from the provider's AWS
-// credentials for the region) and where GPU pods go, in Kubernetes terms.
-func kubernetesObject(m inferenceClusterModel, region string, gpu *awsinfra.NodeGroup) types.Object {
-	instanceType, labels, taints := types.StringNull(), types.MapNull(types.StringType), types.ListNull(types.StringType)
+// credentials for the region), where GPU pods go and where the router and
+// the staging Job go (the system node group), in Kubernetes terms.
+func kubernetesObject(m inferenceClusterModel, region string, gpu, system *awsinfra.NodeGroup) types.Object {
+	gpuLabels, gpuTaints := nodeGroupFacts(gpu)
+	sysLabels, sysTaints := nodeGroupFacts(system)
+	if system != nil && len(system.Labels) == 0 {
+		// EKS labels every node of a managed node group with its name: a
+		// system group without labels of its own is still found (as the
+		// monitoring add-on finds it, nodeGroupPlacement).
+		sysLabels = mapOf(map[string]string{"eks.amazonaws.com/nodegroup": system.Name})
+	}
+	instanceType, sysSize := types.StringNull(), types.Int64Null()
 	if gpu != nil {
 		instanceType = types.StringValue(gpu.InstanceType)
-		l := gpu.Labels
-		if l == nil {
-			l = map[string]string{}
-		}
-		labels = mapOf(l)
-		var names []string
-		for _, t := range gpu.Taints {
-			names = append(names, t.Key+"="+t.Value+":"+kubernetesTaintEffect(t.Effect))
-		}
-		sort.Strings(names)
-		var ts []attr.Value
-		for _, n := range names {
-			ts = append(ts, types.StringValue(n))
-		}
-		taints = types.ListValueMust(types.StringType, append([]attr.Value{}, ts...))
+	}
+	if system != nil {
+		sysSize = types.Int64Value(int64(system.DesiredSize))
 	}
 	return types.ObjectValueMust(kubernetesTypes, map[string]attr.Value{"name": m.Name, "endpoint": m.Endpoint,
 		"cluster_ca_certificate": m.ClusterCACertificate, "region": types.StringValue(region),
-		"gpu_instance_type": instanceType, "gpu_node_labels": labels, "gpu_node_taints": taints})
+		"gpu_instance_type": instanceType, "gpu_node_labels": gpuLabels, "gpu_node_taints": gpuTaints,
+		"system_node_labels": sysLabels, "system_node_taints": sysTaints, "system_node_desired_size": sysSize})
+}
+
+// nodeGroupFacts is a node group's labels and its taints as
+// `key=value:Effect` (sorted); null for a node group that does not exist.
+func nodeGroupFacts(ng *awsinfra.NodeGroup) (types.Map, types.List) {
+	if ng == nil {
+		return types.MapNull(types.StringType), types.ListNull(types.StringType)
+	}
+	l := ng.Labels
+	if l == nil {
+		l = map[string]string{}
+	}
+	var names []string
+	for _, t := range ng.Taints {
+		names = append(names, t.Key+"="+t.Value+":"+kubernetesTaintEffect(t.Effect))
+	}
+	sort.Strings(names)
+	ts := []attr.Value{}
+	for _, n := range names {
+		ts = append(ts, types.StringValue(n))
+	}
+	return mapOf(l), types.ListValueMust(types.StringType, ts)
 }
 
 // kubernetesTaintEffect spells an EKS taint effect (NO_SCHEDULE) as Kubernetes does (NoSchedule).

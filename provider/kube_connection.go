@@ -49,6 +49,12 @@ func connectionAttributes(what string) map[string]schema.Attribute {
 				"gpu_instance_type":      optional("Instance type of the GPU nodes (sizes the pods)."),
 				"gpu_node_labels":        schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Labels of the GPU nodes."},
 				"gpu_node_taints":        schema.ListAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Taints of the GPU nodes, `key=value:Effect`."},
+				"system_node_labels": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+					MarkdownDescription: "Labels of the system nodes (the router's and the staging Job's node selector). Unset (a cluster object from before this attribute): `llmd.dev/pool = system`, the default system node group's label."},
+				"system_node_taints": schema.ListAttribute{ElementType: types.StringType, Optional: true,
+					MarkdownDescription: "Taints of the system nodes, `key=value:Effect`, which the router and the staging Job tolerate."},
+				"system_node_desired_size": schema.Int64Attribute{Optional: true,
+					MarkdownDescription: "Desired size of the system node group; with 1 and more than one router replica, the plan warns that the replicas share a node."},
 			},
 		},
 		"kubernetes": schema.SingleNestedAttribute{
@@ -164,19 +170,41 @@ func (c connection) gpuScheduling(ctx context.Context) (map[string]string, []cor
 	if c.cluster == nil || c.cluster.GPUNodeLabels.IsNull() {
 		return nil, []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, nil
 	}
+	return nodeScheduling(ctx, c.cluster.GPUNodeLabels, c.cluster.GPUNodeTaints, "cluster.gpu_node")
+}
+
+// systemScheduling is where the router and the staging Job go, off the GPU
+// nodes: the cluster's system node group as its `kubernetes` object reports
+// it (labels as node selector, taints tolerated). A cluster object written
+// before it carried the system group's labels means the default system
+// group's label; a cluster made elsewhere (no `cluster`) places nothing.
+func (c connection) systemScheduling(ctx context.Context) (map[string]string, []corev1.Toleration, error) {
+	if c.cluster == nil {
+		return nil, nil, nil
+	}
+	if c.cluster.SystemNodeLabels.IsNull() {
+		return systemDefaults.labels, nil, nil
+	}
+	return nodeScheduling(ctx, c.cluster.SystemNodeLabels, c.cluster.SystemNodeTaints, "cluster.system_node")
+}
+
+// nodeScheduling reads a node group's labels and `key=value:Effect` taints
+// (attributes <field>_labels and <field>_taints) as a node selector and
+// tolerations.
+func nodeScheduling(ctx context.Context, labelsAttr types.Map, taintsAttr types.List, field string) (map[string]string, []corev1.Toleration, error) {
 	var labels map[string]string
 	var taints []string
-	if d := c.cluster.GPUNodeLabels.ElementsAs(ctx, &labels, false); d.HasError() {
-		return nil, nil, fmt.Errorf("cluster.gpu_node_labels: %v", d)
+	if d := labelsAttr.ElementsAs(ctx, &labels, false); d.HasError() {
+		return nil, nil, fmt.Errorf("%s_labels: %v", field, d)
 	}
-	if d := c.cluster.GPUNodeTaints.ElementsAs(ctx, &taints, false); d.HasError() {
-		return nil, nil, fmt.Errorf("cluster.gpu_node_taints: %v", d)
+	if d := taintsAttr.ElementsAs(ctx, &taints, false); d.HasError() {
+		return nil, nil, fmt.Errorf("%s_taints: %v", field, d)
 	}
 	var tols []corev1.Toleration
 	for _, t := range taints {
 		tol, err := parseTaint(t)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cluster.gpu_node_taints: %w", err)
+			return nil, nil, fmt.Errorf("%s_taints: %w", field, err)
 		}
 		tols = append(tols, tol)
 	}

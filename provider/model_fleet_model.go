@@ -189,9 +189,9 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 		if s.Model.StagingImage != nil {
 			f.Staging.Image = *s.Model.StagingImage
 		}
-		if conn.cluster != nil {
-			// Off the GPU nodes: the system node group llmd_inference_cluster makes.
-			f.Staging.NodeSelector = systemDefaults.labels
+		// Off the GPU nodes: the cluster's system node group, as the router.
+		if f.Staging.NodeSelector, f.Staging.Tolerations, err = conn.systemScheduling(ctx); err != nil {
+			return workloads.Fleet{}, err
 		}
 	}
 	instance, lookupErr := workloads.LookupInstance(conn.instanceType())

@@ -384,7 +384,7 @@ func importInCluster(ctx context.Context, data *providerData, what string, req r
 		return
 	}
 	k := kubernetesObject(inferenceClusterModel{Name: types.StringValue(cluster.Name), Endpoint: types.StringValue(cluster.Endpoint),
-		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, data.AWS.Config.Region, cluster.GPU)
+		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, data.AWS.Config.Region, cluster.GPU, cluster.System)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), k)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), parts[1]+"/"+parts[2])...)
 }

@@ -204,7 +204,7 @@ func (s routerSettings) contradictions() diag.Diagnostics {
 var scoringPresets = map[string][]config.Scorer{"cost-aware": config.CostAwareScorers(), "llmd": config.LLMDScorers()}
 
 // router turns the settings into the workloads spec.
-func (s routerSettings) router(conn connection) (workloads.Router, error) {
+func (s routerSettings) router(ctx context.Context, conn connection) (workloads.Router, error) {
 	var err error
 	r := workloads.Router{Name: s.Name, Namespace: s.Namespace, Image: s.Image, Replicas: int32(s.Replicas), LogLevel: s.LogLevel,
 		Target: workloads.RouterTarget{Namespace: s.Fleet.Namespace, Selector: s.Fleet.Selector, HTTPPort: int(s.Fleet.HTTPPort),
@@ -241,20 +241,24 @@ func (s routerSettings) router(conn connection) (workloads.Router, error) {
 			}
 		}
 	}
-	if conn.cluster != nil {
-		// The system node group llmd_inference_cluster makes, off the GPU nodes.
-		r.NodeSelector = systemDefaults.labels
+	// The cluster's system node group, off the GPU nodes, as its
+	// `kubernetes` object reports it; scheduling replaces either half.
+	if r.NodeSelector, r.Tolerations, err = conn.systemScheduling(ctx); err != nil {
+		return r, err
 	}
 	if sc := s.Scheduling; sc != nil {
 		if sc.NodeSelector != nil {
 			r.NodeSelector = sc.NodeSelector
 		}
-		for _, t := range sc.Tolerations {
-			tol, err := parseTaint(t)
-			if err != nil {
-				return r, fmt.Errorf("scheduling.tolerations: %w", err)
+		if sc.Tolerations != nil {
+			r.Tolerations = nil
+			for _, t := range sc.Tolerations {
+				tol, err := parseTaint(t)
+				if err != nil {
+					return r, fmt.Errorf("scheduling.tolerations: %w", err)
+				}
+				r.Tolerations = append(r.Tolerations, tol)
 			}
-			r.Tolerations = append(r.Tolerations, tol)
 		}
 	}
 	return r, r.Validate()
@@ -325,3 +329,24 @@ func (m *prefixRouterModel) fields() anchoredFields {
 }
 
 func (m *prefixRouterModel) imported() bool { return m.Fleet.IsNull() }
+
+// sharedNodeWarning says when the router's replicas must share one node:
+// more than one replica placed on the cluster's system node group while
+// that group's desired size is 1 (the default system_node_group). The
+// replicas then still cover a crashed pod and a rollout, but not the node:
+// its loss or replacement stops routing until a new node is up. The default
+// stays one node because a second doubles the system group's cost for
+// every cluster; the warning names the fix. A node selector of one's own
+// (scheduling.node_selector) places the pods elsewhere: no warning.
+func sharedNodeWarning(conn connection, s routerSettings) (path.Path, string) {
+	if conn.cluster == nil || s.Replicas < 2 || (s.Scheduling != nil && s.Scheduling.NodeSelector != nil) {
+		return path.Empty(), ""
+	}
+	size := conn.cluster.SystemNodeDesiredSize
+	if size.IsNull() || size.IsUnknown() || size.ValueInt64() != 1 {
+		return path.Empty(), ""
+	}
+	return path.Root("replicas"), fmt.Sprintf("replicas = %d, but the cluster's system node group has desired_size = 1: every router pod runs on that one node, "+
+		"so losing or replacing it stops routing until a new node is up. Set system_node_group.desired_size (and min_size) to 2 or more on "+
+		"llmd_inference_cluster (the pods spread over nodes and zones), or replicas = 1 to say one node is enough.", s.Replicas)
+}

@@ -43,14 +43,14 @@ func testRouterSettings() routerSettings {
 // scheme follows service.internal unless an annotation says otherwise.
 func TestRouterSettingsPlacementAndService(t *testing.T) {
 	s := testRouterSettings()
-	onCluster, err := s.router(connection{cluster: &kubernetesModel{}})
+	onCluster, err := s.router(context.Background(), connection{cluster: &kubernetesModel{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if onCluster.NodeSelector["llmd.dev/pool"] != "system" {
 		t.Errorf("on an llmd cluster the node selector is %v, want the system node group", onCluster.NodeSelector)
 	}
-	elsewhere, err := s.router(connection{direct: &directModel{}})
+	elsewhere, err := s.router(context.Background(), connection{direct: &directModel{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +58,11 @@ func TestRouterSettingsPlacementAndService(t *testing.T) {
 		t.Errorf("on a cluster made elsewhere the node selector is %v, want none", elsewhere.NodeSelector)
 	}
 	s.Service.Type, s.Service.Internal = "LoadBalancer", false
-	if _, err := s.router(connection{}); err == nil {
+	if _, err := s.router(context.Background(), connection{}); err == nil {
 		t.Error("an internet-facing router without source ranges or an API key is accepted")
 	}
 	s.Service.SourceRanges = []string{"203.0.113.0/24"}
-	lb, err := s.router(connection{})
+	lb, err := s.router(context.Background(), connection{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,11 @@ func TestRouterSettingsPlacementAndService(t *testing.T) {
 		t.Errorf("service.internal = false gives %+v", lb.Service)
 	}
 	s.Service.SourceRanges, s.APIKeyVersion = nil, ptr.To("1")
-	if lb, err = s.router(connection{}); err != nil || lb.APIKeyVersion != "1" {
+	if lb, err = s.router(context.Background(), connection{}); err != nil || lb.APIKeyVersion != "1" {
 		t.Errorf("an internet-facing router with an API key: %v %+v", err, lb)
 	}
 	s.Limits.DrainTimeout = "soon"
-	if _, err := s.router(connection{}); err == nil {
+	if _, err := s.router(context.Background(), connection{}); err == nil {
 		t.Error("an unreadable drain_timeout is accepted")
 	}
 }
@@ -86,7 +86,7 @@ func TestRouterScoringPresets(t *testing.T) {
 	s := testRouterSettings()
 	for preset, want := range map[string][]config.Scorer{"cost-aware": config.DefaultScorers(), "llmd": config.LLMDScorers()} {
 		s.Scoring.Preset = &preset
-		r, err := s.router(connection{})
+		r, err := s.router(context.Background(), connection{})
 		if err != nil {
 			t.Fatal(err)
 		}

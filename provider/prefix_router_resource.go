@@ -100,7 +100,7 @@ func (m prefixRouterModel) desired(ctx context.Context) (routerDesired, error) {
 	if err != nil {
 		return d, err
 	}
-	rt, err := s.router(conn)
+	rt, err := s.router(ctx, conn)
 	if err != nil {
 		return d, err
 	}
@@ -187,10 +187,12 @@ func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.Modi
 		return
 	}
 	conn, _ := decodeConnection(ctx, types.ObjectNull(nil), plan.Kubernetes)
-	if !plan.Cluster.IsNull() {
-		conn.cluster = &kubernetesModel{} // placement only needs to know a cluster is given
+	if fullyKnown(plan.Cluster) {
+		conn, _ = decodeConnection(ctx, plan.Cluster, plan.Kubernetes)
+	} else if !plan.Cluster.IsNull() {
+		conn.cluster = &kubernetesModel{} // a cluster still to be made: its placement is checked at apply
 	}
-	rt, err := s.router(conn)
+	rt, err := s.router(ctx, conn)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid prefix router", err.Error())
 		return
@@ -199,6 +201,9 @@ func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.Modi
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid prefix router", err.Error())
 		return
+	}
+	if path, msg := sharedNodeWarning(conn, s); msg != "" {
+		resp.Diagnostics.AddAttributeWarning(path, "Router replicas share one node", msg)
 	}
 	plan.ID = types.StringValue(s.Namespace + "/" + s.Name)
 	plan.URL = types.StringValue(rt.URL())

@@ -68,8 +68,10 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		"api_key_version": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Set with `api_key`, any value; change it to roll the router pods to a new key (a write-only value is never compared, so only this shows a new key in the plan)."},
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(2),
-			Validators:          []validator.Int64{int64validator.Between(1, 32)},
-			MarkdownDescription: "Router pods, spread over nodes, each keeping its own full index from the KV events; default `2`, with a PodDisruptionBudget of one unavailable."},
+			Validators: []validator.Int64{int64validator.Between(1, 32)},
+			MarkdownDescription: "Router pods, spread over nodes, each keeping its own full index from the KV events; default `2`, with a PodDisruptionBudget of one unavailable. " +
+				"The default system node group has one node, so both replicas share it and the plan warns: they cover a crashed pod and a rollout, not the node's loss " +
+				"(routing stops until EKS replaces it). A second system node (`system_node_group.desired_size = 2` on the cluster, one more m6i.4xlarge) covers that."},
 		"block_size": schema.Int64Attribute{Optional: true,
 			MarkdownDescription: "Pins the expected vLLM block size: a plan error when it is not `fleet.block_size`. Unset: the fleet's."},
 		"served_model": schema.StringAttribute{Optional: true,
@@ -224,7 +226,10 @@ func routerResourcesAttribute() schema.SingleNestedAttribute {
 
 func routerSchedulingAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true,
-		MarkdownDescription: "Where the pods go. Unset: with `cluster`, the system node group (`llmd.dev/pool = system`), off the GPU nodes; with `kubernetes`, anywhere.",
+		MarkdownDescription: "Where the pods go. Unset: with `cluster`, the cluster's system node group as its `kubernetes` object reports it (`system_node_labels` as node selector, " +
+			"`system_node_taints` tolerated), off the GPU nodes; with `kubernetes`, anywhere. Either way the replicas spread over nodes and zones as a preference " +
+			"(`ScheduleAnyway`): a replica is never left Pending to keep them apart, and the plan warns when the system node group has one node for more than one replica. " +
+			"Each attribute given here replaces its half of the default.",
 		Attributes: map[string]schema.Attribute{
 			"node_selector": schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Node labels the pods require."},
 			"tolerations": schema.ListAttribute{ElementType: types.StringType, Optional: true,

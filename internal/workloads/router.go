@@ -295,9 +295,16 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithContainers(container).
 		WithVolumes(volumes...).
+		// Spread over nodes and zones as a preference, never a condition: a
+		// node that cannot take a pod still counts as a hostname domain
+		// (nodeTaintsPolicy defaults to Ignore: a cordoned node being
+		// drained in a node group upgrade, or an untolerated GPU node on a
+		// cluster made elsewhere, counts with zero replicas), so
+		// DoNotSchedule would leave a replica Pending beside a free node.
+		// A one-node system group is a plan warning instead.
 		WithTopologySpreadConstraints(
 			corev1ac.TopologySpreadConstraint().WithMaxSkew(1).WithTopologyKey(corev1.LabelHostname).
-				WithWhenUnsatisfiable(corev1.DoNotSchedule).WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector())),
+				WithWhenUnsatisfiable(corev1.ScheduleAnyway).WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector())),
 			corev1ac.TopologySpreadConstraint().WithMaxSkew(1).WithTopologyKey(corev1.LabelTopologyZone).
 				WithWhenUnsatisfiable(corev1.ScheduleAnyway).WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector())))
 	if len(r.NodeSelector) > 0 {
