@@ -446,8 +446,8 @@ func TestAccInferenceClusterFailedCreateConverges(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if len(parts) != 17 {
-						return fmt.Errorf("%d owned parts after converging, want 17: %s", len(parts), partIDs(parts))
+					if len(parts) != 18 {
+						return fmt.Errorf("%d owned parts after converging, want 18 (the FSx CSI driver's role among them): %s", len(parts), partIDs(parts))
 					}
 					return nil
 				},
