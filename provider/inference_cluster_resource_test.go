@@ -87,15 +87,24 @@ resource "llmd_inference_cluster" "test" {
 // checkNothingOwned is the destroy check: nothing in EC2, IAM or EKS carries the owner tag.
 func checkNothingOwned(t *testing.T, c *awsinfra.Clients, name string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		parts, err := c.FindOwnedParts(context.Background(), name)
-		if err != nil {
-			return err
-		}
-		if len(parts) > 0 {
-			return fmt.Errorf("destroy left %d parts tagged %s=%s: %s", len(parts), awsinfra.OwnerTag, name, partIDs(parts))
+		if err := expectOwnedParts(c, name, 0); err != nil {
+			return fmt.Errorf("destroy left parts: %w", err)
 		}
 		return nil
 	}
+}
+
+// expectOwnedParts is nil when exactly want parts in EC2, IAM, EKS and FSx
+// carry the owner tag of the cluster name, else an error listing them.
+func expectOwnedParts(c *awsinfra.Clients, name string, want int) error {
+	parts, err := c.FindOwnedParts(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	if len(parts) != want {
+		return fmt.Errorf("%d parts tagged %s=%s, want %d: %s", len(parts), awsinfra.OwnerTag, name, want, partIDs(parts))
+	}
+	return nil
 }
 
 func partIDs(parts []awsinfra.OwnedPart) string {
@@ -311,14 +320,10 @@ func TestAccInferenceClusterResumesAfterFault(t *testing.T) {
 							if firstCreated != "" && cl.Cluster.CreatedAt.String() != firstCreated {
 								return fmt.Errorf("cluster was recreated: created %s, first apply made it at %s", cl.Cluster.CreatedAt, firstCreated)
 							}
-							parts, err := c.FindOwnedParts(context.Background(), name)
-							if err != nil {
-								return err
-							}
 							// vpc, 4 subnets, igw, 2 route tables, eip, nat, the file system's security group,
 							// the file system, 3 roles (cluster, nodes, FSx CSI driver), cluster, 2 node groups
-							if len(parts) != 18 {
-								return fmt.Errorf("%d owned parts after resuming, want 18 (no duplicates): %s", len(parts), partIDs(parts))
+							if err := expectOwnedParts(c, name, 18); err != nil {
+								return fmt.Errorf("after resuming (no duplicates): %w", err)
 							}
 							return nil
 						},
@@ -442,12 +447,8 @@ func TestAccInferenceClusterFailedCreateConverges(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("llmd_inference_cluster.test", plancheck.ResourceActionDestroyBeforeCreate)}},
 				Check: func(*terraform.State) error {
-					parts, err := c.FindOwnedParts(context.Background(), name)
-					if err != nil {
-						return err
-					}
-					if len(parts) != 18 {
-						return fmt.Errorf("%d owned parts after converging, want 18 (the FSx CSI driver's role among them): %s", len(parts), partIDs(parts))
+					if err := expectOwnedParts(c, name, 18); err != nil {
+						return fmt.Errorf("after converging (the FSx CSI driver's role among them): %w", err)
 					}
 					return nil
 				},

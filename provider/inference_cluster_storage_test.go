@@ -304,12 +304,8 @@ func TestAccInferenceClusterTwoRegions(t *testing.T) {
 				if err := roles("us-west-2", true); err != nil {
 					return fmt.Errorf("after the us-east-1 destroy: %w", err)
 				}
-				parts, err := west.FindOwnedParts(context.Background(), name)
-				if err != nil {
-					return err
-				}
-				if len(parts) != 18 {
-					return fmt.Errorf("the us-west-2 cluster has %d parts after the us-east-1 destroy, want 18: %s", len(parts), partIDs(parts))
+				if err := expectOwnedParts(west, name, 18); err != nil {
+					return fmt.Errorf("the us-west-2 cluster after the us-east-1 destroy: %w", err)
 				}
 				return nil
 			},

@@ -547,20 +547,7 @@ func (s *AWSStandIn) serveNodegroupTags(w http.ResponseWriter, r *http.Request, 
 			tags[k] = v
 		}
 	}
-	switch req.op {
-	case "TagResource":
-		var in struct {
-			Tags map[string]string `json:"tags"`
-		}
-		_ = json.Unmarshal(req.body, &in)
-		for k, v := range in.Tags {
-			tags[k] = v
-		}
-	case "UntagResource":
-		for _, k := range r.URL.Query()["tagKeys"] {
-			delete(tags, k)
-		}
-	}
+	tags = applyTagOp(r, req, tags)
 	if s.overlay[key] == nil {
 		s.overlay[key] = map[string]any{}
 	}
@@ -747,4 +734,28 @@ func (s *AWSStandIn) updating(key string) {
 	if s.bodies[key] != nil {
 		s.statuses[key] = &injectedStatus{status: "UPDATING", left: updatePolls}
 	}
+}
+
+// applyTagOp applies an EKS TagResource or UntagResource request to tags (a
+// nil map is taken as empty) and returns the result, as EKS keeps tags on
+// clusters, node groups, add-ons and access entries alike.
+func applyTagOp(r *http.Request, req awsRequest, tags map[string]string) map[string]string {
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	switch req.op {
+	case "TagResource":
+		var in struct {
+			Tags map[string]string `json:"tags"`
+		}
+		_ = json.Unmarshal(req.body, &in)
+		for k, v := range in.Tags {
+			tags[k] = v
+		}
+	case "UntagResource":
+		for _, k := range r.URL.Query()["tagKeys"] {
+			delete(tags, k)
+		}
+	}
+	return tags
 }

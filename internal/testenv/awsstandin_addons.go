@@ -226,20 +226,7 @@ func (s *AWSStandIn) serveAddonTags(w http.ResponseWriter, r *http.Request, req 
 		return true
 	}
 	tags, _ := a.doc["tags"].(map[string]string)
-	switch req.op {
-	case "TagResource":
-		var in struct {
-			Tags map[string]string `json:"tags"`
-		}
-		_ = json.Unmarshal(req.body, &in)
-		for k, v := range in.Tags {
-			tags[k] = v
-		}
-	case "UntagResource":
-		for _, k := range r.URL.Query()["tagKeys"] {
-			delete(tags, k)
-		}
-	}
+	tags = applyTagOp(r, req, tags)
 	writeJSON(w, map[string]any{"tags": tags})
 	return true
 }

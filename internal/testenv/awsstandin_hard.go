@@ -485,20 +485,7 @@ func (s *AWSStandIn) serveAccessEntryTags(w http.ResponseWriter, r *http.Request
 	if t, ok := e.Entry["tags"].(map[string]string); ok && t != nil {
 		tags = t
 	}
-	switch req.op {
-	case "TagResource":
-		var in struct {
-			Tags map[string]string `json:"tags"`
-		}
-		_ = json.Unmarshal(req.body, &in)
-		for k, v := range in.Tags {
-			tags[k] = v
-		}
-	case "UntagResource":
-		for _, k := range r.URL.Query()["tagKeys"] {
-			delete(tags, k)
-		}
-	}
+	tags = applyTagOp(r, req, tags)
 	e.Entry["tags"] = tags
 	writeJSON(w, map[string]any{"tags": tags})
 	return true

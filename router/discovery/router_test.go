@@ -17,6 +17,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/chattest"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
@@ -142,24 +143,17 @@ func startRouter(t *testing.T, simFleet *sim.Fleet, scorers ...config.Scorer) *r
 var (
 	catalogOnce sync.Once
 	catalogs    *chat.Catalog
-	catalogErr  error
 )
 
 // catalog serves the real Qwen3 tokenizer and template under the simulated
 // replicas' model name, loaded once per test binary.
 func catalog(t testing.TB) *chat.Catalog {
 	t.Helper()
-	files := testenv.Tokenizer(t, "qwen3")
+	m := chattest.Qwen3(t)
 	catalogOnce.Do(func() {
-		var m *chat.Model
-		if m, catalogErr = chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{}); catalogErr == nil {
-			catalogs = chat.NewCatalog()
-			catalogs.AddModel(simModel, m)
-		}
+		catalogs = chat.NewCatalog()
+		catalogs.AddModel(simModel, m)
 	})
-	if catalogErr != nil {
-		t.Fatal(catalogErr)
-	}
 	return catalogs
 }
 

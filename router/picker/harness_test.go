@@ -22,8 +22,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/chattest"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
@@ -39,22 +39,8 @@ import (
 // vLLM does. The gateway is a stand-in too (standIn below), driving the
 // ext_proc stream as Envoy does.
 
-var (
-	qwenOnce  sync.Once
-	qwenModel *chat.Model
-	qwenErr   error
-)
-
-func qwen(t testing.TB) *chat.Model {
-	files := testenv.Tokenizer(t, "qwen3")
-	qwenOnce.Do(func() {
-		qwenModel, qwenErr = chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{})
-	})
-	if qwenErr != nil {
-		t.Fatal(qwenErr)
-	}
-	return qwenModel
-}
+// qwen is the real Qwen3 chat model, loaded once per test process.
+var qwen = chattest.Qwen3
 
 // load is a stand-in pod's fixed /metrics answer.
 type load struct {

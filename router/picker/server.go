@@ -1,12 +1,10 @@
 package picker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -333,14 +331,7 @@ func (x *exchange) send(r *extprocv3.ProcessingResponse) error {
 
 // immediate answers the client directly with code and vLLM's error body.
 func (x *exchange) immediate(code int, msg string) error {
-	type detail struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    int    `json:"code"`
-	}
-	b, _ := json.Marshal(struct {
-		Error detail `json:"error"`
-	}{detail{Message: msg, Type: http.StatusText(code), Code: code}})
+	b := proxy.ErrorBody(code, msg)
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
 	if code == 429 || code == 503 {
 		set = append(set, header("retry-after", "1"))

@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// writeError answers with vLLM's error body shape, so OpenAI clients show
-// the router's reason the way they show the engine's.
-func writeError(w http.ResponseWriter, code int, msg string) {
+// ErrorBody is vLLM's error body for code and msg, so OpenAI clients show
+// the router's reason the way they show the engine's, whichever front (the
+// HTTP proxy or the gateway's picker) answers.
+func ErrorBody(code int, msg string) []byte {
 	type detail struct {
 		Message string `json:"message"`
 		Type    string `json:"type"`
@@ -20,6 +21,12 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	b, _ := json.Marshal(struct {
 		Error detail `json:"error"`
 	}{detail{Message: msg, Type: http.StatusText(code), Code: code}})
+	return b
+}
+
+// writeError answers with vLLM's error body shape.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	b := ErrorBody(code, msg)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", fmt.Sprint(len(b)))

@@ -5,12 +5,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
+	"github.com/llmd-dev/terraform-provider-llmd/router/chat/chattest"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
@@ -22,23 +21,8 @@ import (
 // fleet, picker, index and Qwen tokenizer, in front of stand-in pods:
 // httptest servers answering as vLLM would, or as a sick vLLM does.
 
-var (
-	qwenOnce  sync.Once
-	qwenModel *chat.Model
-	qwenErr   error
-)
-
-// qwen loads the Qwen3 tokenizer and template once per test process.
-func qwen(t testing.TB) *chat.Model {
-	files := testenv.Tokenizer(t, "qwen3")
-	qwenOnce.Do(func() {
-		qwenModel, qwenErr = chat.LoadModel(files.TokenizerJSON, files.TokenizerConfig, chat.Options{})
-	})
-	if qwenErr != nil {
-		t.Fatal(qwenErr)
-	}
-	return qwenModel
-}
+// qwen is the real Qwen3 chat model, loaded once per test process.
+var qwen = chattest.Qwen3
 
 // idleMetrics reads r's body and, when r is a scrape, answers it as an idle
 // vLLM pod's /metrics and reports true.

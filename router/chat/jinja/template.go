@@ -47,9 +47,6 @@ func Compile(src string) (*Template, error) {
 // names.
 func (t *Template) Reads(name string) bool { return t.names[name] }
 
-// now is the clock behind strftime_now; tests replace it.
-var now = time.Now
-
 // Render renders the template with the given variables. Its errors wrap
 // ErrTemplate.
 func (t *Template) Render(vars *Dict) (string, error) {
@@ -75,7 +72,7 @@ var globals = map[string]callable{
 		return nil, fmt.Errorf("%w: TemplateError: %s", ErrTemplate, Str(argOrNil(args)))
 	},
 	"strftime_now": func(_ *evaluator, args []any, _ *Dict) (any, error) {
-		return strftime(now(), Str(argOrNil(args))), nil
+		return strftime(time.Now(), Str(argOrNil(args))), nil
 	},
 	"namespace": func(_ *evaluator, args []any, kw *Dict) (any, error) {
 		ns := &namespace{attrs: NewDict()}
