@@ -49,43 +49,9 @@ type CostModel struct {
 	SeqOverhead float64
 }
 
-// DefaultCost is Qwen2.5-7B-Instruct in bf16 on one NVIDIA A10G.
-func DefaultCost() CostModel {
-	const (
-		layers     = 28   // config.json num_hidden_layers
-		qHeads     = 28   // config.json num_attention_heads
-		kvHeads    = 4    // config.json num_key_value_heads
-		headDim    = 128  // hidden_size 3584 / 28 heads
-		hidden     = 3584 // config.json hidden_size
-		vocab      = 152064
-		nonEmbed   = 6.53e9 // model card: non-embedding parameters
-		totalParam = 7.61e9 // model card: parameters
-		bf16       = 2
-	)
-	return CostModel{
-		FLOPsPerToken:    2 * nonEmbed,
-		FLOPsPerSample:   2 * hidden * vocab,
-		AttnFLOPsPerPair: 4 * layers * qHeads * headDim,
-		WeightBytes:      totalParam * bf16,
-		KVBytesPerToken:  KVBytesPerToken(layers, kvHeads, headDim, bf16),
-		PeakFLOPS:        125e12, // A10 datasheet: bf16 tensor, dense
-		MemBandwidth:     600e9,  // A10 datasheet: GDDR6
-		// vLLM decoding one sequence reaches 77% of the memory roofline
-		// (Llama-3.1-8B, A100 40GB, vLLM 0.23; doc.go cites it).
-		BandwidthEfficiency: 0.77,
-		KVReadEfficiency:    0.77,
-		MFU:                 fittedMFU,
-		StepOverhead:        fittedStepOverhead,
-		SeqOverhead:         fittedSeqOverhead,
-	}
-}
-
-// The three fitted parameters (see doc.go, "Calibration").
-const (
-	fittedMFU          = 0.48
-	fittedStepOverhead = 0.0
-	fittedSeqOverhead  = 0.0001
-)
+// DefaultCost is Qwen2.5-7B-Instruct in bf16 on one NVIDIA A10G with the
+// pinned fit (model.go; doc.go tabulates the values and their sources).
+func DefaultCost() CostModel { return Qwen25_7B.Cost(A10G, PinnedFit) }
 
 // KVBytesPerToken is K and V for every layer and KV head: 28 x 4 x 128 x 2 x
 // 2 bytes = 57,344 bytes for Qwen2.5-7B in bf16.
