@@ -382,7 +382,10 @@ func (h hostPort) String() string { return net.JoinHostPort(h.Host, strconv.Itoa
 // through Envoy alone (its pods in turn), "envoy-picker" through Envoy and
 // the router's endpoint picker over TLS (ext_proc, ORIGINAL_DST), and
 // "router" through the router's own HTTP proxy. The differences are what
-// each hop adds on this machine.
+// each hop adds on this machine; router-own-p50-µs is the router's own
+// share from its histograms: the picker's time from the request's headers
+// to its answer (llmd_router_picker_decision_seconds), the proxy's share of
+// the wait for the first byte (llmd_router_overhead_seconds).
 func BenchmarkEnvoyFront(b *testing.B) {
 	const prefixLen, block = 256, 16
 	infos, r, pickerAddr := startPickerFleet(b, "1000")
@@ -397,17 +400,22 @@ func BenchmarkEnvoyFront(b *testing.B) {
 	for _, front := range []struct {
 		name string
 		url  func() string
+		own  string // the router's histogram of its own share, when it is on the path
 	}{
-		{"direct", func() string { return infos[n%len(infos)].HTTP }},
-		{"envoy", func() string { return gw.plain }},
-		{"envoy-picker", func() string { return gw.open }},
-		{"router", func() string { return r.url }},
+		{"direct", func() string { return infos[n%len(infos)].HTTP }, ""},
+		{"envoy", func() string { return gw.plain }, ""},
+		{"envoy-picker", func() string { return gw.open }, "llmd_router_picker_decision_seconds"},
+		{"router", func() string { return r.url }, "llmd_router_overhead_seconds"},
 	} {
 		b.Run(front.name, func(b *testing.B) {
+			before := metrics(b, r.url+"/metrics")
 			for b.Loop() {
 				if status, _, answer := viaGateway(b, client, front.url(), body()); status != http.StatusOK {
 					b.Fatalf("status %d: %s", status, answer)
 				}
+			}
+			if front.own != "" {
+				b.ReportMetric(1e6*histQuantile(before, metrics(b, r.url+"/metrics"), front.own, 0.5), "router-own-p50-µs")
 			}
 		})
 	}
