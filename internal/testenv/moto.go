@@ -60,18 +60,7 @@ func startMoto() (*Moto, error) {
 	}
 	registerStop(p)
 	m := &Moto{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	err = p.waitReady(30*time.Second, func() error {
-		resp, err := http.Get(m.URL + "/moto-api/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /moto-api/: %s", resp.Status)
-		}
-		return nil
-	})
-	return m, err
+	return m, p.waitReady(30*time.Second, getOK(m.URL+"/moto-api/"))
 }
 
 // Reset empties every moto backend.

@@ -42,7 +42,10 @@
 // Health follows the gRPC health checking protocol with the services
 // liveness (always serving), readiness and
 // envoy.service.ext_proc.v3.ExternalProcessor (serving once discovery has
-// synced, not while draining). The listener serves TLS by default, with a
+// synced, not while draining). A gateway failing open needs them: Envoy
+// fails open in FULL_DUPLEX_STREAMED mode only before it has sent the
+// picker a body chunk, so a dead picker must be known down (health checked,
+// no panic routing) before the request comes. The listener serves TLS by default, with a
 // given certificate or else a self-signed one made at start (gateways
 // configured for llm-d's picker expect TLS and skip verification);
 // plaintext only when asked. Authentication of clients is the gateway's

@@ -27,6 +27,7 @@ type Metrics struct {
 	requests  *prometheus.CounterVec
 	decisions prometheus.Histogram
 	elsewhere prometheus.Counter
+	reported  prometheus.Counter
 	streams   prometheus.Gauge
 }
 
@@ -41,10 +42,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBucketsRange(10e-6, 30, 30)}),
 		elsewhere: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmd_router_picker_served_elsewhere_total",
 			Help: "Requests the gateway reported served by another endpoint than the picked one (it fell back down the list)."}),
+		reported: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmd_router_picker_served_reported_total",
+			Help: "Routed requests whose serving endpoint the gateway reported (envoy.lb x-gateway-destination-endpoint-served); " +
+				"fewer than the routed requests means the gateway does not report it, and speculation cannot follow its fallbacks."}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmd_router_picker_open_streams",
 			Help: "ext_proc streams open: requests between the gateway's first message and the end of their response."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.decisions, m.elsewhere, m.streams} {
+	for _, c := range []prometheus.Collector{m.requests, m.decisions, m.elsewhere, m.reported, m.streams} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering picker metrics: %w", err)
 		}
@@ -72,6 +76,12 @@ func outcomeFor(code int) string {
 func (m *Metrics) decided(d time.Duration) {
 	if m != nil {
 		m.decisions.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) servedReported() {
+	if m != nil {
+		m.reported.Inc()
 	}
 }
 

@@ -93,6 +93,7 @@ type exchange struct {
 	release func() // frees a passthrough's in-flight count
 	began   time.Time
 	started bool
+	served  bool // the gateway reported the serving endpoint
 }
 
 // Process serves one stream: one HTTP request and its response.
@@ -295,7 +296,7 @@ func (x *exchange) leastLoaded(allowed func(string) bool) (string, bool) {
 
 // noteServed moves the pick to the endpoint the gateway reports served it.
 func (x *exchange) noteServed(md *corev3.Metadata) {
-	if x.pick == nil || x.started {
+	if x.pick == nil || x.started || x.served {
 		return
 	}
 	ns := md.GetFilterMetadata()[DestinationNamespace]
@@ -303,6 +304,8 @@ func (x *exchange) noteServed(md *corev3.Metadata) {
 	if !ok {
 		return
 	}
+	x.served = true
+	x.s.cfg.Metrics.servedReported()
 	served := strings.TrimSpace(v.GetStringValue())
 	if pod, ok := x.s.cfg.Proxy.PodAt(served); ok && pod != x.pick.Pod {
 		x.pick.Served(pod)

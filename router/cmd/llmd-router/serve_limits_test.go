@@ -151,7 +151,7 @@ func closedWithin(t *testing.T, addr, send, wantPrefix string) {
 }
 
 // waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

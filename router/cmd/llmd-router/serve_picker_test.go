@@ -19,7 +19,7 @@ import (
 
 // startPickerServe runs `llmd-router serve` with the picker front on a free
 // port (extra args appended) and waits until it is ready with the pods.
-func startPickerServe(t *testing.T, pods int, args ...string) (*router, string) {
+func startPickerServe(t testing.TB, pods int, args ...string) (*router, string) {
 	t.Helper()
 	var ann []struct{ Listen, Picker string }
 	p := start(t, "", 1, &ann, append([]string{"serve", "--listen", "127.0.0.1:0", "--picker-listen", "127.0.0.1:0"}, args...)...)

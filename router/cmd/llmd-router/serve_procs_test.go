@@ -176,7 +176,7 @@ func tail(s string, n int) string {
 }
 
 // startReplicas runs n simulated replicas, one process each, on free ports.
-func startReplicas(t *testing.T, n int, args ...string) ([]sim.ReplicaInfo, []*proc) {
+func startReplicas(t testing.TB, n int, args ...string) ([]sim.ReplicaInfo, []*proc) {
 	t.Helper()
 	infos := make([]sim.ReplicaInfo, n)
 	procs := make([]*proc, n)
