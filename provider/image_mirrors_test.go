@@ -130,7 +130,7 @@ resource "llmd_prefix_router" "test" {
 			{
 				Config:      config(`  image_mirrors = { "https://docker.io" = "` + ecr + `/docker-hub" }`),
 				PlanOnly:    true,
-				ExpectError: regexp.MustCompile(`(?s)image_mirrors: key "https://docker.io".*upstream registry host`),
+				ExpectError: regexp.MustCompile(`(?s)image_mirrors: key "https://docker.io": not a registry host.*upstream\s+registry\s+host`),
 			},
 			{
 				Config: config(mirrors),

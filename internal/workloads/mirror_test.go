@@ -49,7 +49,9 @@ func containerImages(t *testing.T, objs []kube.Object) []string {
 // router at the provider's pinned image form, and the device plugin.
 func productObjects(t *testing.T, m imageref.Mirrors) []kube.Object {
 	t.Helper()
-	f, err := stagedFleet(DefaultVLLMImage, testCommit).Mirrored(m)
+	f := stagedFleet(DefaultVLLMImage, testCommit)
+	f.VLLM.Image = DefaultVLLMImage
+	f, err := f.Mirrored(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +140,9 @@ func TestImageDigestForms(t *testing.T) {
 			m    imageref.Mirrors
 			want string
 		}{{nil, c.want}, {m, c.wantMirrored}} {
-			f, err := stagedFleet(c.image, testCommit).Mirrored(mm.m)
+			f := stagedFleet(c.image, testCommit)
+			f.VLLM.Image = c.image
+			f, err := f.Mirrored(mm.m)
 			if err != nil {
 				t.Fatalf("%s: %v", c.image, err)
 			}
@@ -153,9 +157,15 @@ func TestImageDigestForms(t *testing.T) {
 			}
 		}
 	}
-	_, err = stagedFleet("vllm/vllm-openai:v0.30.0@sha256:short", testCommit).Mirrored(nil)
-	if err == nil || !strings.HasPrefix(err.Error(), "vllm.image: ") {
-		t.Errorf("a bad digest gave %v, want an error naming vllm.image", err)
+	for _, c := range []struct{ vllm, staging, field string }{
+		{"vllm/vllm-openai:v0.30.0@sha256:short", DefaultVLLMImage, "vllm.image: "},
+		{DefaultVLLMImage, "vllm/vllm-openai@sha256:short", "model.staging_image: "},
+	} {
+		f := stagedFleet(c.staging, testCommit)
+		f.VLLM.Image = c.vllm
+		if _, err := f.Mirrored(nil); err == nil || !strings.HasPrefix(err.Error(), c.field) {
+			t.Errorf("a bad digest gave %v, want an error naming %s", err, c.field)
+		}
 	}
 }
 
