@@ -296,11 +296,16 @@ func kubernetesObject(m inferenceClusterModel, region string, gpu, system *awsin
 	if system != nil {
 		sysSize = types.Int64Value(int64(system.DesiredSize))
 	}
+	mirrors := m.ImageMirrors
+	if mirrors.IsNull() {
+		// A model an import builds has no mirrors, not even their type.
+		mirrors = types.MapNull(types.StringType)
+	}
 	return types.ObjectValueMust(kubernetesTypes, map[string]attr.Value{"name": m.Name, "endpoint": m.Endpoint,
 		"cluster_ca_certificate": m.ClusterCACertificate, "region": types.StringValue(region),
 		"gpu_instance_type": instanceType, "gpu_node_labels": gpuLabels, "gpu_node_taints": gpuTaints,
 		"system_node_labels": sysLabels, "system_node_taints": sysTaints, "system_node_desired_size": sysSize,
-		"image_mirrors": m.ImageMirrors})
+		"image_mirrors": mirrors})
 }
 
 // nodeGroupFacts is a node group's labels and its taints as
