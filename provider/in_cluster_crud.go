@@ -43,10 +43,11 @@ type anchoredKind[M any] struct {
 	label string // the label its objects carry, e.g. llmd.dev/fleet
 	// Defaults of the timeouts block.
 	createTimeout, updateTimeout, deleteTimeout time.Duration
-	// apply applies a planned model, pruning what previous holds beyond it.
-	// On an error after objects were applied it still returns the state with
-	// the new inventory. config is read for write-only attributes.
-	apply func(ctx context.Context, plan M, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*M, error)
+	// apply applies a planned model, pruning what previous (the prior
+	// state's inventory) holds beyond it; prior is nil on create. On an error
+	// after objects were applied it still returns the state with the new
+	// inventory. config is read for write-only attributes.
+	apply func(ctx context.Context, plan M, prior *M, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*M, error)
 	// annotation is the Deployment's settings annotation, typeName the
 	// resource type, for imports.
 	annotation, typeName string
@@ -75,7 +76,7 @@ func createAnchored[M any, P interface {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	state, err := k.apply(ctx, plan, nil, req.Config, &resp.Diagnostics)
+	state, err := k.apply(ctx, plan, nil, nil, req.Config, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Creating "+k.what+" "+f.namespace.ValueString()+"/"+f.name.ValueString(),
 			explain(err)+"\n\nThe objects already applied are kept (labelled "+k.label+"="+f.name.ValueString()+"); apply again to resume.")
@@ -107,7 +108,7 @@ func updateAnchored[M any, P interface {
 	pf := P(&prior).fields()
 	var previous []kube.Ref
 	resp.Diagnostics.Append(inventoryRefs(ctx, *pf.inventory, &previous)...)
-	state, err := k.apply(ctx, plan, previous, req.Config, &resp.Diagnostics)
+	state, err := k.apply(ctx, plan, &prior, previous, req.Config, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Updating "+k.what+" "+P(&plan).fields().id.ValueString(), explain(err))
 		*pf.renderedHash = types.StringValue("incomplete: the last apply failed")

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
@@ -23,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/imageref"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
@@ -116,11 +118,29 @@ func (m inferenceClusterModel) inClusterPlan(ctx context.Context, diags *diag.Di
 		diags.Append(o.As(ctx, &dp, asObject)...)
 		if dp.Enabled.ValueBool() {
 			sel, tols := gpuPlacement(ctx, m, diags)
-			out.devicePlugin = &workloads.DevicePlugin{Image: dp.Image.ValueString(), NodeSelector: sel, Tolerations: tols}
+			plugin, err := workloads.DevicePlugin{Image: dp.Image.ValueString(), NodeSelector: sel, Tolerations: tols}.Mirrored(m.imageMirrors(ctx, diags))
+			if err != nil {
+				diags.AddAttributeError(path.Root("addons").AtName("nvidia_device_plugin").AtName("image"), "Invalid device plugin image", err.Error())
+			}
+			out.devicePlugin = &plugin
 		}
 	}
 	out.monitoring = m.monitoringPlan(ctx, diags)
 	return out
+}
+
+// imageMirrors is image_mirrors as the rewrite reads it; none while unknown.
+func (m inferenceClusterModel) imageMirrors(ctx context.Context, diags *diag.Diagnostics) imageref.Mirrors {
+	if m.ImageMirrors.IsNull() || m.ImageMirrors.IsUnknown() {
+		return nil
+	}
+	var raw map[string]string
+	diags.Append(m.ImageMirrors.ElementsAs(ctx, &raw, false)...)
+	mirrors, err := imageref.NewMirrors(raw, "image_mirrors")
+	if err != nil {
+		diags.AddAttributeError(path.Root("image_mirrors"), "Invalid image mirror", err.Error())
+	}
+	return mirrors
 }
 
 // wanted reports whether any in-cluster add-on is on.
@@ -490,7 +510,9 @@ func planInCluster(plan *inferenceClusterModel, prior *inferenceClusterModel) {
 		priorAddons = prior.Addons.Attributes()
 	}
 	kept := true
-	dpKept := planDevicePlugin(plan, priorAddons)
+	// New mirrors are a new image for the plugin's pods.
+	sameMirrors := prior != nil && plan.ImageMirrors.Equal(prior.ImageMirrors)
+	dpKept := planDevicePlugin(plan, priorAddons, sameMirrors)
 	monKept := planMonitoring(plan, prior, priorAddons)
 	kept = dpKept && monKept
 	switch {
@@ -501,8 +523,9 @@ func planInCluster(plan *inferenceClusterModel, prior *inferenceClusterModel) {
 	}
 }
 
-// planDevicePlugin reports whether the device plugin stays as it is.
-func planDevicePlugin(plan *inferenceClusterModel, priorAddons map[string]attr.Value) bool {
+// planDevicePlugin reports whether the device plugin stays as it is;
+// sameMirrors says image_mirrors did not change.
+func planDevicePlugin(plan *inferenceClusterModel, priorAddons map[string]attr.Value, sameMirrors bool) bool {
 	o, ok := plan.Addons.Attributes()["nvidia_device_plugin"].(types.Object)
 	if !ok || o.IsNull() || o.IsUnknown() {
 		return false
@@ -518,7 +541,7 @@ func planDevicePlugin(plan *inferenceClusterModel, priorAddons map[string]attr.V
 	switch {
 	case !enabled:
 		v["status"] = types.StringNull()
-	case wasEnabled && p["status"].Equal(types.StringValue(devicePluginApplied)) && v["image"].Equal(p["image"]):
+	case wasEnabled && p["status"].Equal(types.StringValue(devicePluginApplied)) && v["image"].Equal(p["image"]) && sameMirrors:
 		v["status"] = p["status"]
 	default:
 		v["status"] = types.StringUnknown()

@@ -67,6 +67,10 @@ func (kubernetesFromState) PlanModifyObject(ctx context.Context, req planmodifie
 			}
 		}
 	}
+	// The mirrors are configuration: the planned object carries the planned ones.
+	var mirrors types.Map
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("image_mirrors"), &mirrors)...)
+	next["image_mirrors"] = mirrors
 	obj, diags := types.ObjectValue(kubernetesTypes, next)
 	resp.Diagnostics.Append(diags...)
 	resp.PlanValue = obj

@@ -29,6 +29,7 @@ type inferenceClusterModel struct {
 	ModelStorage           types.Object `tfsdk:"model_storage"`
 	Addons                 types.Object `tfsdk:"addons"`
 	AccessEntries          types.Map    `tfsdk:"access_entries"`
+	ImageMirrors           types.Map    `tfsdk:"image_mirrors"`
 	ARN                    types.String `tfsdk:"arn"`
 	Endpoint               types.String `tfsdk:"endpoint"`
 	ClusterCACertificate   types.String `tfsdk:"cluster_ca_certificate"`
@@ -96,6 +97,9 @@ type kubernetesModel struct {
 	SystemNodeLabels      types.Map   `tfsdk:"system_node_labels"`
 	SystemNodeTaints      types.List  `tfsdk:"system_node_taints"`
 	SystemNodeDesiredSize types.Int64 `tfsdk:"system_node_desired_size"`
+	// ImageMirrors is the cluster's image_mirrors, which every image the
+	// fleet and the router deploy is pulled through.
+	ImageMirrors types.Map `tfsdk:"image_mirrors"`
 }
 
 var (
@@ -111,7 +115,8 @@ var (
 	kubernetesTypes = map[string]attr.Type{"name": types.StringType, "endpoint": types.StringType, "cluster_ca_certificate": types.StringType,
 		"region": types.StringType, "gpu_instance_type": types.StringType, "gpu_node_labels": types.MapType{ElemType: types.StringType},
 		"gpu_node_taints": types.ListType{ElemType: types.StringType}, "system_node_labels": types.MapType{ElemType: types.StringType},
-		"system_node_taints": types.ListType{ElemType: types.StringType}, "system_node_desired_size": types.Int64Type}
+		"system_node_taints": types.ListType{ElemType: types.StringType}, "system_node_desired_size": types.Int64Type,
+		"image_mirrors": types.MapType{ElemType: types.StringType}}
 )
 
 var asObject = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -291,10 +296,16 @@ func kubernetesObject(m inferenceClusterModel, region string, gpu, system *awsin
 	if system != nil {
 		sysSize = types.Int64Value(int64(system.DesiredSize))
 	}
+	mirrors := m.ImageMirrors
+	if mirrors.IsNull() {
+		// A model an import builds has no mirrors, not even their type.
+		mirrors = types.MapNull(types.StringType)
+	}
 	return types.ObjectValueMust(kubernetesTypes, map[string]attr.Value{"name": m.Name, "endpoint": m.Endpoint,
 		"cluster_ca_certificate": m.ClusterCACertificate, "region": types.StringValue(region),
 		"gpu_instance_type": instanceType, "gpu_node_labels": gpuLabels, "gpu_node_taints": gpuTaints,
-		"system_node_labels": sysLabels, "system_node_taints": sysTaints, "system_node_desired_size": sysSize})
+		"system_node_labels": sysLabels, "system_node_taints": sysTaints, "system_node_desired_size": sysSize,
+		"image_mirrors": mirrors})
 }
 
 // nodeGroupFacts is a node group's labels and its taints as

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/imageref"
 )
 
 // ValidateConfig checks what single attributes cannot: the two ways of
@@ -42,6 +43,14 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 		}
 	}
 	validateAddons(ctx, m.Addons, &resp.Diagnostics)
+	if !m.ImageMirrors.IsNull() && !m.ImageMirrors.IsUnknown() {
+		var raw map[string]string
+		if d := m.ImageMirrors.ElementsAs(ctx, &raw, false); !d.HasError() {
+			if _, err := imageref.NewMirrors(raw, "image_mirrors"); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("image_mirrors"), "Invalid image mirror", err.Error())
+			}
+		}
+	}
 	if !m.Tags.IsUnknown() {
 		for k := range m.Tags.Elements() {
 			if strings.HasPrefix(k, "llmd.dev/") {

@@ -87,6 +87,12 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 			},
 			"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true,
 				MarkdownDescription: "Tags for every part, over the provider's `default_tags`. Keys under `llmd.dev/` are reserved."},
+			"image_mirrors": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+				MarkdownDescription: "Where every image this product deploys is pulled from: upstream registry host (`docker.io`, `nvcr.io`, `ghcr.io`, `public.ecr.aws`, `quay.io`, `registry.k8s.io`, ...) " +
+					"to the repository prefix that mirrors it, e.g. `docker.io = \"123456789012.dkr.ecr.us-east-1.amazonaws.com/docker-hub\"` for an ECR pull-through cache rule with that prefix. " +
+					"References are normalised first (`vllm/vllm-openai` is `docker.io/vllm/vllm-openai`, `busybox` is `docker.io/library/busybox`, as the cache expects); repository, tag and digest are kept. " +
+					"Applies to the device plugin, and through `kubernetes` to every fleet's vLLM pods and staging Job and every router; images of a registry without an entry are pulled as written. " +
+					"Not to the monitoring chart's images (the chart's own) nor the EKS add-ons' (AWS's regional registries). A change rolls those pods to the same images from the new place."},
 			"tags_all": schema.MapAttribute{ElementType: types.StringType, Computed: true,
 				MarkdownDescription: "Tags on every part: `default_tags` merged with `tags`."},
 			"networking":                networkingAttribute(),
@@ -126,6 +132,8 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 						MarkdownDescription: "Labels of the system node group's nodes (`system_node_group.labels`, or `eks.amazonaws.com/nodegroup = <name>`, which EKS puts on every node of a managed node group, when it has none): the node selector of the router and of the staging Job."},
 					"system_node_taints": schema.ListAttribute{ElementType: types.StringType, Computed: true,
 						MarkdownDescription: "Taints of the system nodes as `key=value:Effect` (the router and the staging Job tolerate them)."},
+					"image_mirrors": schema.MapAttribute{ElementType: types.StringType, Computed: true,
+						MarkdownDescription: "`image_mirrors`, for the fleet and the router to pull their images through."},
 					"system_node_desired_size": schema.Int64Attribute{Computed: true,
 						MarkdownDescription: "Desired size of the system node group: with 1, the router's replicas share one node (a plan warning says so)."},
 				},

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/imageref"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 )
 
@@ -24,6 +25,7 @@ type directModel struct {
 	ConfigPath           types.String `tfsdk:"config_path"`
 	ConfigContext        types.String `tfsdk:"config_context"`
 	InstanceType         types.String `tfsdk:"instance_type"`
+	ImageMirrors         types.Map    `tfsdk:"image_mirrors"`
 }
 
 // connectionAttributes are `cluster` and `kubernetes`, shared by every
@@ -55,6 +57,8 @@ func connectionAttributes(what string) map[string]schema.Attribute {
 					MarkdownDescription: "Taints of the system nodes, `key=value:Effect`, which the router and the staging Job tolerate."},
 				"system_node_desired_size": schema.Int64Attribute{Optional: true,
 					MarkdownDescription: "Desired size of the system node group; with 1 and more than one router replica, the plan warns that the replicas share a node."},
+				"image_mirrors": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+					MarkdownDescription: "The cluster's `image_mirrors`: every image " + what + " deploys is pulled through them."},
 			},
 		},
 		"kubernetes": schema.SingleNestedAttribute{
@@ -69,6 +73,8 @@ func connectionAttributes(what string) map[string]schema.Attribute {
 				"config_path":            optional("Path of a kubeconfig file."),
 				"config_context":         optional("Context in that file; default its current context."),
 				"instance_type":          optional("Instance type of the GPU nodes, for the default pod resources; default `g5.xlarge`."),
+				"image_mirrors": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+					MarkdownDescription: "Upstream registry host to mirror prefix, as `llmd_inference_cluster`'s `image_mirrors`: every image " + what + " deploys is pulled through them."},
 			},
 		},
 	}
@@ -150,6 +156,26 @@ func (c connection) client(ctx context.Context, data *providerData) (*kube.Clien
 		return nil, err
 	}
 	return kube.NewClient(cfg, func(ctx context.Context, msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) })
+}
+
+// imageMirrors is where the images are pulled from: the cluster's
+// image_mirrors, or the kubernetes block's. Errors name the attribute.
+func (c connection) imageMirrors(ctx context.Context) (imageref.Mirrors, error) {
+	raw, field := types.MapNull(types.StringType), ""
+	switch {
+	case c.cluster != nil:
+		raw, field = c.cluster.ImageMirrors, "cluster.image_mirrors"
+	case c.direct != nil:
+		raw, field = c.direct.ImageMirrors, "kubernetes.image_mirrors"
+	}
+	if raw.IsNull() || raw.IsUnknown() {
+		return nil, nil
+	}
+	var m map[string]string
+	if d := raw.ElementsAs(ctx, &m, false); d.HasError() {
+		return nil, fmt.Errorf("%s: %v", field, d)
+	}
+	return imageref.NewMirrors(m, field)
 }
 
 // instanceType is the GPU instance type the pods are sized for.

@@ -78,7 +78,7 @@ resource "llmd_model_fleet" "test" {
 					}
 					// The weights volume is the cluster's own file system, passed as is.
 					storage := s.RootModule().Resources["llmd_inference_cluster.test"].Primary.Attributes
-					pv, err := c.Client.CoreV1().PersistentVolumes().Get(context.Background(), ns+"-qwen-weights", metav1.GetOptions{})
+					pv, err := c.Client.CoreV1().PersistentVolumes().Get(context.Background(), ns+"-qwen-weights-"+storage["model_storage.file_system_id"], metav1.GetOptions{})
 					if err != nil {
 						return err
 					}

@@ -231,7 +231,14 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 			f.OnePerNode = *sc.OnePerNode
 		}
 	}
-	return f, f.Validate()
+	if err := f.Validate(); err != nil {
+		return f, err
+	}
+	mirrors, err := conn.imageMirrors(ctx)
+	if err != nil {
+		return f, err
+	}
+	return f.Mirrored(mirrors)
 }
 
 // annotation is the settings as the Deployment carries them.

@@ -74,7 +74,10 @@ type desired struct {
 	hash     string
 }
 
-func (m modelFleetModel) desired(ctx context.Context) (desired, error) {
+// prior is the state the fleet had (nil on create): a fleet that applied its
+// volume under the names of providers before the file system id was in them
+// keeps them while its file system stays the same.
+func (m modelFleetModel) desired(ctx context.Context, prior *modelFleetModel) (desired, error) {
 	var d desired
 	s, diags := m.settings(ctx)
 	if diags.HasError() {
@@ -88,6 +91,7 @@ func (m modelFleetModel) desired(ctx context.Context) (desired, error) {
 	if err != nil {
 		return d, err
 	}
+	f.Storage.UnversionedNames = keepsUnversionedVolume(ctx, prior, f.Storage.FileSystemID)
 	f.Annotations = map[string]string{settingsAnnotation: s.annotation()}
 	objs, err := f.Objects(false)
 	if err != nil {
@@ -149,21 +153,25 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.AddError("Invalid model fleet", err.Error())
 		return
 	}
+	var prior *modelFleetModel
+	if !req.State.Raw.IsNull() {
+		prior = &modelFleetModel{}
+		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+	}
+	f.Storage.UnversionedNames = keepsUnversionedVolume(ctx, prior, f.Storage.FileSystemID)
 	plan.RouterTarget = routerTargetObject(f.Target())
 	plan.BaselineEndpoint = types.StringValue(baselineEndpoint(f))
 	plan.ID = types.StringValue(s.Namespace + "/" + s.Name)
 	if fullyKnown(plan.Cluster) && fullyKnown(plan.Kubernetes) {
-		d, err := plan.desired(ctx)
+		d, err := plan.desired(ctx, prior)
 		if err != nil {
 			resp.Diagnostics.AddError("Invalid model fleet", err.Error())
 			return
 		}
 		plan.RenderedHash = types.StringValue(d.hash)
-		if !req.State.Raw.IsNull() {
-			var state modelFleetModel
-			resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-			if state.RenderedHash.ValueString() == d.hash {
-				plan.Inventory = state.Inventory
+		if prior != nil {
+			if prior.RenderedHash.ValueString() == d.hash {
+				plan.Inventory = prior.Inventory
 			} else {
 				// A repair of drift is an apply like any other: what it leaves is known after.
 				plan.Inventory = types.ListUnknown(types.StringType)
@@ -178,8 +186,8 @@ func (r *modelFleetResource) kind() anchoredKind[modelFleetModel] {
 	return anchoredKind[modelFleetModel]{what: "model fleet", label: "llmd.dev/fleet",
 		annotation: settingsAnnotation, typeName: "llmd_model_fleet", refresh: r.refresh,
 		createTimeout: defaultFleetCreateTimeout, updateTimeout: defaultFleetUpdateTimeout, deleteTimeout: defaultFleetDeleteTimeout,
-		apply: func(ctx context.Context, plan modelFleetModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*modelFleetModel, error) {
-			return r.apply(ctx, plan, previous, writeOnlyString(ctx, config, "hf_token", diags))
+		apply: func(ctx context.Context, plan modelFleetModel, prior *modelFleetModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*modelFleetModel, error) {
+			return r.apply(ctx, plan, prior, previous, writeOnlyString(ctx, config, "hf_token", diags))
 		}}
 }
 
@@ -198,8 +206,8 @@ func (r *modelFleetResource) Delete(ctx context.Context, req resource.DeleteRequ
 // apply applies the planned fleet, prunes what the previous inventory holds
 // beyond it and waits for the rollout. On an error after the objects were
 // applied it still returns the state with the new inventory.
-func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, previous []kube.Ref, token string) (*modelFleetModel, error) {
-	d, err := plan.desired(ctx)
+func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, prior *modelFleetModel, previous []kube.Ref, token string) (*modelFleetModel, error) {
+	d, err := plan.desired(ctx, prior)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +319,7 @@ func (r *modelFleetResource) Read(ctx context.Context, req resource.ReadRequest,
 // refresh is the fleet's part of a refresh: its desired objects and hash,
 // and the computed attributes the live cluster gives.
 func (r *modelFleetResource) refresh(ctx context.Context, c *kube.Client, dep *appsv1.Deployment, state *modelFleetModel) ([]kube.Object, string, error) {
-	d, err := state.desired(ctx)
+	d, err := state.desired(ctx, state)
 	if err != nil {
 		return nil, "", err
 	}
@@ -327,6 +335,26 @@ func (r *modelFleetResource) refresh(ctx context.Context, c *kube.Client, dep *a
 		hash = "drift: left by an earlier apply: " + strings.Join(left, ", ")
 	}
 	return objs, hash, err
+}
+
+// keepsUnversionedVolume reports whether a fleet keeps the volume and claim
+// names of providers before the file system id was in them: its prior state
+// applied the volume under that name, for the same file system. A fleet
+// created since, or one given a new file system, has the id in the names.
+func keepsUnversionedVolume(ctx context.Context, prior *modelFleetModel, fileSystemID string) bool {
+	if prior == nil || fileSystemID == "" {
+		return false
+	}
+	s, diags := prior.settings(ctx)
+	if diags.HasError() || s.Storage.FileSystemID != fileSystemID {
+		return false
+	}
+	var refs []kube.Ref
+	if inventoryRefs(ctx, prior.Inventory, &refs).HasError() {
+		return false
+	}
+	legacy := workloads.LegacyVolumeName(s.Namespace, s.Name)
+	return slices.ContainsFunc(refs, func(r kube.Ref) bool { return r.Kind == "PersistentVolume" && r.Name == legacy })
 }
 
 // leftovers are the inventory's objects the settings no longer render

@@ -239,13 +239,13 @@ func TestAccModelFleetLifecycle(t *testing.T) {
 						"namespace": knownvalue.StringExact(ns), "selector": knownvalue.StringExact("app.kubernetes.io/component=decode,llmd.dev/fleet=" + name),
 						"http_port": knownvalue.Int64Exact(8000), "kv_events_port": knownvalue.Int64Exact(5557), "replay_port": knownvalue.Int64Exact(5558),
 						"topic": knownvalue.StringExact("kv@{ip}:{port}@{model}"), "block_size": knownvalue.Int64Exact(64),
-						"served_model": knownvalue.StringExact("Qwen/Qwen2.5-7B-Instruct"), "claim_name": knownvalue.StringExact(name + "-weights"),
+						"served_model": knownvalue.StringExact("Qwen/Qwen2.5-7B-Instruct"), "claim_name": knownvalue.StringExact(name + "-weights-fs-0123456789abcdef0"),
 						"model_path": knownvalue.StringExact("Qwen2.5-7B-Instruct"), "tokenizer_path": knownvalue.StringExact("Qwen2.5-7B-Instruct/tokenizer.json"),
 						"tokenizer_config_path": knownvalue.StringExact("Qwen2.5-7B-Instruct/tokenizer_config.json")})),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("baseline_endpoint"), knownvalue.StringExact("http://qwen-baseline.fleet-life.svc.cluster.local:8000")),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("inventory"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.StringExact("core/v1/Namespace/-/fleet-life"), knownvalue.StringExact("core/v1/PersistentVolume/-/fleet-life-qwen-weights"),
-						knownvalue.StringExact("core/v1/PersistentVolumeClaim/fleet-life/qwen-weights"), knownvalue.StringExact("apps/v1/Deployment/fleet-life/qwen"),
+						knownvalue.StringExact("core/v1/Namespace/-/fleet-life"), knownvalue.StringExact("core/v1/PersistentVolume/-/fleet-life-qwen-weights-fs-0123456789abcdef0"),
+						knownvalue.StringExact("core/v1/PersistentVolumeClaim/fleet-life/qwen-weights-fs-0123456789abcdef0"), knownvalue.StringExact("apps/v1/Deployment/fleet-life/qwen"),
 						knownvalue.StringExact("core/v1/Service/fleet-life/qwen-baseline"), knownvalue.StringExact("policy/v1/PodDisruptionBudget/fleet-life/qwen")})),
 				},
 				Check: func(*terraform.State) error {
@@ -255,7 +255,7 @@ func TestAccModelFleetLifecycle(t *testing.T) {
 					if got := baselineEndpointIPs(t, c, ns, "qwen-baseline", 8); !slices.Equal(got, ips) {
 						return fmt.Errorf("baseline Service endpoints %v, want the pods %v", got, ips)
 					}
-					pv, err := c.Client.CoreV1().PersistentVolumes().Get(context.Background(), "fleet-life-qwen-weights", metav1.GetOptions{})
+					pv, err := c.Client.CoreV1().PersistentVolumes().Get(context.Background(), "fleet-life-qwen-weights-fs-0123456789abcdef0", metav1.GetOptions{})
 					if err != nil {
 						return err
 					}

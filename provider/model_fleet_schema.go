@@ -21,14 +21,16 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
 
 // Defaults of the seed deployment: Qwen2.5-7B-Instruct on one A10G per pod,
 // 64-token blocks as the llm-d precise-prefix guide runs them.
 const (
 	// defaultVLLMImage is a vLLM release whose KV events are map-form with
-	// the replay endpoint (PROTOCOLS.md section 1).
-	defaultVLLMImage  = "vllm/vllm-openai:v0.30.0"
+	// the replay endpoint (PROTOCOLS.md section 1), pinned by digest.
+	defaultVLLMImage  = workloads.DefaultVLLMImage
 	defaultModelName  = "Qwen/Qwen2.5-7B-Instruct"
 	defaultModelPath  = "Qwen2.5-7B-Instruct"
 	defaultTopic      = "kv@{ip}:{port}@{model}"
@@ -162,7 +164,8 @@ func vllmAttribute() schema.SingleNestedAttribute {
 		MarkdownDescription: "The engine. Every change rolls the pods, one at a time.",
 		Attributes: map[string]schema.Attribute{
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVLLMImage),
-				MarkdownDescription: "vLLM image; default `" + defaultVLLMImage + "` (map-form KV events with replay), pinned by tag: no source we could read states its digest. " +
+				MarkdownDescription: "vLLM image; default `" + defaultVLLMImage + "` (map-form KV events with replay), pinned by the digest public sources state for the tag (vLLM's release notes state none). " +
+					"Any reference a runtime pulls is accepted: `repo:tag`, `repo@sha256:<digest>` or `repo:tag@sha256:<digest>` (the digest is what is pulled). " +
 					"The fleet passes `--enable-scale-out` and `--disable-access-log-for-endpoints`, so the image must be vLLM 0.30 or later."},
 			"block_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(64),
 				Validators:          []validator.Int64{int64validator.OneOf(16, 32, 64, 128)},

@@ -261,7 +261,14 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			}
 		}
 	}
-	return r, r.Validate()
+	if err := r.Validate(); err != nil {
+		return r, err
+	}
+	mirrors, err := conn.imageMirrors(ctx)
+	if err != nil {
+		return r, err
+	}
+	return r.Mirrored(mirrors)
 }
 
 // wantServiceMonitor is metrics.service_monitor: nil asks the cluster.

@@ -231,7 +231,7 @@ func (r *prefixRouterResource) kind() anchoredKind[prefixRouterModel] {
 	return anchoredKind[prefixRouterModel]{what: "prefix router", label: "llmd.dev/router",
 		annotation: routerSettingsAnnotation, typeName: "llmd_prefix_router", refresh: r.refresh,
 		createTimeout: defaultRouterCreateTimeout, updateTimeout: defaultRouterUpdateTimeout, deleteTimeout: defaultRouterDeleteTimeout,
-		apply: func(ctx context.Context, plan prefixRouterModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*prefixRouterModel, error) {
+		apply: func(ctx context.Context, plan prefixRouterModel, _ *prefixRouterModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*prefixRouterModel, error) {
 			return r.apply(ctx, plan, previous, writeOnlyString(ctx, config, "api_key", diags))
 		}}
 }

@@ -17,8 +17,11 @@ import (
 // DefaultDevicePluginImage is the NVIDIA device plugin release the provider
 // pins: v0.20.0, the image NVIDIA's own static manifest of that tag runs
 // (NVIDIA/k8s-device-plugin deployments/static/nvidia-device-plugin.yml at
-// tag v0.20.0).
-const DefaultDevicePluginImage = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+// tag v0.20.0), pinned by the digest of its multi-platform index as public
+// records state it (a kubelet's Image ID for a pod of that tag, and the
+// Docker-Content-Digest nvcr.io answered for the tag, both in public
+// repositories; NVIDIA's release notes state no digest).
+const DefaultDevicePluginImage = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312"
 
 // The device plugin runs where the kubelet looks for device plugins, as
 // the cluster's own add-ons do.

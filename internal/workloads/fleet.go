@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -55,6 +56,10 @@ type Storage struct {
 	FileSystemID, DNSName, MountName string
 	// ExistingClaim, when set, is used instead of a volume of our own.
 	ExistingClaim string
+	// UnversionedNames keeps the volume and claim names of providers before
+	// the file system id was in them (LegacyVolumeName), for a fleet that
+	// applied its volume under that name and still has the same file system.
+	UnversionedNames bool
 }
 
 // VLLM is the engine's image and settings.
@@ -111,6 +116,9 @@ var managedFlags = []string{"--model", "--served-model-name", "--host", "--port"
 
 // managedEnv are environment variables the fleet sets; VLLM_PORT is
 // refused because vLLM reads it as its own port setting (the Service-link clash).
+// fileSystemID is an FSx file system id, which goes into object names.
+var fileSystemID = regexp.MustCompile(`^fs-[0-9a-f]{8,17}$`)
+
 var managedEnv = []string{"POD_IP", "USER", "VLLM_PORT", "HF_HUB_OFFLINE"}
 
 // Validate checks the spec, naming the Terraform attribute at fault.
@@ -160,6 +168,9 @@ func (f Fleet) Validate() error {
 	if f.Staging != nil && f.Staging.Image == "" {
 		return fmt.Errorf("model.staging_image: empty; it runs the download")
 	}
+	if f.Storage.FileSystemID != "" && !fileSystemID.MatchString(f.Storage.FileSystemID) {
+		return fmt.Errorf("storage.file_system_id: %q is not an FSx file system id (fs- and lowercase hex): pass llmd_inference_cluster.model_storage.file_system_id", f.Storage.FileSystemID)
+	}
 	if f.Storage.ExistingClaim == "" && (f.Storage.DNSName == "" || f.Storage.MountName == "") {
 		return fmt.Errorf("storage: file_system_id %s needs dns_name and mount_name too (llmd_inference_cluster.model_storage has all three)", f.Storage.FileSystemID)
 	}
@@ -194,11 +205,26 @@ func (f Fleet) ClaimName() string {
 	if f.Storage.ExistingClaim != "" {
 		return f.Storage.ExistingClaim
 	}
-	return f.Name + "-weights"
+	return f.Name + "-weights" + f.volumeSuffix()
 }
 
 // volumeName is the static PV's cluster-wide name.
-func (f Fleet) volumeName() string { return f.Namespace + "-" + f.Name + "-weights" }
+func (f Fleet) volumeName() string { return LegacyVolumeName(f.Namespace, f.Name) + f.volumeSuffix() }
+
+// LegacyVolumeName is the static PV's name as providers before the file
+// system id was in it named it.
+func LegacyVolumeName(namespace, name string) string { return namespace + "-" + name + "-weights" }
+
+// volumeSuffix puts the file system id in the volume's and the claim's
+// names: a PV's source and a bound claim's volume never change, so a new
+// file system must be a new volume and claim (the pods roll to it and the
+// old pair is pruned), never an update Kubernetes refuses.
+func (f Fleet) volumeSuffix() string {
+	if f.Storage.UnversionedNames || f.Storage.FileSystemID == "" {
+		return ""
+	}
+	return "-" + f.Storage.FileSystemID
+}
 
 // BaselineName is the baseline Service's name.
 func (f Fleet) BaselineName() string {
