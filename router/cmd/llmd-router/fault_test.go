@@ -760,8 +760,8 @@ type sickRow struct {
 // baseline run, then a 5 s run with the fault injected once 16 requests
 // of it completed. The rollout row differs: the router is the product's
 // two-replica Deployment on the local control plane over three vLLM pods,
-// the client follows its Service's EndpointSlices, the faulted run (8 s)
-// holds a scoring change rolling both replicas, and its last column is the
+// the client follows its Service's EndpointSlices, the faulted run holds a
+// scoring change rolling both replicas, and its last column is the
 // time from an old router pod's deletion to the last new request sent to
 // it (rollout_test.go).
 func TestFaultSuiteSickPods(t *testing.T) {
@@ -789,8 +789,6 @@ func TestFaultSuiteSickPods(t *testing.T) {
 		// url is where the client sends each request (default: r's).
 		url              func() string
 		podsFile, config string
-		// run is the faulted run's length (default faultRun).
-		run time.Duration
 		// lastNew, when set, gives the last column instead of the
 		// fronts of the sick pods.
 		lastNew func() (time.Duration, string)
@@ -833,15 +831,11 @@ func TestFaultSuiteSickPods(t *testing.T) {
 			faulted = time.Now()
 			sick = inject(l)
 		}()
-		run := faultRun
-		if s.run > 0 {
-			run = s.run
-		}
-		l.run(t, url, workers, time.Now().Add(run), streaming)
+		l.run(t, url, workers, time.Now().Add(faultRun), streaming)
 		select {
 		case <-injected:
 		default:
-			t.Fatalf("%s: fewer than 16 requests completed in %s", fault, run)
+			t.Fatalf("%s: fewer than 16 requests completed in %s", fault, faultRun)
 		}
 		r := sickRow{fault: fault, requests: len(l.latencies), failed: len(l.failed), brokeMid: l.brokeMid,
 			baseP99: base.p99(), addedP99: l.p99() - base.p99(), lastNew: -1}
@@ -933,7 +927,7 @@ func TestFaultSuiteSickPods(t *testing.T) {
 		// rolled by a scoring change while the client sends each request to
 		// a ready endpoint of the Service's EndpointSlices (rollout_test.go).
 		ro := startRouterRollout(t, workers)
-		s := setup{url: ro.endpoints.pick, run: 8 * time.Second, lastNew: ro.lastNew}
+		s := setup{url: ro.endpoints.pick, lastNew: ro.lastNew}
 		r := row(t, "router rollout (2 replicas), mixed", s, half, func(l *sickLoad) []int {
 			ro.roll(t, l)
 			return nil
