@@ -46,23 +46,24 @@ import (
 //     serve` on the pod's IP with the container's args, reports the pod
 //     Running, probes /readyz and reports Ready, and on deletion runs the
 //     preStop, then sends SIGTERM, then deletes the pod once the process
-//     exited. The order is the kubelet's: "the kubelet runs [the preStop]
-//     hook inside of the container ... the kubelet triggers the container
-//     runtime to send a TERM signal to process 1" after it
-//     (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination;
+//     exited. The order is the kubelet's: on a pod's deletion it runs the
+//     container's preStop hook first and only then has the runtime send
+//     SIGTERM to the container's first process, all within the grace period
+//     (Kubernetes documentation, Pod Lifecycle, "Termination of Pods":
+//     https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination;
 //     in the source, pkg/kubelet/kuberuntime/kuberuntime_container.go
 //     killContainer runs executePreStopHook before StopContainer), and the
 //     kubelet's status manager deletes the pod object with grace 0 once its
 //     containers stopped (pkg/kubelet/status/status_manager.go).
 //   - endpointsFollower is kube-proxy: it watches the Service's
 //     discovery.k8s.io/v1 EndpointSlices and sends each request to one of
-//     the endpoints that are ready (an endpoint is "ready if it is serving
-//     and not terminating", API reference of EndpointConditions; KEP-1672),
-//     never to a terminating one. The EndpointSlice controller marks a pod's
-//     endpoint terminating (ready false) as soon as the pod has a
-//     deletionTimestamp, at the same time as the kubelet starts the preStop
-//     (same page: "the control plane evaluates whether to remove that
-//     shutting-down Pod from EndpointSlice objects").
+//     the endpoints that are ready (the API reference of EndpointConditions
+//     defines ready as serving and not terminating; KEP-1672), never to a
+//     terminating one. The EndpointSlice controller marks a pod's endpoint
+//     terminating (ready false) as soon as the pod has a deletionTimestamp,
+//     while the kubelet runs the preStop (same documentation page: the
+//     control plane takes a terminating pod's endpoint out of service in
+//     parallel with the kubelet's shutdown).
 //
 // The preStop is a 5 s sleep in the pod spec; its purpose is that the
 // endpoint change reaches every proxy before SIGTERM closes the listener.
@@ -425,8 +426,8 @@ func (f *endpointsFollower) update(slice string, addrs []string) {
 	}
 }
 
-// pick is the next ready endpoint, round robin, as a base URL ("" when
-// none is ready).
+// pick is the next ready endpoint, round robin, as a base URL (one that
+// cannot be reached when none is ready, so the request fails and counts).
 func (f *endpointsFollower) pick() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
