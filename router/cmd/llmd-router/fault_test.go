@@ -758,7 +758,12 @@ type sickRow struct {
 // TestFaultSuiteSickPods runs the sick-pod rows and prints their table.
 // Each row: five replica processes behind fronts, one router, a 4 s
 // baseline run, then a 5 s run with the fault injected once 16 requests
-// of it completed.
+// of it completed. The rollout row differs: the router is the product's
+// two-replica Deployment on the local control plane over three vLLM pods,
+// the client follows its Service's EndpointSlices, the faulted run holds a
+// scoring change rolling both replicas, and its last column is the
+// time from an old router pod's deletion to the last new request sent to
+// it (rollout_test.go).
 func TestFaultSuiteSickPods(t *testing.T) {
 	var rows []sickRow
 	t.Cleanup(func() {
@@ -784,6 +789,9 @@ func TestFaultSuiteSickPods(t *testing.T) {
 		// url is where the client sends each request (default: r's).
 		url              func() string
 		podsFile, config string
+		// lastNew, when set, gives the last column instead of the
+		// fronts of the sick pods.
+		lastNew func() (time.Duration, string)
 	}
 	// build starts the replicas (the first at slowScale when set: its
 	// own process), a front on each, and a router over the fronts.
@@ -840,6 +848,9 @@ func TestFaultSuiteSickPods(t *testing.T) {
 			}
 		}
 		r.sickRequests = strings.Join(hits, ", ")
+		if s.lastNew != nil {
+			r.lastNew, r.sickRequests = s.lastNew()
+		}
 		for i, f := range l.failed {
 			if i < 3 {
 				t.Logf("%s: failed: %s", fault, f)
@@ -912,44 +923,19 @@ func TestFaultSuiteSickPods(t *testing.T) {
 		}
 	})
 	t.Run("router rollout under load", func(t *testing.T) {
-		// Two router replicas; the client spreads requests over the
-		// endpoints listed at each request, as kube-proxy does. The
-		// rollout as a Deployment does it: a new router starts and is
-		// listed once ready, then an old one is unlisted and sent SIGTERM
-		// (in a cluster its 5 s preStop covers the endpoint update), and
-		// drains its open requests.
-		s := build(t, "")
-		second := startServe(t, pods, "--pods-file", s.podsFile, "--config", s.config)
-		var mu sync.Mutex
-		endpoints := []string{s.r.url, second.url}
-		var next atomic.Int64
-		s.url = func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			return endpoints[int(next.Add(1))%len(endpoints)]
-		}
-		old := s.r
+		// The product's two-replica Deployment on the local control plane,
+		// rolled by a scoring change while the client sends each request to
+		// a ready endpoint of the Service's EndpointSlices (rollout_test.go).
+		ro := startRouterRollout(t, workers)
+		s := setup{url: ro.endpoints.pick, lastNew: ro.lastNew}
 		r := row(t, "router rollout (2 replicas), mixed", s, half, func(l *sickLoad) []int {
-			third := startServe(t, pods, "--pods-file", s.podsFile, "--config", s.config)
-			mu.Lock()
-			endpoints = []string{second.url, third.url}
-			mu.Unlock()
-			// The preStop's part: requests that picked the old router
-			// before it was unlisted reach it before it stops listening.
-			l.waitCompleted(l.completed() + 2*workers)
-			_ = old.cmd.Process.Signal(syscall.SIGTERM)
+			ro.roll(t, l)
 			return nil
 		})
+		loadEnd := time.Now()
 		if r.failed+r.brokeMid > 0 {
 			t.Errorf("%d requests failed, %d broke mid-stream", r.failed, r.brokeMid)
 		}
-		select {
-		case <-old.done:
-		case <-time.After(10 * time.Second):
-			t.Error("the old router did not exit 10 s after SIGTERM")
-		}
-		if old.err != nil {
-			t.Errorf("the old router exited with %v", old.err)
-		}
+		ro.check(t, loadEnd)
 	})
 }

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -29,32 +27,7 @@ func TestServeKubernetesDiscovery(t *testing.T) {
 	ns := c.Namespace(t)
 	pods := c.Client.CoreV1().Pods(ns)
 	ctx := context.Background()
-	ips := map[string]string{}
-	for _, name := range []string{"vllm-0", "vllm-1"} {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "vllm"}},
-			Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Tolerations: []corev1.Toleration{{Key: testenv.GPUTaint.Key, Operator: corev1.TolerationOpEqual,
-					Value: testenv.GPUTaint.Value, Effect: testenv.GPUTaint.Effect}},
-				Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.11.0",
-					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
-			},
-		}
-		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "both pods Ready with an IP", func() bool {
-		for _, name := range []string{"vllm-0", "vllm-1"} {
-			p, err := pods.Get(ctx, name, metav1.GetOptions{})
-			if err != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
-				return false
-			}
-			ips[name] = p.Status.PodIP
-		}
-		return true
-	})
+	ips := kwokVLLMPods(t, c, ns, 2)
 	// Each replica serves on its pod's IP at vLLM's and the config's
 	// default ports (HTTP 8000, KV events 5557, replay 5558).
 	for _, ip := range ips {
