@@ -1,10 +1,13 @@
-// Package image builds the router image without a container daemon: the
-// llmd-router binary (cgo, linked against Debian's libzmq), exactly the shared
-// libraries the loader maps for it (ldd), Debian's CA bundle and a passwd and
-// group entry for the non-root user 65532. There is no shell and no package
-// manager; the entrypoint is `llmd-router serve`.
+// Package image builds the router image without a container daemon: one OCI
+// image index with an image for each of Platforms (linux/amd64, linux/arm64),
+// each holding the llmd-router binary for that architecture (cgo, linked
+// against Debian's libzmq for it: arm64 is cross-compiled against Debian's
+// multiarch arm64 packages), exactly the shared libraries its loader maps for
+// it (read from the ELF files, so it works across architectures), Debian's CA
+// bundle and a passwd and group entry for the non-root user 65532. There is
+// no shell and no package manager; the entrypoint is `llmd-router serve`.
 //
-// The same inputs give the same digest: every timestamp is the commit time,
+// The same inputs give the same digests: every timestamp is the commit time,
 // tar entries are sorted and carry numeric owners only, and the binary is built
 // with -trimpath. `make image` drives it (cmd/router-image) and the tests run
 // what it builds (internal/testenv.RouterImageRootfs).
