@@ -3,7 +3,6 @@ package image
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"path"
 )
 
@@ -46,15 +45,11 @@ func SharedLibraries(binary string, p Platform) ([]string, error) {
 			continue
 		}
 		seen[soname] = true
-		lib, err := p.findLibrary(soname)
+		lib, needed, err := p.findLibrary(soname)
 		if err != nil {
 			return nil, err
 		}
 		libs = append(libs, lib)
-		needed, err := neededOf(lib)
-		if err != nil {
-			return nil, err
-		}
 		queue = append(queue, needed...)
 	}
 	return libs, nil
@@ -92,29 +87,29 @@ func sonameOf(lib string) (string, error) {
 	return names[0], nil
 }
 
-func neededOf(lib string) ([]string, error) {
-	f, err := elf.Open(lib)
-	if err != nil {
-		return nil, fmt.Errorf("reading shared library %s: %w", lib, err)
-	}
-	defer f.Close()
-	needed, err := f.ImportedLibraries()
-	if err != nil {
-		return nil, fmt.Errorf("reading the DT_NEEDED entries of %s: %w", lib, err)
-	}
-	return needed, nil
-}
-
-// findLibrary is the first file named soname in the directories Debian's
-// loader searches without an ld.so.cache (the image has none): the
-// multiarch directories, then /lib and /usr/lib.
-func (p Platform) findLibrary(soname string) (string, error) {
+// findLibrary is the first file named soname for p's machine in the
+// directories Debian's loader searches without an ld.so.cache (the image has
+// none): the multiarch directories, then /lib and /usr/lib. As the loader
+// does, it passes over a file of another machine. It returns the names that
+// library needs in turn.
+func (p Platform) findLibrary(soname string) (string, []string, error) {
 	for _, dir := range p.libraryDirs() {
 		cand := path.Join(dir, soname)
-		if _, err := os.Stat(cand); err == nil {
-			return cand, nil
+		f, err := elf.Open(cand)
+		if err != nil {
+			continue
 		}
+		machine := f.Machine
+		needed, err := f.ImportedLibraries()
+		f.Close()
+		if machine != p.machine() {
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("reading the DT_NEEDED entries of %s: %w", cand, err)
+		}
+		return cand, needed, nil
 	}
-	return "", fmt.Errorf("library %s for %s not found in %v: install its Debian package for %s (make deps installs libzmq3-dev:%s)",
+	return "", nil, fmt.Errorf("library %s for %s not found in %v: install its Debian package for %s (make deps installs libzmq3-dev:%s)",
 		soname, p, p.libraryDirs(), p.DebianArch, p.DebianArch)
 }
