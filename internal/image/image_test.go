@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -348,6 +349,48 @@ func TestImageHoldsTheRouterAndItsLibrariesOnly(t *testing.T) {
 	}
 	if !strings.Contains(string(passwd), "nonroot:x:65532:65532:") {
 		t.Errorf("/etc/passwd has no entry for 65532:\n%s", passwd)
+	}
+}
+
+// TestSharedLibrariesIsWhatTheLoaderMaps compares the closure the image
+// build reads from the ELF files with what glibc's loader itself maps for the
+// image's router on this machine (ldd runs it with LD_TRACE_LOADED_OBJECTS):
+// the same paths, libzmq among them.
+func TestSharedLibrariesIsWhatTheLoaderMaps(t *testing.T) {
+	ti, _, _ := built(t)
+	native, err := image.NativePlatform()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(ti.Rootfs, image.BinaryPath)
+	got, err := image.SharedLibraries(bin, native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldd: %v\n%s", err, out)
+	}
+	// ldd's lines: "soname => /path (addr)", "/loader (addr)", and the
+	// vDSO as "soname (addr)", which no file backs.
+	var want []string
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if _, after, ok := strings.Cut(line, "=>"); ok {
+			line = strings.TrimSpace(after)
+		}
+		p, _, _ := strings.Cut(line, " (")
+		if filepath.IsAbs(p) && !slices.Contains(want, p) {
+			want = append(want, p)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("SharedLibraries = %q\nldd maps      %q", got, want)
+	}
+	if !slices.ContainsFunc(got, func(p string) bool { return path.Base(p) == "libzmq.so.5" }) {
+		t.Fatalf("the router's closure %q has no libzmq", got)
 	}
 }
 
