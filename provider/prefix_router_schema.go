@@ -60,7 +60,7 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			// Kept from state: an update elsewhere never re-derives it and so never replaces the router.
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()}},
 		"image": schema.StringAttribute{Optional: true, Computed: true,
-			MarkdownDescription: "Router image; default the image built from the same commit as the provider, pinned by digest (`" + buildinfo.ImageRepository + ":<provider version>@sha256:...`; `terraform-provider-llmd -version` prints it). " +
+			MarkdownDescription: "Router image; default the image built from the same commit as the provider, pinned by the digest of its image index (`" + buildinfo.ImageRepository + ":<provider version>@sha256:...`, linux/amd64 and linux/arm64, so Graviton system nodes pull their own; `terraform-provider-llmd -version` prints it). " +
 				"A development build of the provider pins no image and requires this. A tag other than the pinned one is a plan warning."},
 		"api_key": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
 			MarkdownDescription: "Key clients must present as `Authorization: Bearer <key>` on `/v1` paths (as vLLM's `--api-key`). Write-only: never in state or plan; " +

@@ -12,14 +12,18 @@ import (
 )
 
 // debianPackage is the Debian package a file shipped in the image comes from.
+// Name is as dpkg spells it unambiguously: with the architecture
+// ("libzmq5:arm64") for a package installed for several (multiarch).
 type debianPackage struct {
 	Name, Version string
 }
 
 // copyrightPath is where Debian keeps a package's licence terms, which the
-// image ships beside the libraries it takes from the package.
+// image ships beside the libraries it takes from the package (one file for
+// every architecture of a multiarch package).
 func (p debianPackage) copyrightPath() string {
-	return filepath.Join("/usr/share/doc", p.Name, "copyright")
+	name, _, _ := strings.Cut(p.Name, ":")
+	return filepath.Join("/usr/share/doc", name, "copyright")
 }
 
 // debianPackages maps each file to the package that installed it, asking
@@ -35,7 +39,8 @@ func debianPackages(ctx context.Context, files []string) (map[string]debianPacka
 				errs = append(errs, strings.TrimSpace(string(out)))
 				continue
 			}
-			name, _, _ := strings.Cut(string(out), ":")
+			// "libzmq5:arm64: /usr/lib/..." or "libc-bin: /sbin/ldconfig".
+			name, _, _ := strings.Cut(string(out), ": ")
 			owner[f] = strings.TrimSpace(strings.Split(name, ",")[0])
 			break
 		}
@@ -58,11 +63,12 @@ func debianPackages(ctx context.Context, files []string) (map[string]debianPacka
 	return pkgs, nil
 }
 
-// packageVersions asks dpkg for the installed version of each package.
+// packageVersions asks dpkg for the installed version of each package, keyed
+// by the name as given (with its architecture, if it has one).
 func packageVersions(ctx context.Context, names []string) (map[string]string, error) {
 	sort.Strings(names)
 	names = slices.Compact(names)
-	out, err := exec.CommandContext(ctx, "dpkg-query", append([]string{"-W", "-f", "${Package} ${Version}\\n"}, names...)...).Output()
+	out, err := exec.CommandContext(ctx, "dpkg-query", append([]string{"-W", "-f", "${binary:Package} ${Version}\\n"}, names...)...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("dpkg-query -W %s (build the image on Debian 12): %w", strings.Join(names, " "), err)
 	}

@@ -1,10 +1,13 @@
-// Package image builds the router image without a container daemon: the
-// llmd-router binary (cgo, linked against Debian's libzmq), exactly the shared
-// libraries the loader maps for it (ldd), Debian's CA bundle and a passwd and
-// group entry for the non-root user 65532. There is no shell and no package
-// manager; the entrypoint is `llmd-router serve`.
+// Package image builds the router image without a container daemon: one OCI
+// image index with an image for each of Platforms (linux/amd64, linux/arm64),
+// each holding the llmd-router binary for that architecture (cgo, linked
+// against Debian's libzmq for it: arm64 is cross-compiled against Debian's
+// multiarch arm64 packages), exactly the shared libraries its loader maps for
+// it (read from the ELF files, so it works across architectures), Debian's CA
+// bundle and a passwd and group entry for the non-root user 65532. There is
+// no shell and no package manager; the entrypoint is `llmd-router serve`.
 //
-// The same inputs give the same digest: every timestamp is the commit time,
+// The same inputs give the same digests: every timestamp is the commit time,
 // tar entries are sorted and carry numeric owners only, and the binary is built
 // with -trimpath. `make image` drives it (cmd/router-image) and the tests run
 // what it builds (internal/testenv.RouterImageRootfs).
@@ -23,7 +26,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -64,16 +66,23 @@ type Spec struct {
 	Created time.Time
 	// CABundle is the CA certificates file; empty means DefaultCABundle.
 	CABundle string
+	// Platform is what Binary was built for; its shared libraries come
+	// from this machine's Debian packages for that architecture.
+	Platform Platform
 }
 
-// Build assembles the image from spec. It reads the binary's library closure
-// from this machine, so the image is built where the binary was.
+// Build assembles the image for one platform from spec. It reads the binary's
+// library closure from this machine's packages for that platform, so the
+// image is built where the binary was.
 func Build(ctx context.Context, spec Spec) (v1.Image, error) {
 	if spec.Binary == "" || spec.Version == "" || spec.Revision == "" {
 		return nil, fmt.Errorf("image spec needs Binary, Version and Revision (got %q, %q, %q)", spec.Binary, spec.Version, spec.Revision)
 	}
 	if spec.Created.IsZero() {
 		return nil, fmt.Errorf("image spec needs Created (the commit time, for a reproducible digest)")
+	}
+	if err := spec.Platform.validate(); err != nil {
+		return nil, err
 	}
 	if spec.CABundle == "" {
 		spec.CABundle = DefaultCABundle
@@ -82,7 +91,7 @@ func Build(ctx context.Context, spec Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	libs, libsBy, err := libraryTree(ctx, spec.Binary)
+	libs, libsBy, err := libraryTree(ctx, spec.Binary, spec.Platform)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +124,7 @@ func Build(ctx context.Context, spec Spec) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture = runtime.GOARCH // the libraries are this machine's
+	cf.Architecture = spec.Platform.GOARCH
 	cf.OS = "linux"
 	cf.Created = created
 	_, port, err := net.SplitHostPort(config.DefaultListen)
@@ -174,8 +183,8 @@ func baseTree(ctx context.Context, caBundle string) (*tree, string, error) {
 // libraryTree holds the binary's shared-library closure at the paths the
 // loader opens, each the file's resolved content (no symlinks to follow), and
 // the copyright file of each Debian package they come from.
-func libraryTree(ctx context.Context, binary string) (*tree, string, error) {
-	libs, err := SharedLibraries(ctx, binary)
+func libraryTree(ctx context.Context, binary string, p Platform) (*tree, string, error) {
+	libs, err := SharedLibraries(binary, p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -195,20 +204,20 @@ func libraryTree(ctx context.Context, binary string) (*tree, string, error) {
 			return nil, "", err
 		}
 		t.file(lib, int64(fi.Mode().Perm()), body)
-		p := pkgs[lib]
-		if seen[p] {
+		pkg := pkgs[lib]
+		if seen[pkg] {
 			continue
 		}
-		seen[p] = true
-		copyright, err := os.ReadFile(p.copyrightPath())
+		seen[pkg] = true
+		copyright, err := os.ReadFile(pkg.copyrightPath())
 		if err != nil {
-			return nil, "", fmt.Errorf("reading the licence of %s, which %s comes from: %w", p.Name, lib, err)
+			return nil, "", fmt.Errorf("reading the licence of %s, which %s comes from: %w", pkg.Name, lib, err)
 		}
-		t.file(p.copyrightPath(), 0o644, copyright)
+		t.file(pkg.copyrightPath(), 0o644, copyright)
 	}
 	var names []string
-	for p := range seen {
-		names = append(names, p.Name+" "+p.Version)
+	for pkg := range seen {
+		names = append(names, pkg.Name+" "+pkg.Version)
 	}
 	sort.Strings(names)
 	return t, "shared libraries from Debian: " + strings.Join(names, ", "), nil

@@ -13,7 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,6 +23,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/image"
@@ -31,32 +32,91 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// built is the image the tests run (testenv builds it once per test binary,
-// written to and read back from its OCI layout).
-func built(t *testing.T) (*testenv.Image, v1.Image) {
+// built is the image index the tests run and this machine's image in it
+// (testenv builds them once per test binary, written to and read back from
+// the OCI layout).
+func built(t *testing.T) (*testenv.Image, v1.ImageIndex, v1.Image) {
 	t.Helper()
 	ti := testenv.RouterImageRootfs(t)
-	img, err := image.FromLayout(ti.Layout, ti.Digest)
+	idx, err := image.FromLayout(ti.Layout, ti.Index)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ti, img
+	img, err := idx.Image(ti.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ti, idx, img
 }
 
-// TestTwoBuildsGiveOneDigest builds the image a second time from the same
-// checkout, compiling the router again: one commit must give one digest.
+// TestTwoBuildsGiveOneDigest builds the image index a second time from the
+// same checkout, compiling the router again for every platform: one commit
+// must give one index digest, and so the same image for each platform.
 func TestTwoBuildsGiveOneDigest(t *testing.T) {
-	first, _ := built(t)
+	first, firstIdx, _ := built(t)
 	again, _, err := image.FromCheckout(context.Background(), moduleDir(t), first.Config.Labels["org.opencontainers.image.version"])
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range image.Platforms {
+		a, err := image.ImageFor(firstIdx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := image.ImageFor(again, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		da, _ := a.Digest()
+		db, _ := b.Digest()
+		if da != db {
+			t.Errorf("%s: second build's image %s, first %s", p, db, da)
+		}
 	}
 	digest, err := again.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if digest != first.Digest {
-		t.Fatalf("second build of the same checkout: digest %s, first %s", digest, first.Digest)
+	if digest != first.Index {
+		t.Fatalf("second build of the same checkout: index digest %s, first %s", digest, first.Index)
+	}
+}
+
+// TestIndexListsAmd64AndArm64 reads the index as a node's runtime does: an
+// OCI index of two OCI image manifests, one per platform, each platform
+// matching the architecture its image's config names.
+func TestIndexListsAmd64AndArm64(t *testing.T) {
+	_, idx, _ := built(t)
+	if err := validate.Index(idx); err != nil {
+		t.Fatalf("the index does not validate: %v", err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MediaType != types.OCIImageIndex {
+		t.Errorf("index media type %s, want %s", m.MediaType, types.OCIImageIndex)
+	}
+	var platforms []string
+	for _, d := range m.Manifests {
+		if d.MediaType != types.OCIManifestSchema1 || d.Platform == nil {
+			t.Fatalf("index entry %s: media type %s, platform %v", d.Digest, d.MediaType, d.Platform)
+		}
+		platforms = append(platforms, d.Platform.String())
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.OS != d.Platform.OS || cf.Architecture != d.Platform.Architecture {
+			t.Errorf("index lists %s as %s, its config says %s/%s", d.Digest, d.Platform, cf.OS, cf.Architecture)
+		}
+	}
+	if got := strings.Join(platforms, " "); got != "linux/amd64 linux/arm64" {
+		t.Fatalf("index platforms %q, want linux/amd64 linux/arm64", got)
 	}
 }
 
@@ -65,28 +125,28 @@ func TestTwoBuildsGiveOneDigest(t *testing.T) {
 // none is reachable here) and pulls it back by digest: manifest, config and
 // every layer's bytes must be the same.
 func TestPushPullByDigestIsIdentical(t *testing.T) {
-	ti, img := built(t)
+	ti, idx, _ := built(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	repo := strings.TrimPrefix(srv.URL, "http://") + "/llmd-dev/llmd-router"
 	version := ti.Config.Labels["org.opencontainers.image.version"]
-	pushed, err := image.Push(context.Background(), repo+":"+version, img, name.Insecure)
+	pushed, err := image.Push(context.Background(), repo+":"+version, idx, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pushed != ti.Digest {
-		t.Fatalf("pushed %s, built %s", pushed, ti.Digest)
+	if pushed != ti.Index {
+		t.Fatalf("pushed %s, built %s", pushed, ti.Index)
 	}
-	byDigest, err := name.NewDigest(repo+"@"+ti.Digest.String(), name.Insecure)
+	byDigest, err := name.NewDigest(repo+"@"+ti.Index.String(), name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pulled, err := remote.Image(byDigest)
+	pulledIdx, err := remote.Index(byDigest)
 	if err != nil {
 		t.Fatalf("pull by digest: %v", err)
 	}
-	if err := validate.Image(pulled); err != nil {
-		t.Fatalf("the pulled image does not validate: %v", err)
+	if err := validate.Index(pulledIdx); err != nil {
+		t.Fatalf("the pulled index does not validate: %v", err)
 	}
 	same := func(what string, a, b func() ([]byte, error)) {
 		x, err := a()
@@ -101,38 +161,61 @@ func TestPushPullByDigestIsIdentical(t *testing.T) {
 			t.Errorf("%s differs after push and pull", what)
 		}
 	}
-	same("manifest", img.RawManifest, pulled.RawManifest)
-	same("config", img.RawConfigFile, pulled.RawConfigFile)
-	layers, err := img.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range layers {
-		d, err := l.Digest()
+	same("index", idx.RawManifest, pulledIdx.RawManifest)
+	for _, p := range image.Platforms {
+		img, err := image.ImageFor(idx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl, err := pulled.LayerByDigest(d)
+		pulled, err := image.ImageFor(pulledIdx, p)
 		if err != nil {
-			t.Fatalf("layer %s not in the pulled image: %v", d, err)
+			t.Fatal(err)
 		}
-		same("layer "+d.String(), compressed(l), compressed(pl))
+		same(p.String()+" manifest", img.RawManifest, pulled.RawManifest)
+		same(p.String()+" config", img.RawConfigFile, pulled.RawConfigFile)
+		layers, err := img.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range layers {
+			d, err := l.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl, err := pulled.LayerByDigest(d)
+			if err != nil {
+				t.Fatalf("%s layer %s not in the pulled image: %v", p, d, err)
+			}
+			same(p.String()+" layer "+d.String(), compressed(l), compressed(pl))
+		}
 	}
 }
 
-// TestDockerTarballHoldsTheImage reads the `docker load` tarball back: the
-// same config and layers as the OCI layout (docker's format keeps no OCI
-// manifest, so only those can match).
-func TestDockerTarballHoldsTheImage(t *testing.T) {
-	ti, img := built(t)
+// TestDockerTarballsHoldTheImages reads each platform's `docker load`
+// tarball back: the same config and layers as that platform's image in the
+// OCI layout (docker's format keeps no OCI manifest, so only those can
+// match).
+func TestDockerTarballsHoldTheImages(t *testing.T) {
+	ti, idx, _ := built(t)
 	tag, err := name.NewTag(ti.Reference[:strings.Index(ti.Reference, "@")])
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := tarball.ImageFromPath(ti.Tarball, &tag)
-	if err != nil {
-		t.Fatalf("reading %s as tagged %s: %v", ti.Tarball, tag, err)
+	for _, p := range image.Platforms {
+		img, err := image.ImageFor(idx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := tarball.ImageFromPath(ti.Tarballs[p.GOARCH], &tag)
+		if err != nil {
+			t.Fatalf("reading %s's tarball %q as tagged %s: %v", p, ti.Tarballs[p.GOARCH], tag, err)
+		}
+		sameConfigAndLayers(t, p, img, loaded)
 	}
+}
+
+func sameConfigAndLayers(t *testing.T, p image.Platform, img, loaded v1.Image) {
+	t.Helper()
 	for what, get := range map[string]func(v1.Image) (any, error){
 		"config digest": func(i v1.Image) (any, error) { return i.ConfigName() },
 		"layer diff IDs": func(i v1.Image) (any, error) {
@@ -152,7 +235,7 @@ func TestDockerTarballHoldsTheImage(t *testing.T) {
 			t.Fatal(err)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: tarball %v, layout %v", what, got, want)
+			t.Errorf("%s %s: tarball %v, layout %v", p, what, got, want)
 		}
 	}
 }
@@ -162,7 +245,7 @@ func TestDockerTarballHoldsTheImage(t *testing.T) {
 // licences of the Debian packages they come from, the CA bundle and the user
 // entries; no shell or other program; fixed timestamps, sorted entries.
 func TestImageHoldsTheRouterAndItsLibrariesOnly(t *testing.T) {
-	ti, img := built(t)
+	ti, _, img := built(t)
 	cfg := ti.Config
 	if cfg.User != "65532:65532" {
 		t.Errorf("user %q, want 65532:65532", cfg.User)
@@ -186,11 +269,15 @@ func TestImageHoldsTheRouterAndItsLibrariesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+	native, err := image.NativePlatform()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.OS != "linux" || cf.Architecture != native.GOARCH {
 		t.Errorf("platform %s/%s", cf.OS, cf.Architecture)
 	}
 
-	libs, err := image.SharedLibraries(context.Background(), filepath.Join(ti.Rootfs, image.BinaryPath))
+	libs, err := image.SharedLibraries(filepath.Join(ti.Rootfs, image.BinaryPath), native)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +349,48 @@ func TestImageHoldsTheRouterAndItsLibrariesOnly(t *testing.T) {
 	}
 	if !strings.Contains(string(passwd), "nonroot:x:65532:65532:") {
 		t.Errorf("/etc/passwd has no entry for 65532:\n%s", passwd)
+	}
+}
+
+// TestSharedLibrariesIsWhatTheLoaderMaps compares the closure the image
+// build reads from the ELF files with what glibc's loader itself maps for the
+// image's router on this machine (ldd runs it with LD_TRACE_LOADED_OBJECTS):
+// the same paths, libzmq among them.
+func TestSharedLibrariesIsWhatTheLoaderMaps(t *testing.T) {
+	ti, _, _ := built(t)
+	native, err := image.NativePlatform()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(ti.Rootfs, image.BinaryPath)
+	got, err := image.SharedLibraries(bin, native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldd: %v\n%s", err, out)
+	}
+	// ldd's lines: "soname => /path (addr)", "/loader (addr)", and the
+	// vDSO as "soname (addr)", which no file backs.
+	var want []string
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if _, after, ok := strings.Cut(line, "=>"); ok {
+			line = strings.TrimSpace(after)
+		}
+		p, _, _ := strings.Cut(line, " (")
+		if filepath.IsAbs(p) && !slices.Contains(want, p) {
+			want = append(want, p)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("SharedLibraries = %q\nldd maps      %q", got, want)
+	}
+	if !slices.ContainsFunc(got, func(p string) bool { return path.Base(p) == "libzmq.so.5" }) {
+		t.Fatalf("the router's closure %q has no libzmq", got)
 	}
 }
 

@@ -16,19 +16,25 @@ import (
 // buildinfoPkg holds the variables the linker stamps (version, commit).
 const buildinfoPkg = "github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
 
-// BuildRouter compiles llmd-router from the module at moduleDir into out, as
-// the image carries it: cgo on (libzmq), -trimpath so the checkout's path is
-// not in the binary (one commit, one digest wherever it is built), symbols
-// stripped, the version and commit stamped (not left to Go's VCS stamping,
-// which -buildvcs=false turns off). It reuses the Go build cache, so a
-// rebuild after a small change costs a link.
-func BuildRouter(ctx context.Context, moduleDir, out, version, commit string) error {
+// BuildRouter compiles llmd-router for p from the module at moduleDir into
+// out, as the image carries it: cgo on (libzmq, through p's C compiler and
+// p's libzmq3-dev, so linux/arm64 is a cross build on an amd64 machine),
+// -trimpath so the checkout's path is not in the binary (one commit, one
+// digest wherever it is built), symbols stripped, the version and commit
+// stamped (not left to Go's VCS stamping, which -buildvcs=false turns off).
+// It reuses the Go build cache, so a rebuild after a small change costs a
+// link.
+func BuildRouter(ctx context.Context, moduleDir, out, version, commit string, p Platform) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
 	ldflags := fmt.Sprintf("-s -w -X %s.Version=%s -X %s.Commit=%s", buildinfoPkg, version, buildinfoPkg, commit)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./router/cmd/llmd-router")
 	cmd.Dir = moduleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Env = append(os.Environ(), p.buildEnv()...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building llmd-router in %s (needs libzmq3-dev and a C compiler): %w\n%s", moduleDir, err, b)
+		return fmt.Errorf("building llmd-router for %s in %s (needs %s-gcc and libzmq3-dev:%s; make deps installs them): %w\n%s",
+			p, moduleDir, p.Triplet, p.DebianArch, err, b)
 	}
 	return nil
 }
@@ -78,11 +84,12 @@ func HeadCommit(ctx context.Context, dir string) (Commit, error) {
 	return c, nil
 }
 
-// FromCheckout builds the image of the checkout at moduleDir, as `make
-// image` does: the router compiled with BuildRouter (in a temporary
-// directory, removed after), labelled with the head commit and stamped with
-// its time. An empty version means the commit's `git describe`.
-func FromCheckout(ctx context.Context, moduleDir, version string) (v1.Image, Commit, error) {
+// FromCheckout builds the image index of the checkout at moduleDir, as
+// `make image` does: for each of Platforms, the router compiled with
+// BuildRouter (in a temporary directory, removed after) and its image, all
+// labelled with the head commit and stamped with its time. An empty version
+// means the commit's `git describe`.
+func FromCheckout(ctx context.Context, moduleDir, version string) (v1.ImageIndex, Commit, error) {
 	commit, err := HeadCommit(ctx, moduleDir)
 	if err != nil {
 		return nil, commit, err
@@ -96,10 +103,17 @@ func FromCheckout(ctx context.Context, moduleDir, version string) (v1.Image, Com
 		return nil, commit, err
 	}
 	defer os.RemoveAll(work)
-	bin := filepath.Join(work, "llmd-router")
-	if err := BuildRouter(ctx, moduleDir, bin, version, commit.Revision); err != nil {
-		return nil, commit, err
+	images := make([]v1.Image, len(Platforms))
+	for i, p := range Platforms {
+		bin := filepath.Join(work, "llmd-router-"+p.GOARCH)
+		if err := BuildRouter(ctx, moduleDir, bin, version, commit.Revision, p); err != nil {
+			return nil, commit, err
+		}
+		spec := Spec{Binary: bin, Version: version, Revision: commit.Revision, Created: commit.Time, Platform: p}
+		if images[i], err = Build(ctx, spec); err != nil {
+			return nil, commit, fmt.Errorf("the %s image: %w", p, err)
+		}
 	}
-	img, err := Build(ctx, Spec{Binary: bin, Version: version, Revision: commit.Revision, Created: commit.Time})
-	return img, commit, err
+	idx, err := Index(images)
+	return idx, commit, err
 }

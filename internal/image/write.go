@@ -16,26 +16,35 @@ import (
 
 // Output is where Write put the image.
 type Output struct {
-	// Layout is an OCI image layout directory holding the image, tagged
-	// (org.opencontainers.image.ref.name) with the version.
+	// Layout is an OCI image layout directory holding the image index,
+	// tagged (org.opencontainers.image.ref.name) with the version.
 	Layout string
-	// Tarball is the image as `docker load` reads it, tagged repository:version.
-	Tarball string
-	// Reference is repository:version@sha256:..., the form the provider pins.
+	// Tarballs are each platform's image as `docker load` reads it, tagged
+	// repository:version (docker's tarball holds one platform), keyed by
+	// GOARCH.
+	Tarballs map[string]string
+	// Digest is the image index's digest.
+	Digest v1.Hash
+	// Reference is repository:version@sha256:<index digest>, the form the
+	// provider pins: a node pulls its own architecture's image through it.
 	Reference string
 	// ReferenceFile holds Reference and a newline, for the release build to stamp.
 	ReferenceFile string
 }
 
-// Write replaces dir with the image in both forms and its pinned reference.
-func Write(dir string, img v1.Image, repository, version string) (Output, error) {
+// TarballName is the file Write gives p's `docker load` tarball.
+func TarballName(p Platform) string { return "llmd-router_linux_" + p.GOARCH + ".tar" }
+
+// Write replaces dir with the image index in both forms and its pinned
+// reference.
+func Write(dir string, idx v1.ImageIndex, repository, version string) (Output, error) {
 	tag, err := name.NewTag(repository+":"+version, name.StrictValidation)
 	if err != nil {
 		return Output{}, fmt.Errorf("image tag %s:%s (the version must be a valid tag: letters, digits, '_', '.', '-'): %w", repository, version, err)
 	}
-	digest, err := img.Digest()
+	digest, err := idx.Digest()
 	if err != nil {
-		return Output{}, fmt.Errorf("image digest: %w", err)
+		return Output{}, fmt.Errorf("image index digest: %w", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return Output{}, err
@@ -45,7 +54,8 @@ func Write(dir string, img v1.Image, repository, version string) (Output, error)
 	}
 	out := Output{
 		Layout:        filepath.Join(dir, "oci"),
-		Tarball:       filepath.Join(dir, "llmd-router.tar"),
+		Tarballs:      map[string]string{},
+		Digest:        digest,
 		Reference:     tag.String() + "@" + digest.String(),
 		ReferenceFile: filepath.Join(dir, "reference"),
 	}
@@ -53,11 +63,19 @@ func Write(dir string, img v1.Image, repository, version string) (Output, error)
 	if err != nil {
 		return Output{}, fmt.Errorf("writing OCI layout %s: %w", out.Layout, err)
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version})); err != nil {
-		return Output{}, fmt.Errorf("writing the image to %s: %w", out.Layout, err)
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version})); err != nil {
+		return Output{}, fmt.Errorf("writing the image index to %s: %w", out.Layout, err)
 	}
-	if err := tarball.WriteToFile(out.Tarball, tag, img); err != nil {
-		return Output{}, fmt.Errorf("writing %s: %w", out.Tarball, err)
+	for _, pl := range Platforms {
+		img, err := ImageFor(idx, pl)
+		if err != nil {
+			return Output{}, err
+		}
+		file := filepath.Join(dir, TarballName(pl))
+		if err := tarball.WriteToFile(file, tag, img); err != nil {
+			return Output{}, fmt.Errorf("writing %s: %w", file, err)
+		}
+		out.Tarballs[pl.GOARCH] = file
 	}
 	if err := os.WriteFile(out.ReferenceFile, []byte(out.Reference+"\n"), 0o644); err != nil {
 		return Output{}, err
@@ -65,22 +83,47 @@ func Write(dir string, img v1.Image, repository, version string) (Output, error)
 	return out, nil
 }
 
-// FromLayout reads the image with digest back from an OCI layout.
-func FromLayout(dir string, digest v1.Hash) (v1.Image, error) {
+// FromLayout reads the image index with digest back from an OCI layout.
+func FromLayout(dir string, digest v1.Hash) (v1.ImageIndex, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
 		return nil, fmt.Errorf("opening OCI layout %s: %w", dir, err)
 	}
-	img, err := p.Image(digest)
+	idx, err := p.ImageIndex()
 	if err != nil {
-		return nil, fmt.Errorf("image %s in %s: %w", digest, dir, err)
+		return nil, fmt.Errorf("reading OCI layout %s: %w", dir, err)
+	}
+	img, err := idx.ImageIndex(digest)
+	if err != nil {
+		return nil, fmt.Errorf("image index %s in %s: %w", digest, dir, err)
 	}
 	return img, nil
 }
 
-// Summary lists the image's layers (digest, compressed and unpacked size,
-// what each holds) and its total compressed size, for `make image` to print.
-func Summary(img v1.Image) (string, error) {
+// Summary lists, for each platform in the index, the image's digest and
+// layers (digest, compressed and unpacked size, what each holds) and its
+// total compressed size, for `make image` to print.
+func Summary(idx v1.ImageIndex) (string, error) {
+	var b strings.Builder
+	for _, p := range Platforms {
+		img, err := ImageFor(idx, p)
+		if err != nil {
+			return "", err
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return "", err
+		}
+		s, err := imageSummary(img)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%s  %s\n%s", p, digest, s)
+	}
+	return b.String(), nil
+}
+
+func imageSummary(img v1.Image) (string, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return "", err

@@ -8,7 +8,7 @@ import (
 )
 
 func TestWriteRejectsAVersionThatIsNoTag(t *testing.T) {
-	_, err := Write(t.TempDir(), empty.Image, "ghcr.io/llmd-dev/llmd-router", "1.0.0+build.5")
+	_, err := Write(t.TempDir(), empty.Index, "ghcr.io/llmd-dev/llmd-router", "1.0.0+build.5")
 	if err == nil || !strings.Contains(err.Error(), "the version must be a valid tag") {
 		t.Fatalf("Write with version 1.0.0+build.5: %v, want an error saying the version must be a valid tag", err)
 	}

@@ -27,13 +27,19 @@ import (
 
 // Image is the router image as `make image` builds it, unpacked for tests.
 type Image struct {
-	// Layout is the OCI image layout the image was written to.
+	// Layout is the OCI image layout the image index was written to.
 	Layout string
-	// Digest is the image's manifest digest; Layout holds it under it.
+	// Index is the image index's digest (every platform); Layout holds it
+	// under it.
+	Index v1.Hash
+	// Digest is the manifest digest of this machine's platform's image,
+	// the one Rootfs unpacks.
 	Digest v1.Hash
-	// Tarball is the image as `docker load` reads it.
-	Tarball string
-	// Reference is repository:version@sha256:..., as a release pins it.
+	// Tarballs are each platform's image as `docker load` reads it, keyed
+	// by GOARCH.
+	Tarballs map[string]string
+	// Reference is repository:version@sha256:<index digest>, as a release
+	// pins it.
 	Reference string
 	// Config is the image's runtime config: entrypoint, user, env, labels.
 	Config v1.Config
@@ -49,10 +55,11 @@ var (
 	routerImageErr  error
 )
 
-// RouterImageRootfs builds the router image from this checkout once per test
-// binary, exactly as `make image` does (internal/image: the same compile
-// flags, layers and config), writes it as an OCI layout, reads it back from
-// there by digest and unpacks it. The compile reuses the Go build cache.
+// RouterImageRootfs builds the router image index from this checkout once
+// per test binary, exactly as `make image` does (internal/image: every
+// platform, the same compile flags, layers and config), writes it as an OCI
+// layout, reads it back from there by digest and unpacks this machine's
+// platform's image. The compiles reuse the Go build cache.
 func RouterImageRootfs(t testing.TB) *Image {
 	t.Helper()
 	routerImageOnce.Do(func() {
@@ -79,24 +86,68 @@ func buildRouterImage() (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	digest, err := built.Digest()
+	native, err := image.NativePlatform()
 	if err != nil {
 		return nil, err
 	}
 	// What the tests run is what was written, not the in-memory image.
-	img, err := image.FromLayout(out.Layout, digest)
+	written := &Image{Layout: out.Layout, Index: out.Digest, Tarballs: out.Tarballs, Reference: out.Reference}
+	img, err := written.forPlatform(native, work)
+	if err != nil {
+		return nil, fmt.Errorf("the %s router image: %w", native, err)
+	}
+	return img, nil
+}
+
+// ForPlatform is the image for p from the same index (written to Layout),
+// unpacked into its own root filesystem: for inspecting, or running under
+// emulation (Container.Emulator), the image of another architecture.
+func (img *Image) ForPlatform(t testing.TB, p image.Platform) *Image {
+	t.Helper()
+	other, err := img.forPlatform(p, t.TempDir())
+	if err != nil {
+		t.Fatalf("the %s router image: %v", p, err)
+	}
+	return other
+}
+
+func (img *Image) forPlatform(p image.Platform, dir string) (*Image, error) {
+	idx, err := image.FromLayout(img.Layout, img.Index)
 	if err != nil {
 		return nil, err
 	}
-	cf, err := img.ConfigFile()
+	pi, err := image.ImageFor(idx, p)
+	if err != nil {
+		return nil, err
+	}
+	digest, err := pi.Digest()
+	if err != nil {
+		return nil, err
+	}
+	cf, err := pi.ConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("reading the image config: %w", err)
 	}
-	rootfs := filepath.Join(work, "rootfs")
-	if err := unpack(img, rootfs); err != nil {
-		return nil, fmt.Errorf("unpacking the router image: %w", err)
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := unpack(pi, rootfs); err != nil {
+		return nil, fmt.Errorf("unpacking: %w", err)
 	}
-	return &Image{Layout: out.Layout, Tarball: out.Tarball, Digest: digest, Reference: out.Reference, Config: cf.Config, Rootfs: rootfs}, nil
+	other := *img
+	other.Digest, other.Config, other.Rootfs = digest, cf.Config, rootfs
+	return &other, nil
+}
+
+// QemuUserStatic is the path of Debian's statically linked qemu user-mode
+// emulator for p (qemu-user-static, which `make deps` installs), for
+// Container.Emulator.
+func QemuUserStatic(t testing.TB, p image.Platform) string {
+	t.Helper()
+	cpu, _, _ := strings.Cut(p.Triplet, "-")
+	path, err := exec.LookPath("qemu-" + cpu + "-static")
+	if err != nil {
+		unavailable(t, "qemu user-mode emulation for "+p.String(), err, "apt-get install qemu-user-static (make deps installs it)")
+	}
+	return path
 }
 
 // unpack writes the image's flattened layers into dir with their owners and
@@ -178,7 +229,17 @@ type Container struct {
 	// KUBERNETES_SERVICE_HOST=127.0.0.1 and KUBERNETES_SERVICE_PORT in Env:
 	// the container shares this machine's loopback.
 	Files map[string][]byte
+	// Emulator, when set, is a statically linked qemu user-mode emulator
+	// (qemu-user-static) placed in the container's root at /.emulator and
+	// run as its PID 1 with the program as its argument: how a node runs an
+	// image of another architecture through binfmt_misc, without changing
+	// this machine's binfmt registrations. The program still sees only the
+	// image's files.
+	Emulator string
 }
+
+// emulatorPath is where Start places Container.Emulator in the root.
+const emulatorPath = "/.emulator"
 
 // ContainerProcess is the image's process started by Image.Start.
 type ContainerProcess struct {
@@ -248,6 +309,16 @@ func (img *Image) start(t testing.TB, c Container) (*ContainerProcess, error) {
 		if err := os.WriteFile(path, body, 0o644); err != nil {
 			return nil, err
 		}
+	}
+	if c.Emulator != "" {
+		body, err := os.ReadFile(c.Emulator)
+		if err != nil {
+			return nil, fmt.Errorf("reading the emulator: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(root, emulatorPath), body, 0o755); err != nil {
+			return nil, err
+		}
+		argv = append([]string{emulatorPath}, argv...)
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {

@@ -1,6 +1,7 @@
-// Command router-image builds the router image without a container daemon
-// (package internal/image) from the checkout it runs in, and writes it to
-// --out as an OCI layout, a `docker load` tarball and the pinned reference
+// Command router-image builds the router image index (linux/amd64 and
+// linux/arm64) without a container daemon (package internal/image) from the
+// checkout it runs in, and writes it to --out as an OCI layout, a `docker
+// load` tarball per platform and the pinned reference
 // (repository:version@sha256:...) that a release stamps into the provider;
 // with --push it also uploads it. `make image` and `make image-push` run it.
 package main
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/image"
@@ -38,23 +40,28 @@ func run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	img, commit, err := image.FromCheckout(ctx, *module, *version)
+	idx, commit, err := image.FromCheckout(ctx, *module, *version)
 	if err != nil {
 		return err
 	}
-	o, err := image.Write(*out, img, *repository, commit.Version)
+	o, err := image.Write(*out, idx, *repository, commit.Version)
 	if err != nil {
 		return err
 	}
-	summary, err := image.Summary(img)
+	summary, err := image.Summary(idx)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s\n%s  OCI layout %s, docker tarball %s, reference in %s\n", o.Reference, summary, o.Layout, o.Tarball, o.ReferenceFile)
+	var tarballs []string
+	for _, p := range image.Platforms {
+		tarballs = append(tarballs, o.Tarballs[p.GOARCH])
+	}
+	fmt.Printf("%s\n%s  OCI layout %s (one index, %d platforms), docker tarballs %s, reference in %s\n",
+		o.Reference, summary, o.Layout, len(image.Platforms), strings.Join(tarballs, " "), o.ReferenceFile)
 	if !*push {
 		return nil
 	}
-	if _, err := image.Push(ctx, *repository+":"+commit.Version, img); err != nil {
+	if _, err := image.Push(ctx, *repository+":"+commit.Version, idx); err != nil {
 		return err
 	}
 	fmt.Printf("pushed %s\n", o.Reference)
