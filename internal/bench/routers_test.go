@@ -14,7 +14,7 @@ import (
 // connection to the endpoint it picked.
 func TestTwoRoutersSpreadConnectionsAndFinishEveryRequest(t *testing.T) {
 	w := contended()
-	w.NumPrompts = 256
+	w.NumPrompts = 2 * w.NumPrefixes
 	policy := PolicyBest + routersSep + "2"
 	if Routers(policy) != 2 {
 		t.Fatalf("Routers(%q) = %d, want 2", policy, Routers(policy))
