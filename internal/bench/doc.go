@@ -70,7 +70,7 @@
 // Virtual mode runs sim.RunVirtual with router/scoring's Picker behind a
 // small adapter (adapter.go), so the scorers, index lookups and speculative
 // entries are the live router's code, fed only by encoded KV events and
-// 50 ms scrapes. The five runs go in parallel, each deterministic.
+// 50 ms scrapes. The runs go in parallel, each deterministic.
 //
 // Live mode runs each policy in turn on freshly started replicas (cold
 // caches, counters from zero; HTTP, /metrics and KV events over ZeroMQ on
