@@ -46,6 +46,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	scaled := fs.Bool("demo-scale", false, "the seed workload scaled for `make demo` (see internal/bench doc); virtual mode then models the live router's lag at the demo's time scale")
 	routerCost := fs.Duration("router-cost", routerCostPerRequest, "virtual: the router's wall-clock processing time per request, spent in arrival order (default measured on the 2-core test machine, see internal/bench doc)")
 	oracle := fs.Bool("oracle", false, "virtual: route on the fleet's state at each decision (1 ms scrapes, KV events at once, no router time), the ceiling of each policy's scorers (see internal/bench doc)")
+	routers := fs.Int("routers", DefaultRouters, "also run each router policy behind this many router replicas, connections spread over them as their Service spreads them (shown as policy@N beside the one-router row; 1: one router only)")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -60,6 +61,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if *routers < 1 || *routers > maxRouters {
+		return fmt.Errorf("--routers %d: want 1 (one router) to %d", *routers, maxRouters)
+	}
+	pols = WithRouters(pols, *routers)
 	w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
 		SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
 		RequestRate: *rate, Seed: *seedFlag, Replicas: *replicas, Prompts: *prompts, BlockSize: *blockSize}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -51,8 +52,14 @@ func TestCommandWritesTableJSONAndPlot(t *testing.T) {
 		doc.Workload["max_concurrency"] != 16.0 || doc.Workload["seed"] != 3.0 {
 		t.Errorf("workload echo: %v", doc.Workload)
 	}
-	if len(doc.Policies) != 3 || doc.Policies[0]["policy"] != "rr" || doc.Policies[2]["policy"] != "best" {
-		t.Fatalf("policies: %v", doc.Policies)
+	// Each router policy runs behind one router, then behind the provider's
+	// default two (--routers).
+	var names []any
+	for _, p := range doc.Policies {
+		names = append(names, p["policy"])
+	}
+	if want := []any{"rr", "llmd", "llmd@2", "best", "best@2"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("policies %v, want %v: %v", names, want, doc.Policies)
 	}
 	for _, p := range doc.Policies {
 		for _, k := range []string{"duration_s", "output_throughput", "request_throughput", "mean_ttft_ms",
@@ -83,8 +90,9 @@ func TestCommandWritesTableJSONAndPlot(t *testing.T) {
 		}
 	}
 	// Curves are polylines; bars and legend swatches are rects beside the background.
-	if counts["svg"] != 1 || counts["polyline"] != 3 || counts["rect"] != 1+3+3 {
-		t.Errorf("plot elements %v: want one svg, 3 curves, background + 3 bars + 3 swatches", counts)
+	n := len(doc.Policies)
+	if counts["svg"] != 1 || counts["polyline"] != n || counts["rect"] != 1+n+n {
+		t.Errorf("plot elements %v: want one svg, %d curves, background + %d bars + %d swatches", counts, n, n, n)
 	}
 }
 

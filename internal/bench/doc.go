@@ -70,7 +70,7 @@
 // Virtual mode runs sim.RunVirtual with router/scoring's Picker behind a
 // small adapter (adapter.go), so the scorers, index lookups and speculative
 // entries are the live router's code, fed only by encoded KV events and
-// 50 ms scrapes. The five runs go in parallel, each deterministic.
+// 50 ms scrapes. The runs go in parallel, each deterministic.
 //
 // Live mode runs each policy in turn on freshly started replicas (cold
 // caches, counters from zero; HTTP, /metrics and KV events over ZeroMQ on
@@ -180,6 +180,27 @@
 // demo workload), reports the best as the run's ceiling ("ceiling" in the
 // JSON) and prints each routed policy's share of it under the table: how
 // much of what routing can give the workload the live router took.
+//
+// # Behind two routers (--routers)
+//
+// `llmd_prefix_router` deploys two router replicas by default behind one
+// Service. --routers N (default 2, DefaultRouters) runs each router
+// policy a second time behind N replicas, reported as "policy@N" beside
+// the one-router row (and its share of the ceiling under it); --routers 1
+// runs one router only, and a --policies entry may name "best@3" itself.
+// The client's connections are spread as the Service's kube-proxy spreads
+// them, the way rr models it for pods: each keep-alive connection goes to
+// a replica drawn at random on its first request and stays there
+// ("router_requests" in the JSON counts what each replica decided). Live
+// mode starts N `llmd-router serve` processes, each discovering, scraping
+// and subscribing to every pod on its own, and sums their counters.
+// Virtual mode gives each replica its own picker and view: its own
+// in-flight counts and pending prefill, its own index with only its own
+// speculative entries, its own router workers, and scrapes out of phase
+// (replica k scrapes k/N of a period after the first); every pod's KV
+// events and scrapes reach all of them. What neither replica knows is the
+// other's in-flight requests and speculation until the pods' events and
+// scrapes show them.
 //
 // # Rate ladder
 //

@@ -195,13 +195,11 @@ func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy strin
 	for i, info := range fleet.Infos {
 		bases[i] = info.HTTP
 	}
-	target, rp, err := liveTarget(ctx, policy, w, bases, fleet.Infos, opts, dir)
+	target, rps, err := liveTarget(ctx, policy, w, bases, fleet.Infos, opts, dir)
 	if err != nil {
 		return Summary{}, lagReport{}, err
 	}
-	if rp != nil {
-		defer rp.stop()
-	}
+	defer stopRouters(rps)
 	reqs, err := prep.requests(w, opts.TimeScale)
 	if err != nil {
 		return Summary{}, lagReport{}, err
@@ -231,13 +229,22 @@ func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy strin
 	if err := ctx.Err(); err != nil {
 		return Summary{}, lagReport{}, err
 	}
+	// Behind several routers, the counters are summed over them.
 	var routerCounters map[string]float64
-	if rp != nil {
+	var perRouter []int
+	for _, rp := range rps {
 		if err := rp.alive(); err != nil {
 			return Summary{}, lagReport{}, err
 		}
-		err := getMetrics(ctx, hc, rp.addr, func(r io.Reader) (err error) {
-			routerCounters, err = parseRouterMetrics(r)
+		err := getMetrics(ctx, hc, rp.addr, func(r io.Reader) error {
+			m, err := parseRouterMetrics(r)
+			if routerCounters == nil {
+				routerCounters = map[string]float64{}
+			}
+			for k, v := range m {
+				routerCounters[k] += v
+			}
+			perRouter = append(perRouter, int(m["decisions"]))
 			return err
 		})
 		if err != nil {
@@ -251,7 +258,8 @@ func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy strin
 	if err != nil {
 		return Summary{}, lagReport{}, err
 	}
-	fl := Fleet{PeakWaiting: sampler.peakWaiting, PodRequests: make([]int, len(ms)), Series: sampler.series}
+	fl := Fleet{PeakWaiting: sampler.peakWaiting, PodRequests: make([]int, len(ms)), Series: sampler.series,
+		RouterRequests: routerRequests(perRouter)}
 	if sampler.samples > 0 {
 		fl.MeanKVUsage = sampler.kvSum / float64(sampler.samples)
 	}
@@ -287,9 +295,11 @@ func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy strin
 
 // liveTarget says where each request goes: rr pins each connection to a
 // random pod (kube-proxy), random draws a pod per request, router policies
-// send everything to a router process started for the policy.
+// send everything to the router processes started for the policy, each
+// connection pinned to one of them at random, as their Service's
+// kube-proxy pins it.
 func liveTarget(ctx context.Context, policy string, w Workload, bases []string, infos []sim.ReplicaInfo, opts LiveOptions,
-	dir string) (func(conn, i int) string, *routerProc, error) {
+	dir string) (func(conn, i int) string, []*routerProc, error) {
 	switch policy {
 	case PolicyRR:
 		rng := rand.New(rand.NewPCG(w.Seed, 0x6b707278))
@@ -307,18 +317,34 @@ func liveTarget(ctx context.Context, policy string, w Workload, bases []string, 
 	if !ok {
 		return nil, nil, fmt.Errorf("unknown policy %q", policy)
 	}
-	rp, err := startRouter(ctx, opts, dir, policy, scorers, w.BlockSize, infos)
-	if err != nil {
-		if strings.Contains(err.Error(), "not implemented yet") {
-			return nil, nil, fmt.Errorf("%w (%s)", errRouterMissing, opts.Router)
+	var rps []*routerProc
+	for range Routers(policy) {
+		rp, err := startRouter(ctx, opts, dir, policy, scorers, w.BlockSize, infos)
+		if err == nil {
+			rps = append(rps, rp)
+			err = waitReady(ctx, rp)
 		}
-		return nil, nil, err
+		if err != nil {
+			stopRouters(rps)
+			if strings.Contains(err.Error(), "not implemented yet") {
+				return nil, nil, fmt.Errorf("%w (%s)", errRouterMissing, opts.Router)
+			}
+			return nil, nil, err
+		}
 	}
-	if err := waitReady(ctx, rp); err != nil {
+	rng := rand.New(rand.NewPCG(w.Seed, 0x73766370))
+	pinned := make([]string, w.MaxConcurrency)
+	for c := range pinned {
+		pinned[c] = rps[rng.IntN(len(rps))].addr
+	}
+	return func(conn, _ int) string { return pinned[conn] }, rps, nil
+}
+
+// stopRouters stops every router process started.
+func stopRouters(rps []*routerProc) {
+	for _, rp := range rps {
 		rp.stop()
-		return nil, nil, err
 	}
-	return func(int, int) string { return rp.addr }, rp, nil
 }
 
 // waitReady polls the router's /readyz until it answers 200: it has

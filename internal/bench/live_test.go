@@ -44,7 +44,7 @@ func TestLiveModeThroughRouterProcess(t *testing.T) {
 	opts.Tokenizer = config.Tokenizer{JSON: tok.TokenizerJSON, Config: tok.TokenizerConfig}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := RunLive(ctx, w, []string{PolicyRR, PolicyLLMD}, opts, io.Discard)
+	rep, err := RunLive(ctx, w, []string{PolicyRR, PolicyLLMD, PolicyBest + routersSep + "2"}, opts, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +54,10 @@ func TestLiveModeThroughRouterProcess(t *testing.T) {
 		if s.Completed != w.NumPrompts || s.Failed != 0 || s.OutputTokens != w.NumPrompts*w.OutputLen {
 			t.Errorf("%s: %d completed, %d failed, %d output tokens; want %d, 0, %d", s.Policy, s.Completed, s.Failed,
 				s.OutputTokens, w.NumPrompts, w.NumPrompts*w.OutputLen)
+		}
+		// Behind two router processes, both report their decisions.
+		if n := Routers(s.Policy); n > 1 && (len(s.RouterRequests) != n || s.RouterRequests[0]+s.RouterRequests[1] != w.NumPrompts) {
+			t.Errorf("%s: router decisions %v, want %d counts summing to %d", s.Policy, s.RouterRequests, n, w.NumPrompts)
 		}
 		if s.MeanITL <= 0 || s.MeanTTFT <= 0 || s.PeakOutputThroughput <= 0 {
 			t.Errorf("%s: streamed timings missing: %+v", s.Policy, s)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
@@ -36,10 +37,61 @@ func approxScorers() []config.Scorer {
 		{Type: scoring.QueueType, Weight: 2}}
 }
 
-// RouterScorers is the scorer list a router policy runs, and whether it
-// reads the KV-event index; ok is false for rr and random, which are
-// placements without a router (kube-proxy, or a random pod per request).
+// routersSep joins a router policy and how many router replicas it runs
+// behind: "best@2" is best behind two routers, as the provider deploys it.
+const routersSep = "@"
+
+// Routers is how many router replicas policy runs behind: N for
+// "policy@N", else 1.
+func Routers(policy string) int {
+	_, n := splitRouters(policy)
+	return n
+}
+
+// splitRouters splits "policy@N" into policy and N (0 when N is not a
+// number from 1 to maxRouters); a name without "@" runs behind one router.
+func splitRouters(policy string) (string, int) {
+	base, count, ok := strings.Cut(policy, routersSep)
+	if !ok {
+		return policy, 1
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 || n > maxRouters {
+		return base, 0
+	}
+	return base, n
+}
+
+// DefaultRouters is the router replicas `llmd_prefix_router` deploys by
+// default, which the bench command runs each router policy behind besides one.
+const DefaultRouters = 2
+
+// maxRouters bounds the router replicas a policy runs behind.
+const maxRouters = 16
+
+// WithRouters adds, after each router policy of policies, the same policy
+// behind n router replicas ("best@n"), so the report puts the one-router
+// and n-router figures side by side; n <= 1 adds nothing.
+func WithRouters(policies []string, n int) []string {
+	out := make([]string, 0, 2*len(policies))
+	for _, p := range policies {
+		out = append(out, p)
+		if n > 1 && routed(p) && Routers(p) == 1 {
+			out = append(out, p+routersSep+strconv.Itoa(n))
+		}
+	}
+	return out
+}
+
+// RouterScorers is the scorer list a router policy runs (behind any number
+// of routers, "policy@N"), and whether it reads the KV-event index; ok is
+// false for rr and random, which are placements without a router
+// (kube-proxy, or a random pod per request).
 func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
+	policy, n := splitRouters(policy)
+	if n == 0 {
+		return nil, false, false
+	}
 	switch policy {
 	case PolicyApprox:
 		return approxScorers(), false, true
@@ -77,8 +129,8 @@ func ParsePolicies(list string) ([]string, error) {
 			continue
 		}
 		if !isPolicy(p) {
-			return nil, fmt.Errorf("unknown policy %q (want %s, or %s<tuning candidate>)", p, strings.Join(AllPolicies, ", "),
-				candidatePrefix)
+			return nil, fmt.Errorf("unknown policy %q (want %s, or %s<tuning candidate>; a router policy may end in %sN, N from 1 to %d, to run behind N routers)",
+				p, strings.Join(AllPolicies, ", "), candidatePrefix, routersSep, maxRouters)
 		}
 		out = append(out, p)
 	}

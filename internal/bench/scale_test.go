@@ -81,7 +81,7 @@ func TestScaledSeedHolders(t *testing.T) {
 					t.Fatal(err)
 				}
 				h := &holderSampler{Picker: p, every: 500}
-				s, err := runVirtualPicker(w.engineConfig(), w, policy, h, LiveLag(1))
+				s, err := runVirtualPicker(w.engineConfig(), w, policy, []sim.Picker{h}, LiveLag(1))
 				if err != nil {
 					t.Fatal(err)
 				}

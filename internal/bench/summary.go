@@ -29,6 +29,9 @@ type Fleet struct {
 	MeanKVUsage float64
 	Preemptions float64
 	PodRequests []int
+	// RouterRequests counts the requests each router replica decided
+	// (policies behind several routers).
+	RouterRequests []int
 	// Series is every pod's load over the run (live mode; nil in virtual).
 	Series *Series
 }
@@ -68,6 +71,9 @@ type Summary struct {
 	MeanKVUsage   float64 `json:"mean_kv_usage"`
 	Preemptions   float64 `json:"preemptions"`
 	PodRequests   []int   `json:"pod_requests,omitempty"`
+	// RouterRequests counts the requests each router replica decided, when
+	// the policy ran behind more than one.
+	RouterRequests []int `json:"router_requests,omitempty"`
 	// Herd says whether one pod drew far more than its share while another
 	// had room (DetectHerding).
 	Herd Herd `json:"herd"`
@@ -85,7 +91,7 @@ type Summary struct {
 func Summarize(policy string, recs []Record, failed int, fl Fleet) Summary {
 	s := Summary{Policy: policy, Completed: len(recs), Failed: failed, PrefixHitRate: fl.HitRate,
 		PeakWaiting: fl.PeakWaiting, MeanKVUsage: fl.MeanKVUsage, Preemptions: fl.Preemptions, PodRequests: fl.PodRequests,
-		Herd: DetectHerding(fl.PodRequests, fl.Series), PodsOverTime: fl.Series}
+		RouterRequests: fl.RouterRequests, Herd: DetectHerding(fl.PodRequests, fl.Series), PodsOverTime: fl.Series}
 	if len(recs) == 0 {
 		return s
 	}

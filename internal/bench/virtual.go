@@ -125,15 +125,20 @@ func runVirtualLagged(w Workload, policy string, scorers []config.Scorer, lag Ro
 
 // runVirtualOn is runVirtualLagged on replicas running engine ec.
 func runVirtualOn(ec sim.EngineConfig, w Workload, policy string, scorers []config.Scorer, lag RouterLag) (Summary, error) {
-	p, err := virtualPicker(policy, scorers, w.Seed)
-	if err != nil {
-		return Summary{}, err
+	ps := make([]sim.Picker, Routers(policy))
+	for k := range ps {
+		p, err := virtualPicker(policy, scorers, w.Seed)
+		if err != nil {
+			return Summary{}, err
+		}
+		ps[k] = p
 	}
-	return runVirtualPicker(ec, w, policy, p, lag)
+	return runVirtualPicker(ec, w, policy, ps, lag)
 }
 
-// runVirtualPicker is runVirtualOn with the policy's picker built.
-func runVirtualPicker(ec sim.EngineConfig, w Workload, policy string, p sim.Picker, lag RouterLag) (Summary, error) {
+// runVirtualPicker is runVirtualOn with the policy's pickers built, one
+// per router replica.
+func runVirtualPicker(ec sim.EngineConfig, w Workload, policy string, ps []sim.Picker, lag RouterLag) (Summary, error) {
 	ds, err := w.SimDataset()
 	if err != nil {
 		return Summary{}, err
@@ -143,12 +148,14 @@ func runVirtualPicker(ec sim.EngineConfig, w Workload, policy string, p sim.Pick
 		perRequest = 0
 	}
 	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: ec, Replicas: w.Replicas, Workload: ds,
-		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: p, EventDelay: lag.EventDelay,
+		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: ps[0], Routers: ps, EventDelay: lag.EventDelay,
 		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest, RouterWorkers: lag.Workers,
 		Form: kvevents.FormMap, Seed: w.Seed})
 	if err != nil {
-		if sp, ok := p.(interface{ pickErr() error }); ok && sp.pickErr() != nil {
-			err = fmt.Errorf("%w (picker: %w)", err, sp.pickErr())
+		for _, p := range ps {
+			if sp, ok := p.(interface{ pickErr() error }); ok && sp.pickErr() != nil {
+				err = fmt.Errorf("%w (picker: %w)", err, sp.pickErr())
+			}
 		}
 		return Summary{}, err
 	}
@@ -158,5 +165,14 @@ func runVirtualPicker(ec sim.EngineConfig, w Workload, policy string, p sim.Pick
 			OutputTokens: r.OutputTokens}
 	}
 	return Summarize(policy, recs, 0, Fleet{HitRate: res.HitRate, PeakWaiting: res.PeakWaiting,
-		MeanKVUsage: res.MeanKVUsage, Preemptions: float64(res.Preemptions), PodRequests: res.PodRequests}), nil
+		MeanKVUsage: res.MeanKVUsage, Preemptions: float64(res.Preemptions), PodRequests: res.PodRequests,
+		RouterRequests: routerRequests(res.RouterRequests)}), nil
+}
+
+// routerRequests is the per-router count worth reporting: none for one router.
+func routerRequests(counts []int) []int {
+	if len(counts) < 2 {
+		return nil
+	}
+	return counts
 }

@@ -27,6 +27,14 @@ type VirtualConfig struct {
 	// with Poisson arrivals; 0 means every request is ready at once (inf).
 	RequestRate float64
 	Picker      Picker
+	// Routers, when it has more than one picker, are router replicas
+	// behind one Kubernetes Service in place of Picker: kube-proxy sends
+	// each new client connection to one of them at random and the
+	// keep-alive connection stays there. Each replica has its own view
+	// (in-flight counts, pending tokens, an index holding its own
+	// speculative entries, its own scrape phase and router workers); every
+	// pod's KV events and scrapes reach all of them.
+	Routers []Picker
 	// EventDelay is how long after a step ends its KV events reach the
 	// router's index, in seconds (publish, network, decode).
 	EventDelay float64
@@ -79,6 +87,8 @@ type Result struct {
 	Preemptions uint64
 	// PodRequests counts requests each pod served.
 	PodRequests []int
+	// RouterRequests counts requests each router replica decided.
+	RouterRequests []int
 	// Records holds every request in completion order, for percentiles and
 	// plots the summary does not carry.
 	Records []RequestRecord `json:"-"`
@@ -86,7 +96,9 @@ type Result struct {
 
 // RequestRecord is one finished request.
 type RequestRecord struct {
-	Pod, Conn                  int
+	Pod, Conn int
+	// Router is the router replica that decided the request (0 with one).
+	Router                     int
 	Sent, FirstToken, Done     float64
 	PromptTokens, OutputTokens int
 	// CachedTokens came from the prefix cache at the request's last admission.
@@ -100,18 +112,20 @@ type virtualRun struct {
 	stepping []bool
 	kick     []int
 	q        evQueue
-	view     View
-	sink     eventSink
-	route    Route
-	work     Workload
-	arrivals *rand.Rand
-	arrived  int   // requests that have arrived at the client
-	next     int   // next request to send
-	conns    []int // idle connections, most recently freed last
-	// routerFree is when each router worker finishes the requests it has
-	// been handed so far; sentAt is when the client sent each request.
-	routerFree []float64
-	sentAt     []float64
+	routers  []*routerReplica
+	// connRouter is the router replica each client connection reached
+	// (-1 before its first request); routerOf the replica of each request.
+	connRouter []int
+	routerOf   []int
+	balance    *rand.Rand
+	route      Route
+	work       Workload
+	arrivals   *rand.Rand
+	arrived    int   // requests that have arrived at the client
+	next       int   // next request to send
+	conns      []int // idle connections, most recently freed last
+	// sentAt is when the client sent each request.
+	sentAt []float64
 	// pending is each routed request's Route.Uncached until its first
 	// token, holds its Route.Hold.
 	pending []int
@@ -127,9 +141,13 @@ type virtualRun struct {
 // RunVirtual runs the workload through a simulated fleet in virtual time.
 // It is deterministic: the same config gives the same Result.
 func RunVirtual(cfg VirtualConfig) (Result, error) {
-	if cfg.Replicas <= 0 || cfg.Replicas > index.MaxEngines || cfg.Concurrency <= 0 || cfg.Picker == nil ||
+	pickers := cfg.Routers
+	if len(pickers) <= 1 {
+		pickers = []Picker{cfg.Picker}
+	}
+	if cfg.Replicas <= 0 || cfg.Replicas > index.MaxEngines || cfg.Concurrency <= 0 || slices.Contains(pickers, nil) ||
 		cfg.Workload == nil || cfg.RequestRate < 0 || cfg.RouterCost < 0 || cfg.SpeculationTTL < 0 || cfg.RouterWorkers < 0 {
-		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate, router cost, router workers and speculation TTL >= 0, a workload and a picker",
+		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate, router cost, router workers and speculation TTL >= 0, a workload and a picker (or routers)",
 			index.MaxEngines)
 	}
 	if cfg.ScrapeInterval <= 0 {
@@ -142,16 +160,31 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas), routerFree: make([]float64, max(cfg.RouterWorkers, 1)),
+	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas),
 		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())},
-		sentAt: make([]float64, work.Len()), pending: make([]int, work.Len()), holds: make([]*index.Hold, work.Len())}
+		sentAt: make([]float64, work.Len()), pending: make([]int, work.Len()), holds: make([]*index.Hold, work.Len()),
+		routerOf: make([]int, work.Len()), connRouter: make([]int, cfg.Concurrency),
+		balance: rand.New(rand.NewPCG(cfg.Seed, 0x73766370))}
 	var now float64
-	ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize, SpeculationTTL: seconds(cfg.SpeculationTTL),
-		Now: func() time.Time { return time.Unix(0, 0).Add(seconds(now)) }})
-	v.sink.applier.Index = ix
-	v.view = View{Pods: make([]string, cfg.Replicas), Load: make([]PodLoad, cfg.Replicas), Index: ix,
-		BlockSize: cfg.Engine.BlockSize}
+	clock := func() time.Time { return time.Unix(0, 0).Add(seconds(now)) }
+	pods := make([]string, cfg.Replicas)
+	for i := range pods {
+		pods[i] = "sim-" + strconv.Itoa(i)
+	}
+	for k, p := range pickers {
+		rr := &routerReplica{picker: p, free: make([]float64, max(cfg.RouterWorkers, 1))}
+		ix := index.New(index.Config{BlockSize: cfg.Engine.BlockSize, SpeculationTTL: seconds(cfg.SpeculationTTL), Now: clock})
+		rr.sink.applier.Index = ix
+		rr.view = View{Pods: pods, Load: make([]PodLoad, cfg.Replicas), Index: ix, BlockSize: cfg.Engine.BlockSize}
+		v.routers = append(v.routers, rr)
+		// Replicas started apart scrape out of phase: spread them evenly.
+		v.q.push(vevent{t: float64(k) * cfg.ScrapeInterval / float64(len(pickers)), kind: evScrape, pod: k})
+	}
+	for c := range v.connRouter {
+		v.connRouter[c] = -1
+	}
 	v.res.PodRequests = make([]int, cfg.Replicas)
+	v.res.RouterRequests = make([]int, len(pickers))
 	for i := range cfg.Replicas {
 		ec := cfg.Engine
 		ec.Seed = replicaSeed(cfg.Seed, i)
@@ -160,12 +193,10 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 			return Result{}, err
 		}
 		v.engines = append(v.engines, e)
-		v.view.Pods[i] = "sim-" + strconv.Itoa(i)
 	}
 	for c := cfg.Concurrency - 1; c >= 0; c-- {
 		v.conns = append(v.conns, c)
 	}
-	v.q.push(vevent{t: 0, kind: evScrape})
 	v.q.push(vevent{t: 0, kind: evSample})
 	if cfg.RequestRate == 0 {
 		v.arrived = work.Len()
@@ -195,9 +226,12 @@ func (v *virtualRun) handle(ev vevent) error {
 	case evStepEnd:
 		return v.stepEnd(ev.pod, ev.t)
 	case evDeliver:
-		err := v.sink.deliver(v.view.Pods[ev.pod], ev.payload)
+		for _, rr := range v.routers {
+			if err := rr.sink.deliver(rr.view.Pods[ev.pod], ev.payload); err != nil {
+				return err
+			}
+		}
 		v.spareBytes = append(v.spareBytes, ev.payload[:0])
-		return err
 	case evArrive:
 		v.arrived++
 		if v.arrived < v.work.Len() {
@@ -206,11 +240,12 @@ func (v *virtualRun) handle(ev vevent) error {
 	case evRoute:
 		return v.route1(ev.pod, ev.req, ev.sent, ev.t)
 	case evScrape:
+		view := &v.routers[ev.pod].view
 		for i, e := range v.engines {
-			l := &v.view.Load[i]
+			l := &view.Load[i]
 			l.Running, l.Waiting, l.KVUsage, l.ScrapedAt = e.Running(), e.Waiting(), e.KVUsage(), ev.t
 		}
-		v.q.push(vevent{t: ev.t + v.cfg.ScrapeInterval, kind: evScrape})
+		v.q.push(vevent{t: ev.t + v.cfg.ScrapeInterval, kind: evScrape, pod: ev.pod})
 	case evSample:
 		v.sample()
 		v.q.push(vevent{t: ev.t + v.cfg.SampleInterval, kind: evSample})
@@ -249,13 +284,15 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 		}
 		payload, err := kvevents.AppendBatch(buf, v.cfg.Form, batch)
 		if err != nil {
-			return fmt.Errorf("encoding KV events of %s: %w", v.view.Pods[pod], err)
+			return fmt.Errorf("encoding KV events of sim-%d: %w", pod, err)
 		}
 		v.q.push(vevent{t: now + v.cfg.EventDelay, kind: evDeliver, pod: pod, payload: payload})
 	}
 	for _, r := range progress {
-		if i := uint32(r.ID); r.Output > 0 {
-			v.view.Load[pod].PendingTokens -= v.pending[i]
+		i := uint32(r.ID)
+		load := &v.routers[v.routerOf[i]].view.Load[pod]
+		if r.Output > 0 {
+			load.PendingTokens -= v.pending[i]
 			v.pending[i] = 0
 			if h := v.holds[i]; h != nil {
 				h.Settle()
@@ -266,10 +303,10 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 			continue
 		}
 		conn := int(r.ID >> 32)
-		v.res.Records = append(v.res.Records, RequestRecord{Pod: pod, Conn: conn, Sent: v.sentAt[uint32(r.ID)],
+		v.res.Records = append(v.res.Records, RequestRecord{Pod: pod, Conn: conn, Router: v.routerOf[i], Sent: v.sentAt[i],
 			FirstToken: r.FirstToken, Done: r.Done, PromptTokens: len(r.Prompt), OutputTokens: r.Output,
 			CachedTokens: r.HitTokens, Preemptions: r.Preemptions})
-		v.view.Load[pod].InFlight--
+		load.InFlight--
 		// The engine is done with the request; its token buffer serves the next.
 		v.spareTokens = append(v.spareTokens, r.tokens[:0])
 		v.conns = append(v.conns, conn)
@@ -295,18 +332,38 @@ func (v *virtualRun) sendReady(now float64) error {
 func (v *virtualRun) send(conn int, now float64) error {
 	i := v.next
 	v.next++
+	k := v.connRouter[conn]
+	if k < 0 {
+		k = 0
+		if len(v.routers) > 1 {
+			k = v.balance.IntN(len(v.routers))
+		}
+		v.connRouter[conn] = k
+	}
+	v.routerOf[i] = k
 	if v.cfg.RouterCost == 0 {
 		return v.route1(conn, i, now, now)
 	}
+	free := v.routers[k].free
 	w := 0
-	for j, t := range v.routerFree {
-		if t < v.routerFree[w] {
+	for j, t := range free {
+		if t < free[w] {
 			w = j
 		}
 	}
-	v.routerFree[w] = max(v.routerFree[w], now) + v.cfg.RouterCost
-	v.q.push(vevent{t: v.routerFree[w], kind: evRoute, pod: conn, req: i, sent: now})
+	free[w] = max(free[w], now) + v.cfg.RouterCost
+	v.q.push(vevent{t: free[w], kind: evRoute, pod: conn, req: i, sent: now})
 	return nil
+}
+
+// routerReplica is one router process of the run: its picker, what it
+// knows of the fleet and when its workers are free.
+type routerReplica struct {
+	picker Picker
+	view   View
+	sink   eventSink
+	// free is when each worker finishes the requests handed to it so far.
+	free []float64
 }
 
 // route1 routes request i, sent on conn at sent, at time now: the picker
@@ -319,8 +376,9 @@ func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 	}
 	tokens := v.work.Prompt(i, buf)
 	v.route = Route{Conn: conn, Tokens: tokens, Uncached: len(tokens)}
-	v.view.Now = now
-	pod := v.cfg.Picker.Pick(&v.route, &v.view)
+	rr := v.routers[v.routerOf[i]]
+	rr.view.Now = now
+	pod := rr.picker.Pick(&v.route, &rr.view)
 	if pod < 0 || pod >= len(v.engines) {
 		return fmt.Errorf("picker chose pod %d of %d", pod, len(v.engines))
 	}
@@ -332,10 +390,11 @@ func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 	v.res.Requests++
 	v.res.InputTokens += len(tokens)
 	v.res.PodRequests[pod]++
-	v.view.Load[pod].InFlight++
+	v.res.RouterRequests[v.routerOf[i]]++
+	rr.view.Load[pod].InFlight++
 	v.pending[i] = v.route.Uncached
 	v.holds[i] = v.route.Hold
-	v.view.Load[pod].PendingTokens += v.route.Uncached
+	rr.view.Load[pod].PendingTokens += v.route.Uncached
 	v.kick = append(v.kick, pod)
 	return nil
 }
