@@ -17,10 +17,10 @@ import (
 
 // pickerOptions are the endpoint picker front's flags.
 type pickerOptions struct {
-	listen, healthListen      string
-	certFile, keyFile         string
-	plaintext, only           bool
-	fallbacks                 int
+	listen, healthListen string
+	certFile, keyFile    string
+	plaintext, only      bool
+	fallbacks            int
 }
 
 // pickerFront is the gRPC endpoint picker serving beside the HTTP front.
