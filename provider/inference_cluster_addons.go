@@ -168,8 +168,9 @@ func addonsObject(installed []awsinfra.Addon, prior types.Object) types.Object {
 	}
 	// The in-cluster add-ons are read from the cluster, not from EKS (readInCluster).
 	v["nvidia_device_plugin"], v["monitoring"] = devicePluginDefault, monitoringDefault
+	v["inference_extension"] = types.ObjectNull(inferenceExtensionTypes) // off unless set
 	if !prior.IsNull() && !prior.IsUnknown() {
-		for _, k := range []string{"nvidia_device_plugin", "monitoring"} {
+		for _, k := range []string{"nvidia_device_plugin", "monitoring", "inference_extension"} {
 			if o, ok := prior.Attributes()[k].(types.Object); ok && !o.IsNull() && !o.IsUnknown() {
 				v[k] = o
 			}
