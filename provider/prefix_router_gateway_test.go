@@ -79,10 +79,10 @@ var inferencePoolGVR = schema.GroupVersionResource{Group: "inference.networking.
 // Role may read the pool; a change of failure_mode updates the pool in
 // place, and destroy empties the namespace.
 func TestAccPrefixRouterGateway(t *testing.T) {
-	c, moto := fleetSetup(t, 1)
+	c, moto := fleetSetup(t, 2)
 	const ns = "router-gateway"
 	cfg := func(gateway string) string {
-		return directRouterConfig(c, moto, ns, "  replicas = 1\n", `  image    = "`+devRouterImage+`"
+		return directRouterConfig(c, moto, ns, "", `  image    = "`+devRouterImage+`"
   replicas = 1
   gateway  = `+gateway)
 	}
@@ -127,8 +127,8 @@ func TestAccPrefixRouterGateway(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					// The fleet's one replica, and no router pod.
-					if len(match) == 0 || len(pods.Items) != 1 || !strings.HasPrefix(pods.Items[0].Name, "qwen-") {
+					// The fleet's two replicas, and no router pod.
+					if len(match) == 0 || len(pods.Items) != 2 || !strings.HasPrefix(pods.Items[0].Name, "qwen-") || !strings.HasPrefix(pods.Items[1].Name, "qwen-") {
 						return fmt.Errorf("the pool's selector %v picks %d pods", match, len(pods.Items))
 					}
 					ports, _, _ := unstructured.NestedSlice(p.Object, "spec", "targetPorts")
