@@ -80,10 +80,12 @@ var inferencePoolGVR = schema.GroupVersionResource{Group: "inference.networking.
 // place, and destroy empties the namespace.
 func TestAccPrefixRouterGateway(t *testing.T) {
 	c, moto := fleetSetup(t, 2)
+	c.AddSystemNodes(t, "router-gateway-system", 1)
 	const ns = "router-gateway"
 	cfg := func(gateway string) string {
 		return directRouterConfig(c, moto, ns, "", `  image    = "`+devRouterImage+`"
   replicas = 1
+  scheduling = { node_selector = { "llmd.dev/pool" = "system" } }
   gateway  = `+gateway)
 	}
 	ctx := context.Background()
