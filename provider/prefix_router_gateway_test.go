@@ -174,7 +174,7 @@ func TestAccPrefixRouterGateway(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if y := cm.Data["router.yaml"]; !strings.Contains(y, "inference_pool: router") || strings.Contains(y, "selector:") {
+					if y := cm.Data["router.yaml"]; !strings.Contains(y, "inference_pool: router") || !strings.Contains(y, `selector: ""`) {
 						return fmt.Errorf("router config does not follow the pool:\n%s", y)
 					}
 					role, err := c.Client.RbacV1().Roles(ns).Get(ctx, "router", metav1.GetOptions{})
