@@ -38,7 +38,7 @@ var (
 	addonTypes  = map[string]attr.Type{"enabled": types.BoolType, "version": types.StringType, "resolve_conflicts": types.StringType, "status": types.StringType}
 	addonType   = types.ObjectType{AttrTypes: addonTypes}
 	addonsTypes = func() map[string]attr.Type {
-		out := map[string]attr.Type{"nvidia_device_plugin": devicePluginType, "monitoring": monitoringType}
+		out := map[string]attr.Type{"nvidia_device_plugin": devicePluginType, "monitoring": monitoringType, "inference_extension": inferenceExtensionType}
 		for _, a := range eksAddons {
 			out[a.attr] = addonType
 		}
@@ -49,8 +49,10 @@ var (
 )
 
 func addonsAttribute() schema.SingleNestedAttribute {
-	defaults := map[string]attr.Value{"nvidia_device_plugin": devicePluginDefault, "monitoring": monitoringDefault}
-	attrs := map[string]schema.Attribute{"nvidia_device_plugin": devicePluginAttribute(), "monitoring": monitoringAttribute()}
+	defaults := map[string]attr.Value{"nvidia_device_plugin": devicePluginDefault, "monitoring": monitoringDefault,
+		"inference_extension": types.ObjectNull(inferenceExtensionTypes)}
+	attrs := map[string]schema.Attribute{"nvidia_device_plugin": devicePluginAttribute(), "monitoring": monitoringAttribute(),
+		"inference_extension": inferenceExtensionAttribute()}
 	for _, a := range eksAddons {
 		defaults[a.attr] = addonDefault
 		attrs[a.attr] = schema.SingleNestedAttribute{
@@ -74,7 +76,7 @@ func addonsAttribute() schema.SingleNestedAttribute {
 		MarkdownDescription: "Add-ons. EKS managed ones, installed through the EKS API: the networking ones and the pod identity agent before the nodes join, " +
 			"CoreDNS and the FSx CSI driver after. The FSx CSI driver's controller gets an IAM role of its own (trusted by `pods.eks.amazonaws.com`, with the AWS managed policy `AmazonFSxFullAccess` the EKS user guide names), " +
 			"bound to its service account `kube-system/fsx-csi-controller-sa` through an EKS Pod Identity association, so it needs `pod_identity_agent`; turning the driver off removes both. A version drifted from a pinned one, an add-on deleted or degraded behind Terraform's back, shows in the plan and the apply repairs it. " +
-			"In-cluster ones (`nvidia_device_plugin`, `monitoring`), applied through the Kubernetes API with the cluster's own endpoint once the node groups are active " +
+			"In-cluster ones (`nvidia_device_plugin`, `monitoring`, `inference_extension`), applied through the Kubernetes API with the cluster's own endpoint once the node groups are active " +
 			"(tokens minted from the provider's AWS credentials, as the fleet does): a deleted or edited object, a release with edited values or stuck in `pending-*`, " +
 			"shows in the plan and the apply repairs it; turned off, they are removed; on destroy they go before the node groups and the cluster.",
 		Attributes: attrs,
@@ -166,8 +168,9 @@ func addonsObject(installed []awsinfra.Addon, prior types.Object) types.Object {
 	}
 	// The in-cluster add-ons are read from the cluster, not from EKS (readInCluster).
 	v["nvidia_device_plugin"], v["monitoring"] = devicePluginDefault, monitoringDefault
+	v["inference_extension"] = types.ObjectNull(inferenceExtensionTypes) // off unless set
 	if !prior.IsNull() && !prior.IsUnknown() {
-		for _, k := range []string{"nvidia_device_plugin", "monitoring"} {
+		for _, k := range []string{"nvidia_device_plugin", "monitoring", "inference_extension"} {
 			if o, ok := prior.Attributes()[k].(types.Object); ok && !o.IsNull() && !o.IsUnknown() {
 				v[k] = o
 			}

@@ -106,6 +106,8 @@ func nodeGroupPlacement(ctx context.Context, obj types.Object, defaultName strin
 type inClusterPlan struct {
 	devicePlugin *workloads.DevicePlugin
 	monitoring   *monitoringPlan
+	// inferenceExtension asks for the InferencePool CRD (inference_cluster_gie.go).
+	inferenceExtension bool
 }
 
 func (m inferenceClusterModel) inClusterPlan(ctx context.Context, diags *diag.Diagnostics) inClusterPlan {
@@ -126,6 +128,7 @@ func (m inferenceClusterModel) inClusterPlan(ctx context.Context, diags *diag.Di
 		}
 	}
 	out.monitoring = m.monitoringPlan(ctx, diags)
+	out.inferenceExtension = inferenceExtensionOn(m.Addons)
 	return out
 }
 
@@ -144,7 +147,9 @@ func (m inferenceClusterModel) imageMirrors(ctx context.Context, diags *diag.Dia
 }
 
 // wanted reports whether any in-cluster add-on is on.
-func (p inClusterPlan) wanted() bool { return p.devicePlugin != nil || p.monitoring != nil }
+func (p inClusterPlan) wanted() bool {
+	return p.devicePlugin != nil || p.monitoring != nil || p.inferenceExtension
+}
 
 // inClusterKube reaches the cluster with its own endpoint and CA, minting
 // EKS tokens from the provider's AWS credentials (re-minted before expiry).
@@ -204,6 +209,12 @@ func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *in
 		return fmt.Errorf("reaching the cluster's Kubernetes API for the in-cluster add-ons: %w", err)
 	}
 	var desired []kube.Ref
+	if want.inferenceExtension {
+		// First: quick, and what a gateway-mode router in the same apply waits on.
+		if err := applyInferenceExtension(ctx, k.c, state); err != nil {
+			return err
+		}
+	}
 	if want.devicePlugin != nil {
 		objs, err := want.devicePlugin.Objects()
 		if err != nil {
@@ -256,7 +267,7 @@ func minusRefs(a, b []kube.Ref) []kube.Ref {
 // knownInCluster replaces what the apply left unknown (it stopped before
 // that step) with null, or "failed: ..." for a status.
 func knownInCluster(a types.Object, err error) types.Object {
-	for _, key := range []string{"nvidia_device_plugin", "monitoring"} {
+	for _, key := range []string{"nvidia_device_plugin", "monitoring", "inference_extension"} {
 		o, ok := a.Attributes()[key].(types.Object)
 		if !ok || o.IsNull() || o.IsUnknown() {
 			continue
@@ -318,6 +329,9 @@ func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inf
 	if want.monitoring != nil {
 		state.Addons = withInClusterStatus(state.Addons, "monitoring", "unreachable: "+err.Error())
 	}
+	if want.inferenceExtension {
+		state.Addons = withInClusterStatus(state.Addons, "inference_extension", "unreachable: "+err.Error())
+	}
 }
 
 func (r *inferenceClusterResource) refreshInCluster(ctx context.Context, k *inClusterKube, state *inferenceClusterModel, want inClusterPlan, importing bool) error {
@@ -350,6 +364,11 @@ func (r *inferenceClusterResource) refreshInCluster(ctx context.Context, k *inCl
 		}
 		state.Addons = withInClusterStatus(state.Addons, "nvidia_device_plugin", driftStatus(drift, devicePluginApplied))
 		found = append(found, kube.Refs(objs)...)
+	}
+	if want.inferenceExtension {
+		if err := refreshInferenceExtension(ctx, c, state); err != nil {
+			return err
+		}
 	}
 	monitoringFound, refs, err := r.readMonitoring(ctx, k, state, want.monitoring, importing)
 	if err != nil {
@@ -514,7 +533,8 @@ func planInCluster(plan *inferenceClusterModel, prior *inferenceClusterModel) {
 	sameMirrors := prior != nil && plan.ImageMirrors.Equal(prior.ImageMirrors)
 	dpKept := planDevicePlugin(plan, priorAddons, sameMirrors)
 	monKept := planMonitoring(plan, prior, priorAddons)
-	kept = dpKept && monKept
+	gieKept := planInferenceExtension(plan, priorAddons)
+	kept = dpKept && monKept && gieKept
 	switch {
 	case prior != nil && kept && !prior.InClusterInventory.IsNull() && !prior.InClusterInventory.IsUnknown():
 		plan.InClusterInventory = prior.InClusterInventory

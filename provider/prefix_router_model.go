@@ -32,6 +32,8 @@ type prefixRouterModel struct {
 	Replicas             types.Int64    `tfsdk:"replicas"`
 	BlockSize            types.Int64    `tfsdk:"block_size"`
 	ServedModel          types.String   `tfsdk:"served_model"`
+	Gateway              types.Object   `tfsdk:"gateway"`
+	InferencePool        types.String   `tfsdk:"inference_pool"`
 	Scoring              types.Object   `tfsdk:"scoring"`
 	Limits               types.Object   `tfsdk:"limits"`
 	Service              types.Object   `tfsdk:"service"`
@@ -115,6 +117,17 @@ type routerSettings struct {
 	} `json:"metrics,omitempty"`
 	ForceConflicts bool `json:"force_conflicts"`
 	WaitForRollout bool `json:"wait_for_rollout"`
+	// Gateway is gateway mode; nil (proxy mode) leaves the annotation as
+	// releases before gateway mode wrote it.
+	Gateway *routerGateway `json:"gateway,omitempty"`
+}
+
+// routerGateway is `gateway` in plain Go.
+type routerGateway struct {
+	FailureMode string            `json:"failure_mode"`
+	Port        int64             `json:"port"`
+	TargetPort  *int64            `json:"target_port,omitempty"`
+	Selector    map[string]string `json:"selector,omitempty"`
 }
 
 // routerSettingsAnnotation holds the router's settings on its Deployment.
@@ -123,7 +136,7 @@ const routerSettingsAnnotation = "llmd.dev/router-settings"
 // known reports whether every input is known.
 func (m prefixRouterModel) known() bool {
 	for _, v := range []attr.Value{m.Fleet, m.Name, m.Namespace, m.Image, m.APIKeyVersion, m.Replicas, m.BlockSize, m.ServedModel, m.Scoring, m.Limits,
-		m.Service, m.Resources, m.Scheduling, m.LogLevel, m.Metrics, m.ForceConflicts, m.WaitForRollout} {
+		m.Service, m.Resources, m.Scheduling, m.LogLevel, m.Metrics, m.ForceConflicts, m.WaitForRollout, m.Gateway} {
 		if !fullyKnown(v) {
 			return false
 		}
@@ -152,6 +165,9 @@ func (m prefixRouterModel) settings() (routerSettings, diag.Diagnostics) {
 	}
 	if !m.Metrics.IsNull() {
 		diags.Append(decodeObject(m.Metrics, &s.Metrics)...)
+	}
+	if !m.Gateway.IsNull() {
+		diags.Append(decodeObject(m.Gateway, &s.Gateway)...)
 	}
 	return s, diags
 }
@@ -195,6 +211,7 @@ func (s routerSettings) contradictions() diag.Diagnostics {
 	if s.Scoring.Preset == nil && len(s.Scoring.Scorers) == 0 {
 		diags.AddAttributeError(path.Root("scoring"), "No scoring", "give scoring.preset (\"cost-aware\" or \"llmd\") or scoring.scorers")
 	}
+	diags.Append(s.gatewayContradictions()...)
 	return diags
 }
 
@@ -230,6 +247,13 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 	}
 	if s.APIKeyVersion != nil {
 		r.APIKeyVersion = *s.APIKeyVersion
+	}
+	if g := s.Gateway; g != nil {
+		labels, err := matchLabels(s.Fleet.Selector)
+		if err != nil {
+			return r, err
+		}
+		r.Gateway = &workloads.RouterGateway{Pool: s.Name, Port: int(g.Port), FailureMode: g.FailureMode, MatchLabels: labels}
 	}
 	if res := s.Resources; res != nil {
 		for _, o := range []struct {
@@ -296,6 +320,7 @@ func (m *prefixRouterModel) restore(ctx context.Context, raw string) diag.Diagno
 	m.LogLevel, m.ForceConflicts, m.WaitForRollout = types.StringValue(s.LogLevel), types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)
 	m.BlockSize, m.ServedModel = types.Int64PointerValue(s.BlockSize), types.StringPointerValue(s.ServedModel)
 	m.APIKeyVersion = types.StringPointerValue(s.APIKeyVersion)
+	m.InferencePool = s.inferencePoolName()
 	for _, part := range []struct {
 		from  any
 		types map[string]attr.Type
@@ -303,7 +328,8 @@ func (m *prefixRouterModel) restore(ctx context.Context, raw string) diag.Diagno
 		set   bool
 	}{{s.Fleet, routerTargetTypes, &m.Fleet, true}, {s.Scoring, routerScoringTypes, &m.Scoring, true}, {s.Limits, routerLimitsTypes, &m.Limits, true},
 		{s.Service, routerServiceTypes, &m.Service, true}, {s.Resources, routerResourcesTypes, &m.Resources, s.Resources != nil},
-		{s.Scheduling, routerSchedulingTypes, &m.Scheduling, s.Scheduling != nil}, {s.Metrics, routerMetricsTypes, &m.Metrics, s.Metrics != nil}} {
+		{s.Scheduling, routerSchedulingTypes, &m.Scheduling, s.Scheduling != nil}, {s.Metrics, routerMetricsTypes, &m.Metrics, s.Metrics != nil},
+		{s.Gateway, routerGatewayTypes, &m.Gateway, s.Gateway != nil}} {
 		if !part.set {
 			*part.into = types.ObjectNull(part.types)
 			continue

@@ -207,6 +207,7 @@ func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.Modi
 	}
 	plan.ID = types.StringValue(s.Namespace + "/" + s.Name)
 	plan.URL = types.StringValue(rt.URL())
+	plan.InferencePool = s.inferencePoolName()
 	plan.ConfigHash = types.StringValue(configHash)
 	if fullyKnown(plan.Cluster) && fullyKnown(plan.Kubernetes) {
 		d, err := plan.desired(ctx)
@@ -263,6 +264,11 @@ func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel
 	if err != nil {
 		return nil, err
 	}
+	if d.router.Gateway != nil {
+		if err := requireInferencePoolCRD(c); err != nil {
+			return nil, err
+		}
+	}
 	objs, err := d.withMonitoring(c)
 	if err != nil {
 		return nil, err
@@ -291,6 +297,7 @@ func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel
 	state.RenderedHash = types.StringValue(d.hash)
 	state.ConfigHash = types.StringValue(d.configHash)
 	state.URL = types.StringValue(d.router.URL())
+	state.InferencePool = d.settings.inferencePoolName()
 	state.Inventory = inventoryList(kube.Refs(keep))
 	state.LoadBalancerHostname = types.StringValue("")
 	if err := c.Prune(ctx, previous, keep); err != nil {
@@ -348,6 +355,7 @@ func (r *prefixRouterResource) refresh(ctx context.Context, c *kube.Client, _ *a
 	}
 	state.ConfigHash = types.StringValue(d.configHash)
 	state.URL = types.StringValue(d.router.URL())
+	state.InferencePool = d.settings.inferencePoolName()
 	host, err := loadBalancerHostname(ctx, c, d.router)
 	state.LoadBalancerHostname = types.StringValue(host)
 	return objs, d.hash, err

@@ -40,6 +40,8 @@ var (
 	routerResourcesTypes  = map[string]attr.Type{"cpu": types.StringType, "memory": types.StringType, "memory_limit": types.StringType}
 	routerSchedulingTypes = map[string]attr.Type{"node_selector": types.MapType{ElemType: types.StringType}, "tolerations": types.ListType{ElemType: types.StringType}}
 	routerMetricsTypes    = map[string]attr.Type{"service_monitor": types.BoolType}
+	routerGatewayTypes    = map[string]attr.Type{"failure_mode": types.StringType, "port": types.Int64Type, "target_port": types.Int64Type,
+		"selector": types.MapType{ElemType: types.StringType}}
 )
 
 func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -76,6 +78,9 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			MarkdownDescription: "Pins the expected vLLM block size: a plan error when it is not `fleet.block_size`. Unset: the fleet's."},
 		"served_model": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Pins the expected served model: a plan error when it is not `fleet.served_model`. Unset: the fleet's."},
+		"gateway": routerGatewayAttribute(),
+		"inference_pool": schema.StringAttribute{Computed: true,
+			MarkdownDescription: "In gateway mode, the InferencePool's name (the router's `name`, in the fleet's namespace): the `backendRef` of the team's HTTPRoute. Null in proxy mode."},
 		"scoring":    routerScoringAttribute(),
 		"limits":     routerLimitsAttribute(),
 		"service":    routerServiceAttribute(),
@@ -96,7 +101,7 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 			MarkdownDescription: "Wait until every router pod is ready; default `true`."},
 		"url": schema.StringAttribute{Computed: true,
-			MarkdownDescription: "In-cluster URL of the router Service: the OpenAI-compatible endpoint (`/v1/completions`, `/v1/chat/completions`, `/v1/route`)."},
+			MarkdownDescription: "In-cluster URL of the router Service: the OpenAI-compatible endpoint (`/v1/completions`, `/v1/chat/completions`, `/v1/route`). Empty in gateway mode, where clients go through the gateway."},
 		"load_balancer_hostname": schema.StringAttribute{Computed: true,
 			MarkdownDescription: "The load balancer's hostname once the cloud has assigned it (a `LoadBalancer` service); empty otherwise."},
 		"config_hash": schema.StringAttribute{Computed: true,
@@ -113,7 +118,8 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"subscribes to their KV-cache events and sends each request to the pod holding the longest cached prefix. Objects: ServiceAccount, a Role " +
 			"and RoleBinding that may only get, list and watch pods in the fleet's namespace, a ConfigMap with the router's configuration, the Deployment " +
 			"(pod security `restricted`, the fleet's tokenizer files mounted read-only from its claim), the Service, a PodDisruptionBudget, a ServiceMonitor, " +
-			"a PrometheusRule when the cluster serves it (`LLMDRouterDown`, `LLMDRouterPodsOut`, `LLMDRouterSilent`) and, with `api_key`, the Secret holding the key.",
+			"a PrometheusRule when the cluster serves it (`LLMDRouterDown`, `LLMDRouterPodsOut`, `LLMDRouterSilent`) and, with `api_key`, the Secret holding the key. " +
+			"With `gateway`, the router is instead the endpoint picker of the team's own Gateway, and an InferencePool over the fleet's pods names it (gateway mode).",
 		Attributes: attrs,
 		Blocks:     map[string]schema.Block{"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})},
 	}
@@ -140,6 +146,33 @@ func routerFleetAttribute() schema.SingleNestedAttribute {
 			"block_size":   schema.Int64Attribute{Required: true, Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "vLLM block size."},
 			"served_model": req("Served model name."), "claim_name": optS("Claim holding the tokenizer files."), "model_path": optS("Model directory on the volume."),
 			"tokenizer_path": optS("tokenizer.json on the volume."), "tokenizer_config_path": optS("tokenizer_config.json on the volume."),
+		}}
+}
+
+func routerGatewayAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: "Gateway mode: the router becomes the endpoint picker of a team's own Gateway (Envoy Gateway, kgateway, Istio, GKE, NGINX Gateway Fabric...) " +
+			"through the Gateway API Inference Extension (GIE) instead of serving clients itself. Set it (`gateway = {}` takes the defaults) to render an `InferencePool` " +
+			"(`inference.networking.k8s.io/v1`) named `name` in the fleet's namespace, over the fleet's pods (`selector.matchLabels` = the fleet's pod labels, " +
+			"`targetPorts` = `fleet.http_port`), whose `endpointPickerRef` is the router's Service. The router pods then serve the Endpoint Picker Protocol " +
+			"(Envoy ext_proc over gRPC, TLS with a self-signed certificate as GIE's picker serves it) on `port`, follow the fleet's pods through the pool " +
+			"(the Role may also get, list and watch `inferencepools`) and are probed over gRPC (`liveness`, `readiness`) on a plaintext health port, 9003, that is not on the Service. " +
+			"Their HTTP port keeps only `/healthz`, `/readyz` and `/metrics`: the Service carries it for scraping, beside the picker's port (`appProtocol: http2`), and must stay `ClusterIP`. " +
+			"Clients reach the fleet through the gateway, with an HTTPRoute whose `backendRef` is the pool (`group = \"inference.networking.k8s.io\"`, `kind = \"InferencePool\"`); " +
+			"authentication is the gateway's job, so `api_key` is refused. The cluster must serve the InferencePool CRD: `llmd_inference_cluster`'s " +
+			"`addons.inference_extension` installs it. Unset (default): proxy mode, as before.",
+		Attributes: map[string]schema.Attribute{
+			"failure_mode": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("FailClose"),
+				Validators: []validator.String{stringvalidator.OneOf("FailClose", "FailOpen")},
+				MarkdownDescription: "The pool's `endpointPickerRef.failureMode`: what the gateway does while no router answers. `FailClose` (default, as GIE's API) fails the request; " +
+					"`FailOpen` sends it to a pod of the gateway's choosing, without prefix affinity."},
+			"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(9002),
+				Validators:          []validator.Int64{int64validator.Between(1, 65535)},
+				MarkdownDescription: "The picker's gRPC port, on the pods and on the Service (`endpointPickerRef.port`); default `9002`, GIE's."},
+			"target_port": schema.Int64Attribute{Optional: true,
+				MarkdownDescription: "Pins the pool's `targetPorts`: a plan error when it is not `fleet.http_port`. Unset: the fleet's."},
+			"selector": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+				MarkdownDescription: "Pins the pool's `selector.matchLabels`: a plan error when it is not the fleet's pod labels (`fleet.selector`). Unset: the fleet's."},
 		}}
 }
 

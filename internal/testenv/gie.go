@@ -16,10 +16,9 @@ func gieDir() (string, error) {
 	return moduleDir("sigs.k8s.io/gateway-api-inference-extension", GIEVersion)
 }
 
-// InstallInferencePoolCRD installs the real InferencePool CRD
-// (inference.networking.k8s.io/v1) from the GIE module and waits until it
-// is served; it is removed when the test ends.
-func (c *Cluster) InstallInferencePoolCRD(t testing.TB) {
+// InferencePoolCRDManifest is the InferencePool CRD file of the GIE module
+// at GIEVersion, as its release publishes it.
+func InferencePoolCRDManifest(t testing.TB) []byte {
 	t.Helper()
 	dir, err := gieDir()
 	if err != nil {
@@ -29,5 +28,13 @@ func (c *Cluster) InstallInferencePoolCRD(t testing.TB) {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	c.installCRD(t, "inferencepools", raw)
+	return raw
+}
+
+// InstallInferencePoolCRD installs the real InferencePool CRD
+// (inference.networking.k8s.io/v1) from the GIE module and waits until it
+// is served; it is removed when the test ends.
+func (c *Cluster) InstallInferencePoolCRD(t testing.TB) {
+	t.Helper()
+	c.installCRD(t, "inferencepools", InferencePoolCRDManifest(t))
 }

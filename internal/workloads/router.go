@@ -47,7 +47,42 @@ type Router struct {
 	Tolerations  []corev1.Toleration
 	// Annotations go on the Deployment (the provider keeps its settings there).
 	Annotations map[string]string
+	// Gateway, when set, makes the router its gateway's endpoint picker
+	// (gateway mode) instead of its clients' proxy; see RouterGateway.
+	Gateway *RouterGateway
 }
+
+// RouterGateway is gateway mode: the router serves the Gateway API Inference
+// Extension's Endpoint Picker Protocol (gRPC ext_proc, TLS with a
+// self-signed certificate) to the team's own gateway, and only that: its
+// HTTP port keeps /healthz, /readyz and /metrics (serve --picker-only), so
+// clients reach the fleet through the gateway, which also authenticates
+// them. An InferencePool over the fleet's pods, in the fleet's namespace,
+// names the router's Service as its endpoint picker; the router follows
+// its pods through that pool.
+type RouterGateway struct {
+	// Pool is the InferencePool's name.
+	Pool string
+	// Port is the picker's gRPC port, on the pods and on the Service.
+	Port int
+	// FailureMode is the pool's endpointPickerRef.failureMode: FailClose
+	// (GIE's default: requests fail while no picker answers) or FailOpen
+	// (the gateway then picks a pod itself).
+	FailureMode string
+	// MatchLabels are the pool's selector: the fleet's pod labels.
+	MatchLabels map[string]string
+}
+
+// Gateway mode's ports on the router pods. PickerHealthPort serves the
+// picker's gRPC health services in plaintext for the kubelet's gRPC probes,
+// which speak no TLS; it is not on the Service.
+const (
+	DefaultPickerPort = 9002
+	PickerHealthPort  = 9003
+)
+
+// InferencePoolGVK is the Gateway API Inference Extension's pool (GA).
+var InferencePoolGVK = kube.Ref{Group: "inference.networking.k8s.io", Version: "v1", Kind: "InferencePool"}
 
 // RouterLimits are serve's admission and shutdown flags.
 type RouterLimits struct {
@@ -102,12 +137,17 @@ func (r Router) Selector() map[string]string {
 // types, defaulted and validated by the router's own code.
 func (r Router) Config() (*config.Config, error) {
 	t := r.Target
+	k := &config.Kubernetes{Namespace: t.Namespace, Selector: t.Selector}
+	if r.Gateway != nil {
+		// The pool's own selector and target ports choose the pods.
+		k = &config.Kubernetes{Namespace: t.Namespace, InferencePool: r.Gateway.Pool}
+	}
 	c := &config.Config{
 		Model:     t.ServedModel,
 		Listen:    fmt.Sprintf(":%d", RouterPort),
 		BlockSize: t.BlockSize,
 		Discovery: config.Discovery{
-			Kubernetes: &config.Kubernetes{Namespace: t.Namespace, Selector: t.Selector},
+			Kubernetes: k,
 			Ports:      config.Ports{HTTP: t.HTTPPort, KVEvents: t.KVEventsPort, Replay: t.ReplayPort},
 			Topic:      t.Topic,
 		},
@@ -163,6 +203,9 @@ func (r Router) Validate() error {
 	if err := r.Service.validate("service", r.APIKeyVersion != "", "set api_key (with api_key_version)"); err != nil {
 		return err
 	}
+	if err := r.validateGateway(); err != nil {
+		return err
+	}
 	for _, q := range []struct{ name, v string }{{"resources.cpu", r.Resources.CPU}, {"resources.memory", r.Resources.Memory},
 		{"resources.memory_limit", r.Resources.MemoryLimit}} {
 		if _, err := resource.ParseQuantity(q.v); err != nil {
@@ -176,13 +219,18 @@ func (r Router) Validate() error {
 // Args follow the image's entrypoint (`llmd-router serve`): the serve
 // flags besides the config file's content.
 func (r Router) Args() []string {
-	return []string{"--config", path.Join(RouterConfigDir, RouterConfigFile),
+	args := []string{"--config", path.Join(RouterConfigDir, RouterConfigFile),
 		"--log-level", r.LogLevel,
 		"--max-in-flight-per-pod", fmt.Sprint(r.Limits.MaxInFlightPerPod),
 		"--max-queue", fmt.Sprint(r.Limits.MaxQueue),
 		"--queue-timeout", r.Limits.QueueTimeout.String(),
 		"--shutdown-timeout", r.Limits.Drain.String(),
 	}
+	if r.Gateway != nil {
+		args = append(args, "--picker-listen", fmt.Sprintf(":%d", r.Gateway.Port),
+			"--picker-health-listen", fmt.Sprintf(":%d", PickerHealthPort), "--picker-only")
+	}
+	return args
 }
 
 // ServiceMonitorKind is the prometheus-operator type of the router's scrape config.
@@ -206,8 +254,7 @@ func (r Router) Objects(withServiceMonitor bool) ([]kube.Object, error) {
 	acs = append(acs,
 		corev1ac.ServiceAccount(r.Name, r.Namespace).WithLabels(labels),
 		// Discovery watches the fleet's pods, in the fleet's namespace, and nothing else.
-		rbacv1ac.Role(r.Name, r.Target.Namespace).WithLabels(labels).WithRules(
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods").WithVerbs("get", "list", "watch")),
+		rbacv1ac.Role(r.Name, r.Target.Namespace).WithLabels(labels).WithRules(r.roleRules()...),
 		rbacv1ac.RoleBinding(r.Name, r.Target.Namespace).WithLabels(labels).
 			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(r.Name)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(r.Name).WithNamespace(r.Namespace)),
@@ -218,6 +265,10 @@ func (r Router) Objects(withServiceMonitor bool) ([]kube.Object, error) {
 			WithSpec(policyv1ac.PodDisruptionBudgetSpec().WithMaxUnavailable(intstr.FromInt32(1)).
 				WithSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector()))),
 	)
+	if r.Gateway != nil {
+		// After the Service it names as its endpoint picker.
+		acs = append(acs, r.inferencePool(labels))
+	}
 	if withServiceMonitor {
 		acs = append(acs, r.serviceMonitor(labels))
 	}
@@ -271,13 +322,13 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 		// (BENCHMARKS.md), and GOMEMLIMIT at 90% of the memory limit makes
 		// it collect harder before the kernel would kill the pod.
 		WithEnv(env...).
-		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(RouterPort)).
+		WithPorts(r.containerPorts()...).
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(r.Resources.CPU), corev1.ResourceMemory: resource.MustParse(r.Resources.Memory)}).
 			WithLimits(corev1.ResourceList{corev1.ResourceMemory: limit})).
 		WithVolumeMounts(mounts...).
-		WithReadinessProbe(probe("/readyz", 2, 2)).
-		WithLivenessProbe(probe("/healthz", 10, 3)).
+		WithReadinessProbe(r.probe(probe, "/readyz", HealthReadiness, 2, 2)).
+		WithLivenessProbe(r.probe(probe, "/healthz", HealthLiveness, 10, 3)).
 		// Keep serving while endpoints and load balancers drop the pod; SIGTERM then drains open streams.
 		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(routerPreStop)))).
 		// Pod Security "restricted".
@@ -329,7 +380,12 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 }
 
 func (r Router) service(labels map[string]string) any {
-	return r.Service.service(r.Name, r.Namespace, labels, r.Selector())
+	svc := r.Service.service(r.Name, r.Namespace, labels, r.Selector())
+	if r.Gateway != nil {
+		svc.Spec.WithPorts(corev1ac.ServicePort().WithName("grpc-ext-proc").WithPort(int32(r.Gateway.Port)).
+			WithTargetPort(intstr.FromString("grpc-ext-proc")).WithAppProtocol(PickerAppProtocol))
+	}
+	return svc
 }
 
 // APIKeySecretName is the Secret holding the router's API key.
@@ -358,7 +414,11 @@ func (r Router) serviceMonitor(labels map[string]string) any {
 	}
 }
 
-// URL is the in-cluster address of the router Service.
+// URL is the in-cluster address of the router Service's OpenAI-compatible
+// front; empty in gateway mode, where clients go through the gateway.
 func (r Router) URL() string {
+	if r.Gateway != nil {
+		return ""
+	}
 	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", r.Name, r.Namespace, r.Service.Port)
 }

@@ -46,6 +46,16 @@ func (s *Server) GRPCServer(tlsConf *tls.Config, ready func() bool) *grpc.Server
 	return g
 }
 
+// HealthServer returns a plaintext gRPC server with the health services
+// alone, for Kubernetes' gRPC probes: the kubelet's probe speaks no TLS, so
+// it cannot check the TLS listener, and this one carries nothing a client
+// could abuse (llm-d's picker keeps a health port of its own likewise).
+func HealthServer(ready func() bool) *grpc.Server {
+	g := grpc.NewServer()
+	healthpb.RegisterHealthServer(g, &health{ready: ready})
+	return g
+}
+
 // health answers the gRPC health checking protocol from the router's state
 // at the time of each check.
 type health struct {

@@ -107,6 +107,9 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	addrs := map[string]string{"listen": ln.Addr().String()}
 	if pf != nil {
 		addrs["picker"] = pf.ln.Addr().String()
+		if pf.healthLn != nil {
+			addrs["picker_health"] = pf.healthLn.Addr().String()
+		}
 	}
 	if err := json.NewEncoder(stdout).Encode(addrs); err != nil {
 		return err

@@ -73,6 +73,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.BoolVar(&o.picker.only, "picker-only", false, "serve clients only through the gateway: the HTTP listener keeps /healthz, /readyz and /metrics")
 	fs.StringVar(&o.picker.certFile, "picker-cert", "", "TLS certificate (PEM) of the picker's listener; without it and --picker-key, a self-signed one")
 	fs.StringVar(&o.picker.keyFile, "picker-key", "", "TLS key (PEM) of --picker-cert")
+	fs.StringVar(&o.picker.healthListen, "picker-health-listen", "", "also serve the picker's gRPC health services (liveness, readiness, ext_proc) in plaintext on this address, e.g. :9003, for Kubernetes gRPC probes (which speak no TLS)")
 	fs.BoolVar(&o.picker.plaintext, "picker-plaintext", false, "serve the picker without TLS")
 	fs.IntVar(&o.picker.fallbacks, "picker-fallbacks", -1, "next best pods listed after the pick for the gateway to retry (-1: every candidate; 0 for a gateway that takes one address, as Envoy's ORIGINAL_DST cluster does)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")

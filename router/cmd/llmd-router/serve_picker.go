@@ -17,9 +17,10 @@ import (
 
 // pickerOptions are the endpoint picker front's flags.
 type pickerOptions struct {
-	listen, certFile, keyFile string
-	plaintext, only           bool
-	fallbacks                 int
+	listen, healthListen string
+	certFile, keyFile    string
+	plaintext, only      bool
+	fallbacks            int
 }
 
 // pickerFront is the gRPC endpoint picker serving beside the HTTP front.
@@ -27,14 +28,18 @@ type pickerFront struct {
 	g      *grpc.Server
 	ln     net.Listener
 	served chan error
+	// health and healthLn are the plaintext health listener (nil without
+	// --picker-health-listen).
+	health   *grpc.Server
+	healthLn net.Listener
 }
 
 // startPicker serves the endpoint picker on o.listen when it is set (nil
 // front otherwise), from the proxy's decision path.
 func startPicker(o pickerOptions, srv *proxy.Server, fleet proxy.Fleet, reg prometheus.Registerer, log *slog.Logger) (*pickerFront, error) {
 	if o.listen == "" {
-		if o.only {
-			return nil, fmt.Errorf("--picker-only needs --picker-listen")
+		if o.only || o.healthListen != "" {
+			return nil, fmt.Errorf("--picker-only and --picker-health-listen need --picker-listen")
 		}
 		return nil, nil
 	}
@@ -57,7 +62,15 @@ func startPicker(o pickerOptions, srv *proxy.Server, fleet proxy.Fleet, reg prom
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s (--picker-listen): %w", o.listen, err)
 	}
-	f := &pickerFront{g: p.GRPCServer(tc, srv.Ready), ln: ln, served: make(chan error, 1)}
+	f := &pickerFront{g: p.GRPCServer(tc, srv.Ready), ln: ln, served: make(chan error, 2)}
+	if o.healthListen != "" {
+		if f.healthLn, err = net.Listen("tcp", o.healthListen); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("listening on %s (--picker-health-listen): %w", o.healthListen, err)
+		}
+		f.health = picker.HealthServer(srv.Ready)
+		go func() { f.served <- f.health.Serve(f.healthLn) }()
+	}
 	go func() { f.served <- f.g.Serve(ln) }()
 	return f, nil
 }
@@ -77,6 +90,11 @@ func (f *pickerFront) done() <-chan error {
 func (f *pickerFront) drain(ctx context.Context) error {
 	if f == nil {
 		return nil
+	}
+	if f.health != nil {
+		// Probes see readiness fail while the streams drain; the kubelet
+		// stops probing once the container is terminating.
+		defer f.health.Stop()
 	}
 	stopped := make(chan struct{})
 	go func() { f.g.GracefulStop(); close(stopped) }()

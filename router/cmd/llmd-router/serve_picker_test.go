@@ -12,9 +12,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // startPickerServe runs `llmd-router serve` with the picker front on a free
@@ -126,5 +128,47 @@ func TestServePickerHealthAndPlaintext(t *testing.T) {
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("%s: %v %v", svc, resp, err)
 		}
+	}
+}
+
+// TestServePickerHealthListener: with --picker-health-listen the health
+// services answer in plaintext on their own address (as Kubernetes' gRPC
+// probes ask, without TLS) while the picker itself keeps TLS and refuses a
+// plaintext client; a service the protocol does not name is NotFound.
+func TestServePickerHealthListener(t *testing.T) {
+	infos, _ := startReplicas(t, 1)
+	var ann []struct {
+		Listen, Picker string
+		Health         string `json:"picker_health"`
+	}
+	start(t, "", 1, &ann, "serve", "--listen", "127.0.0.1:0", "--picker-listen", "127.0.0.1:0",
+		"--picker-health-listen", "127.0.0.1:0", "--pods-file", podsFile(t, infos))
+	if ann[0].Health == "" || ann[0].Health == ann[0].Picker {
+		t.Fatalf("health listener announced as %q beside the picker's %q", ann[0].Health, ann[0].Picker)
+	}
+	check := func(addr, svc string) (*healthpb.HealthCheckResponse, error) {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+	}
+	waitFor(t, "readiness SERVING over plaintext", func() bool {
+		resp, err := check(ann[0].Health, "readiness")
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	})
+	for _, svc := range []string{"liveness", "envoy.service.ext_proc.v3.ExternalProcessor"} {
+		if resp, err := check(ann[0].Health, svc); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("%s on the health listener: %v %v", svc, resp, err)
+		}
+	}
+	if _, err := check(ann[0].Health, "nonsense"); status.Code(err) != codes.NotFound {
+		t.Fatalf("an unknown service answered %v, want NotFound", err)
+	}
+	if _, err := check(ann[0].Picker, "liveness"); err == nil {
+		t.Fatal("the TLS picker listener answered a plaintext client")
 	}
 }
