@@ -103,7 +103,7 @@ func (e EnvoyBinary) StartEnvoy(t testing.TB, config string, adminPort int) *Env
 			t.Logf("%s log (%s):\n%s", name, p.logPath, p.logTail(80))
 		}
 	})
-	if err := p.waitReady(30*time.Second, getOK(ep.Admin+"/ready")); err != nil {
+	if err := p.waitReady(30*time.Second, httpOK(http.DefaultClient, ep.Admin+"/ready")); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	return ep

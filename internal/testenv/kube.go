@@ -221,6 +221,7 @@ func startCluster() (*Cluster, error) {
 	return c, nil
 }
 
+// httpOK is a readiness check: GET url through client answers 200.
 func httpOK(client *http.Client, url string) func() error {
 	return func() error {
 		resp, err := client.Get(url)

@@ -60,7 +60,7 @@ func startMoto() (*Moto, error) {
 	}
 	registerStop(p)
 	m := &Moto{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	return m, p.waitReady(30*time.Second, getOK(m.URL+"/moto-api/"))
+	return m, p.waitReady(30*time.Second, httpOK(http.DefaultClient, m.URL+"/moto-api/"))
 }
 
 // Reset empties every moto backend.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,21 +94,6 @@ func (p *process) waitReady(timeout time.Duration, ready func() error) error {
 			return fmt.Errorf("%s not ready after %s: %v; log %s:\n%s", p.name, timeout, last, p.logPath, p.logTail(40))
 		case <-time.After(100 * time.Millisecond):
 		}
-	}
-}
-
-// getOK is a readiness check: GET url answers 200.
-func getOK(url string) func() error {
-	return func() error {
-		resp, err := http.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return nil
 	}
 }
 
