@@ -63,14 +63,22 @@ func (c *Client) WaitDeployment(ctx context.Context, namespace, name string) err
 	ref := Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: namespace, Name: name}
 	began, lastLog := time.Now(), time.Now()
 	unschedulableSince := time.Time{}
+	// last is the newest state read: the context can end in the middle of
+	// a poll, and the timeout then quotes what the poll before it saw.
+	last := "no state read yet"
+	timeout := func() error {
+		return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("after %s: %s", time.Since(began).Round(time.Second), last)}
+	}
 	for {
 		st, err := c.rolloutState(ctx, namespace, name)
+		if ctx.Err() != nil {
+			// The poll was cut short: its reading may be partial.
+			return timeout()
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("gave up after %s: %v", time.Since(began).Round(time.Second), err)}
-			}
 			return err
 		}
+		last = st.summary
 		if st.done {
 			c.logf(ctx, ref.Describe()+" rolled out", map[string]any{"summary": st.summary, "elapsed": time.Since(began).Round(time.Second).String()})
 			return nil
@@ -93,7 +101,7 @@ func (c *Client) WaitDeployment(ctx context.Context, namespace, name string) err
 		}
 		select {
 		case <-ctx.Done():
-			return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("after %s: %s", time.Since(began).Round(time.Second), st.summary)}
+			return timeout()
 		case <-time.After(c.Poll):
 		}
 	}
@@ -282,9 +290,27 @@ func (c *Client) ReadyReplicas(ctx context.Context, namespace, name string) (int
 func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
 	ref := Ref{Group: "batch", Version: "v1", Kind: "Job", Namespace: namespace, Name: name}
 	began, lastLog := time.Now(), time.Now()
+	// The newest Job and pod problems read: the context can end in the
+	// middle of a poll, and the timeout then quotes what the poll before it saw.
+	var last *batchv1.Job
+	lastProblems := ""
+	timeout := func() error {
+		detail := fmt.Sprintf("not complete after %s", time.Since(began).Round(time.Second))
+		if last != nil {
+			// The context has ended; the last words get a read of their own, bounded.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastWordsTimeout)
+			defer cancel()
+			detail += fmt.Sprintf(" (%d active, %d failed pods)%s%s", last.Status.Active, last.Status.Failed, lastProblems,
+				c.jobLastWords(wctx, last))
+		}
+		return &RolloutError{Object: ref, Reason: "Timeout", Detail: detail}
+	}
 	for {
 		job, err := c.Typed.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
+			if ctx.Err() != nil {
+				return timeout()
+			}
 			return fmt.Errorf("reading Job %s/%s: %w", namespace, name, err)
 		}
 		for _, cond := range job.Status.Conditions {
@@ -305,12 +331,17 @@ func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
 		if pods, err := c.Typed.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name}); err == nil {
 			problems, fatal, _ = c.podProblems(ctx, pods.Items)
 		}
+		if ctx.Err() != nil {
+			// The poll was cut short: its reading may be partial.
+			return timeout()
+		}
 		if fatal != "" {
 			return &RolloutError{Object: ref, Reason: fatal, Detail: problems}
 		}
 		if problems != "" {
 			problems = "; " + problems
 		}
+		last, lastProblems = job, problems
 		if time.Since(lastLog) >= c.Progress {
 			lastLog = time.Now()
 			c.logf(ctx, "waiting for "+ref.Describe()+problems, map[string]any{"active": job.Status.Active, "failed": job.Status.Failed,
@@ -318,12 +349,14 @@ func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return &RolloutError{Object: ref, Reason: "Timeout", Detail: fmt.Sprintf("not complete after %s (%d active, %d failed pods)%s%s",
-				time.Since(began).Round(time.Second), job.Status.Active, job.Status.Failed, problems, c.jobLastWords(context.WithoutCancel(ctx), job))}
+			return timeout()
 		case <-time.After(c.Poll):
 		}
 	}
 }
+
+// lastWordsTimeout bounds the read of a timed-out Job's last words.
+const lastWordsTimeout = 10 * time.Second
 
 // jobLastWords quotes the newest failed pod's container termination message.
 func (c *Client) jobLastWords(ctx context.Context, job *batchv1.Job) string {

@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,7 +120,7 @@ func TestWaitImagePull(t *testing.T) {
 	const limited = `failed to pull and unpack image "docker.io/vllm/vllm-openai:v0.30.0": failed to copy: httpReadSeeker: failed open: unexpected status code https://registry-1.docker.io/v2/vllm/vllm-openai/manifests/sha256:0000: 429 Too Many Requests - Server message: toomanyrequests: You have reached your unauthenticated pull rate limit`
 	kubeletWaiting(t, c, pod, "ErrImagePull", limited)
 	kubeletEvent(t, c, pod, "Failed", `Failed to pull image "docker.io/vllm/vllm-openai:v0.30.0": `+limited, 1, 0)
-	err = wait(3 * time.Second)
+	err = wait(8 * time.Second)
 	if !errors.As(err, &rollout) || rollout.Reason != "Timeout" || !strings.Contains(err.Error(), "toomanyrequests") {
 		t.Fatalf("a first rate-limited pull: %v, want the wait to go on (a timeout here) quoting the registry", err)
 	}
@@ -149,7 +151,7 @@ func TestWaitJobQuotesFailedMount(t *testing.T) {
 	pod := podOf(t, c, ns, "batch.kubernetes.io/job-name=stage")
 	const mount = `MountVolume.SetUp failed for volume "llmd-qwen-weights" : rpc error: code = Internal desc = Could not mount "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com@tcp:/wrongname" at "/var/lib/kubelet/pods/x/volumes/kubernetes.io~csi/llmd-qwen-weights/mount": mount failed: exit status 5`
 	kubeletEvent(t, c, pod, "FailedMount", mount, 1, 0)
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	err := kc.WaitJob(wctx, ns, "stage")
 	var rollout *RolloutError
@@ -162,5 +164,87 @@ func TestWaitJobQuotesFailedMount(t *testing.T) {
 	err = kc.WaitJob(wctx2, ns, "stage")
 	if !errors.As(err, &rollout) || rollout.Reason != "FailedMount" || !strings.Contains(err.Error(), "tcp:/wrongname") {
 		t.Fatalf("a FailedMount for longer than MountGrace: %v", err)
+	}
+}
+
+// stallAfterEvents stands between a client and the real API server: once
+// a wait has read pod events (its first poll whole), every later read of
+// the waited-for object hangs until its request's context ends, as on an
+// API server too slow to answer within the wait's deadline. The deadline
+// then falls in the middle of a poll.
+type stallAfterEvents struct {
+	rt     http.RoundTripper
+	object string // path suffix of the waited-for object
+	armed  atomic.Bool
+}
+
+func (s *stallAfterEvents) RoundTrip(r *http.Request) (*http.Response, error) {
+	if s.armed.Load() && strings.HasSuffix(r.URL.Path, s.object) {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	resp, err := s.rt.RoundTrip(r)
+	if strings.HasSuffix(r.URL.Path, "/events") {
+		s.armed.Store(true)
+	}
+	return resp, err
+}
+
+// stallingClient is a client of c whose reads of object stall after the
+// first poll (stallAfterEvents).
+func stallingClient(t *testing.T, c *testenv.Cluster, object string) *Client {
+	t.Helper()
+	cfg := c.RESTConfig()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &stallAfterEvents{rt: rt, object: object} }
+	kc, err := NewClient(cfg, func(_ context.Context, msg string, fields map[string]any) { t.Logf("%s %v", msg, fields) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.Poll, kc.Progress = 100*time.Millisecond, time.Second
+	return kc
+}
+
+// TestWaitCutShortQuotesTheLastPoll: when a wait's deadline falls in the
+// middle of a poll (the API server slow to answer), the timeout still
+// quotes what the poll before it saw, for a Job and for a Deployment.
+func TestWaitCutShortQuotesTheLastPoll(t *testing.T) {
+	kc, c := testClient(t)
+	ns := c.Namespace(t)
+	node := "kubeletless-" + ns
+	kubeletlessNode(t, c, node)
+	ctx := context.Background()
+	spec := corev1ac.PodSpec().WithNodeName(node).WithRestartPolicy(corev1.RestartPolicyNever).
+		WithContainers(corev1ac.Container().WithName("stage").WithImage("vllm/vllm-openai:v0.30.0"))
+	job := batchv1ac.Job("stage", ns).WithSpec(batchv1ac.JobSpec().WithBackoffLimit(0).WithTemplate(corev1ac.PodTemplateSpec().WithSpec(spec)))
+	labels := map[string]string{"app": "pull"}
+	dep := appsv1ac.Deployment("pull", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(1).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().WithNodeName(node).
+			WithContainers(corev1ac.Container().WithName("vllm").WithImage("docker.io/vllm/vllm-openai:v0.30.0")))))
+	if err := kc.Apply(ctx, []Object{mustObject(t, job), mustObject(t, dep)}, false); err != nil {
+		t.Fatal(err)
+	}
+	const mount = `MountVolume.SetUp failed for volume "llmd-qwen-weights" : mount failed: exit status 5`
+	kubeletEvent(t, c, podOf(t, c, ns, "batch.kubernetes.io/job-name=stage"), "FailedMount", mount, 1, 0)
+	const limited = `429 Too Many Requests - Server message: toomanyrequests: You have reached your unauthenticated pull rate limit`
+	pod := podOf(t, c, ns, "app=pull")
+	kubeletWaiting(t, c, pod, "ErrImagePull", limited)
+	kubeletEvent(t, c, pod, "Failed", `Failed to pull image "docker.io/vllm/vllm-openai:v0.30.0": `+limited, 1, 0)
+
+	for _, w := range []struct {
+		object, quote string
+		wait          func(*Client, context.Context) error
+	}{
+		{"/jobs/stage", "FailedMount: MountVolume.SetUp failed", func(kc *Client, ctx context.Context) error { return kc.WaitJob(ctx, ns, "stage") }},
+		{"/deployments/pull", "toomanyrequests", func(kc *Client, ctx context.Context) error { return kc.WaitDeployment(ctx, ns, "pull") }},
+	} {
+		stalling := stallingClient(t, c, w.object)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := w.wait(stalling, wctx)
+		cancel()
+		var rollout *RolloutError
+		if !errors.As(err, &rollout) || rollout.Reason != "Timeout" || !strings.Contains(err.Error(), w.quote) {
+			t.Errorf("%s: a deadline in the middle of a poll: %v, want a timeout quoting %q", w.object, err, w.quote)
+		}
 	}
 }
