@@ -82,21 +82,35 @@ func kubeletEvent(t *testing.T, c *testenv.Cluster, p corev1.Pod, reason, messag
 	}
 }
 
+// kubeletlessGround is a client, the cluster, a namespace and a
+// kubeletless node for the test.
+func kubeletlessGround(t *testing.T) (kc *Client, c *testenv.Cluster, ns, node string) {
+	t.Helper()
+	kc, c = testClient(t)
+	ns = c.Namespace(t)
+	node = "kubeletless-" + ns
+	kubeletlessNode(t, c, node)
+	return kc, c, ns, node
+}
+
+// pullDeployment is a one-replica Deployment app=pull of image, its pod
+// bound to node.
+func pullDeployment(ns, node, image string) *appsv1ac.DeploymentApplyConfiguration {
+	labels := map[string]string{"app": "pull"}
+	return appsv1ac.Deployment("pull", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(1).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().WithNodeName(node).
+			WithContainers(corev1ac.Container().WithName("vllm").WithImage(image)))))
+}
+
 // TestWaitImagePull: an image that does not exist fails the wait at once
 // with containerd's words; a rate limit is waited out (the kubelet retries)
 // while the wait quotes the registry, and fails with the registry's words
 // once the kubelet has backed off for ImagePullGrace.
 func TestWaitImagePull(t *testing.T) {
-	kc, c := testClient(t)
-	ns := c.Namespace(t)
-	node := "kubeletless-" + ns
-	kubeletlessNode(t, c, node)
+	kc, c, ns, node := kubeletlessGround(t)
 	ctx := context.Background()
-	labels := map[string]string{"app": "pull"}
-	dep := appsv1ac.Deployment("pull", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(1).
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
-		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().WithNodeName(node).
-			WithContainers(corev1ac.Container().WithName("vllm").WithImage("docker.io/vllm/vllm-openai:v9.9.9")))))
+	dep := pullDeployment(ns, node, "docker.io/vllm/vllm-openai:v9.9.9")
 	if err := kc.Apply(ctx, []Object{mustObject(t, dep)}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -137,10 +151,7 @@ func TestWaitImagePull(t *testing.T) {
 // wrong FSx mount name) shows the kubelet's FailedMount event in the wait's
 // words, and fails the wait once the kubelet has failed for MountGrace.
 func TestWaitJobQuotesFailedMount(t *testing.T) {
-	kc, c := testClient(t)
-	ns := c.Namespace(t)
-	node := "kubeletless-" + ns
-	kubeletlessNode(t, c, node)
+	kc, c, ns, node := kubeletlessGround(t)
 	ctx := context.Background()
 	job := batchv1ac.Job("stage", ns).WithSpec(batchv1ac.JobSpec().WithBackoffLimit(0).WithTemplate(corev1ac.PodTemplateSpec().
 		WithSpec(corev1ac.PodSpec().WithNodeName(node).WithRestartPolicy(corev1.RestartPolicyNever).
@@ -208,19 +219,12 @@ func stallingClient(t *testing.T, c *testenv.Cluster, object string) *Client {
 // middle of a poll (the API server slow to answer), the timeout still
 // quotes what the poll before it saw, for a Job and for a Deployment.
 func TestWaitCutShortQuotesTheLastPoll(t *testing.T) {
-	kc, c := testClient(t)
-	ns := c.Namespace(t)
-	node := "kubeletless-" + ns
-	kubeletlessNode(t, c, node)
+	kc, c, ns, node := kubeletlessGround(t)
 	ctx := context.Background()
 	spec := corev1ac.PodSpec().WithNodeName(node).WithRestartPolicy(corev1.RestartPolicyNever).
 		WithContainers(corev1ac.Container().WithName("stage").WithImage("vllm/vllm-openai:v0.30.0"))
 	job := batchv1ac.Job("stage", ns).WithSpec(batchv1ac.JobSpec().WithBackoffLimit(0).WithTemplate(corev1ac.PodTemplateSpec().WithSpec(spec)))
-	labels := map[string]string{"app": "pull"}
-	dep := appsv1ac.Deployment("pull", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(1).
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
-		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().WithNodeName(node).
-			WithContainers(corev1ac.Container().WithName("vllm").WithImage("docker.io/vllm/vllm-openai:v0.30.0")))))
+	dep := pullDeployment(ns, node, "docker.io/vllm/vllm-openai:v0.30.0")
 	if err := kc.Apply(ctx, []Object{mustObject(t, job), mustObject(t, dep)}, false); err != nil {
 		t.Fatal(err)
 	}
