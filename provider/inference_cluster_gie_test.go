@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -11,14 +12,44 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/addons"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
 const inferencePoolCRDName = "inferencepools.inference.networking.k8s.io"
+
+// deleteInferencePoolCRD removes GIE's CRD from the package's shared
+// control plane and waits until it is gone (a CRD is deleted after its
+// objects): the add-on never deletes it, and tests expect a cluster
+// without it, or one where their own cluster installs it.
+func deleteInferencePoolCRD(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	ctx, crds := context.Background(), dyn.Resource(crdGVR)
+	if err := crds.Delete(ctx, inferencePoolCRDName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting the InferencePool CRD: %v", err)
+		return
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		_, err := crds.Get(ctx, inferencePoolCRDName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the InferencePool CRD is still there a minute after its deletion (%v)", err)
+			return
+		}
+	}
+}
 
 // TestAccInferenceClusterInferenceExtension: the add-on installs GIE's
 // InferencePool CRD on the cluster's API server (here the local control
@@ -37,9 +68,7 @@ func TestAccInferenceClusterInferenceExtension(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	t.Cleanup(func() {
-		_ = dyn.Resource(crdGVR).Delete(context.Background(), inferencePoolCRDName, metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { deleteInferencePoolCRD(t, g.c) })
 	kc, err := kube.NewClient(g.c.RESTConfig(), nil)
 	if err != nil {
 		t.Fatal(err)

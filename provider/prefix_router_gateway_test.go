@@ -69,6 +69,46 @@ resource "llmd_prefix_router" "test" {
 
 var inferencePoolGVR = schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
 
+// checkPoolOverFleet: the InferencePool router (the gateway-mode router's
+// name) selects exactly the fleet's fleetPods pods (named qwen-*, no router
+// pod) on vLLM's port 8000, and names the router's Service and picker port
+// with failureMode.
+func checkPoolOverFleet(c *testenv.Cluster, ns, router string, fleetPods int, failureMode string) error {
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return err
+	}
+	p, err := dyn.Resource(inferencePoolGVR).Namespace(ns).Get(ctx, router, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	match, _, _ := unstructured.NestedStringMap(p.Object, "spec", "selector", "matchLabels")
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(match).String()})
+	if err != nil {
+		return err
+	}
+	fleet := 0
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "qwen-") {
+			fleet++
+		}
+	}
+	if len(match) == 0 || len(pods.Items) != fleetPods || fleet != fleetPods {
+		return fmt.Errorf("the pool's selector %v picks %d pods, %d of the fleet's; want the fleet's %d", match, len(pods.Items), fleet, fleetPods)
+	}
+	ports, _, _ := unstructured.NestedSlice(p.Object, "spec", "targetPorts")
+	if !reflect.DeepEqual(ports, []any{map[string]any{"number": int64(8000)}}) {
+		return fmt.Errorf("pool target ports %v", ports)
+	}
+	ref, _, _ := unstructured.NestedMap(p.Object, "spec", "endpointPickerRef")
+	if ref["kind"] != "Service" || ref["name"] != router || !reflect.DeepEqual(ref["port"], map[string]any{"number": int64(9002)}) ||
+		ref["failureMode"] != failureMode {
+		return fmt.Errorf("endpointPickerRef %v", ref)
+	}
+	return nil
+}
+
 // TestAccPrefixRouterGateway: on a real API server without the InferencePool
 // CRD, gateway mode is an apply error naming the cluster add-on that
 // installs it, and nothing is applied; once GIE's CRD is served, the router
@@ -120,27 +160,8 @@ func TestAccPrefixRouterGateway(t *testing.T) {
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("gateway").AtMapKey("failure_mode"), knownvalue.StringExact("FailClose")),
 				},
 				Check: func(*terraform.State) error {
-					p, err := pool()
-					if err != nil {
+					if err := checkPoolOverFleet(c, ns, "router", 2, "FailClose"); err != nil {
 						return err
-					}
-					match, _, _ := unstructured.NestedStringMap(p.Object, "spec", "selector", "matchLabels")
-					pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(match).String()})
-					if err != nil {
-						return err
-					}
-					// The fleet's two replicas, and no router pod.
-					if len(match) == 0 || len(pods.Items) != 2 || !strings.HasPrefix(pods.Items[0].Name, "qwen-") || !strings.HasPrefix(pods.Items[1].Name, "qwen-") {
-						return fmt.Errorf("the pool's selector %v picks %d pods", match, len(pods.Items))
-					}
-					ports, _, _ := unstructured.NestedSlice(p.Object, "spec", "targetPorts")
-					if !reflect.DeepEqual(ports, []any{map[string]any{"number": int64(8000)}}) {
-						return fmt.Errorf("pool target ports %v", ports)
-					}
-					ref, _, _ := unstructured.NestedMap(p.Object, "spec", "endpointPickerRef")
-					if ref["kind"] != "Service" || ref["name"] != "router" || !reflect.DeepEqual(ref["port"], map[string]any{"number": int64(9002)}) ||
-						ref["failureMode"] != "FailClose" {
-						return fmt.Errorf("endpointPickerRef %v", ref)
 					}
 					svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "router", metav1.GetOptions{})
 					if err != nil {

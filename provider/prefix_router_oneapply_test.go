@@ -247,7 +247,8 @@ func explainRoute(t *testing.T, url string, body []byte) routeExplained {
 // control plane) with its in-cluster add-ons (monitoring from the test's
 // chart repository), the fleet on it and the router in front of the fleet.
 func oneApplyConfig(g inClusterGround, repo *testenv.ChartRepo, cluster, ns, scoring string) string {
-	return g.config(cluster, monitoringAddon(repo, true, ""), fmt.Sprintf(`
+	addons := strings.TrimSuffix(monitoringAddon(repo, true, ""), "  }") + "    inference_extension = {}\n  }"
+	return g.config(cluster, addons, fmt.Sprintf(`
 resource "llmd_model_fleet" "test" {
   cluster   = llmd_inference_cluster.test.kubernetes
   name      = "qwen"
@@ -263,13 +264,26 @@ resource "llmd_prefix_router" "test" {
   image   = %q
 %s
 }
-`, ns, devRouterImage, scoring))
+
+resource "llmd_prefix_router" "picker" {
+  cluster = llmd_inference_cluster.test.kubernetes
+  fleet   = llmd_model_fleet.test.router_target
+  name    = "picker"
+  image   = %q
+  gateway = {}
+}
+`, ns, devRouterImage, scoring, devRouterImage))
 }
 
+// pickerRes is the one-apply test's second router, in gateway mode.
+const pickerRes = "llmd_prefix_router.picker"
+
 // TestAccPrefixRouterOneApply is the product's headline: ONE apply of
-// cluster (with its device plugin on every GPU node and monitoring, whose
-// CRDs the fleet's PodMonitor and the router's ServiceMonitor then find) +
-// fleet + router, then the containers are played from what the
+// cluster (with its device plugin on every GPU node, monitoring, whose
+// CRDs the fleet's PodMonitor and the router's ServiceMonitor then find, and
+// GIE's InferencePool CRD) + fleet + router + a second router in gateway
+// mode (the InferencePool over the fleet's pods naming it as the endpoint
+// picker, for a team's own gateway), then the containers are played from the
 // cluster says (each Deployment's pod spec read back from the API): an
 // `llmd-router sim` per fleet pod on its IP, `llmd-router serve` per router
 // pod with its spec's args, its ConfigMap and its own ServiceAccount's
@@ -286,6 +300,11 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 	repo := startMonitoringRepo(t, c)
 	const cluster, ns = "acc-oneapply", "llmd-oneapply"
 	const model = "Qwen/Qwen2.5-7B-Instruct"
+	// The cluster installs GIE's CRD here, and its add-on never deletes it
+	// (that would delete every pool): the package's tests share the control
+	// plane, so it is gone before and after.
+	deleteInferencePoolCRD(t, c)
+	t.Cleanup(func() { deleteInferencePoolCRD(t, c) })
 
 	var fleetGeneration, routerGeneration int64
 	var routerChecksum string
@@ -301,16 +320,20 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+ns+".svc.cluster.local:8000")),
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("ready_replicas"), knownvalue.Int64Exact(3)),
+					statecheck.ExpectKnownValue(pickerRes, tfjsonpath.New("inference_pool"), knownvalue.StringExact("picker")),
 				},
 				Check: func(s *terraform.State) error {
 					applied = time.Now()
+					if err := checkPoolOverFleet(c, ns, "picker", 3, "FailClose"); err != nil {
+						return err
+					}
 					objects := 0
-					for _, name := range []string{fleetRes, routerRes} {
+					for _, name := range []string{fleetRes, routerRes, pickerRes} {
 						var n int
 						fmt.Sscan(s.RootModule().Resources[name].Primary.Attributes["inventory.#"], &n)
 						objects += n
 					}
-					t.Logf("one apply of cluster + fleet + router: %s since the test began, %d Kubernetes objects (fleet + router inventories)",
+					t.Logf("one apply of cluster + fleet + router + gateway-mode router: %s since the test began, %d Kubernetes objects (fleet + routers' inventories)",
 						applied.Sub(began).Round(time.Millisecond), objects)
 					if err := g.checkDevicePluginOnGPUNodes(); err != nil {
 						return err
@@ -433,6 +456,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(routerRes, plancheck.ResourceActionUpdate),
 					plancheck.ExpectResourceAction(fleetRes, plancheck.ResourceActionNoop),
+					plancheck.ExpectResourceAction(pickerRes, plancheck.ResourceActionNoop),
 					plancheck.ExpectResourceAction("llmd_inference_cluster.test", plancheck.ResourceActionNoop),
 				}},
 				Check: func(*terraform.State) error {
