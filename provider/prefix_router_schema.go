@@ -181,13 +181,13 @@ func routerScoringAttribute() schema.SingleNestedAttribute {
 		Default: objectdefault.StaticValue(types.ObjectValueMust(routerScoringTypes, map[string]attr.Value{
 			"preset": types.StringValue("cost-aware"), "scorers": types.ListNull(types.ObjectType{AttrTypes: routerScorerTypes})})),
 		MarkdownDescription: "How the router picks a pod: a weighted sum of scorers. Default `preset = \"cost-aware\"`, the router's default " +
-			"(prefix 2, cost 2, in-flight 1, under a load-bound cap at 1.75x the mean). A change rolls the router pods only.",
+			"(prefix 2, cost 2, in-flight 1, rendezvous 1, under a load-bound cap at 1.75x the mean). A change rolls the router pods only.",
 		Attributes: map[string]schema.Attribute{
 			"preset": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf(slices.Sorted(maps.Keys(scoringPresets))...)},
-				MarkdownDescription: "`cost-aware` (prefix 2, cost 2, in-flight 1, load-bound 10 at factor 1.75: every input the router's own " +
+				MarkdownDescription: "`cost-aware` (prefix 2, cost 2, in-flight 1, rendezvous 1, load-bound 10 at factor 1.75: every input the router's own " +
 					"count, exact at decision time) or `llmd` (llm-d's precise prefix-cache mix: prefix 3, kv-usage 2, queue 2). Give either preset or scorers."},
 			"scorers": schema.ListNestedAttribute{Optional: true, Validators: []validator.List{listvalidator.SizeAtLeast(1)},
-				MarkdownDescription: "Explicit scorers, validated by the router's own configuration code (types `prefix`, `kv-usage`, `queue`, `in-flight`, `spread`, `cost`, `history`, `load-bound`).",
+				MarkdownDescription: "Explicit scorers, validated by the router's own configuration code (types `prefix`, `kv-usage`, `queue`, `in-flight`, `spread`, `rendezvous`, `cost`, `history`, `load-bound`).",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"type":   schema.StringAttribute{Required: true, MarkdownDescription: "Scorer type."},
 					"weight": schema.Float64Attribute{Required: true, MarkdownDescription: "Weight of its [0, 1] score."},

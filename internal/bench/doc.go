@@ -62,9 +62,11 @@
 //	llmd    llm-d precise: prefix (KV-event index) 3 : kv-usage 2 : queue 2,
 //	        max-score pick, speculative entries for 2 s
 //	best    the cost-aware mix, the router's default (BestScorers =
-//	        config.CostAwareScorers): prefix 2 : cost 2 : in-flight 1
-//	        under load-bound 10 at factor 1.75, the winner of the live
-//	        tuning on held-out workloads, then of the seed workload
+//	        config.CostAwareScorers): prefix 2 : cost 2 : in-flight 1 :
+//	        rendezvous 1 under load-bound 10 at factor 1.75, the winner
+//	        of the live tuning on held-out workloads, then of the seed
+//	        workload; rendezvous 1 was added for two routers, chosen on
+//	        held-out workloads behind one and two (BENCHMARKS.md)
 //	cand:N  tuning candidate N (TuningCandidates), for live tuning runs
 //
 // Virtual mode runs sim.RunVirtual with router/scoring's Picker behind a

@@ -48,8 +48,8 @@ func bound(factor float64) config.Scorer {
 // configuration, its load scorers swapped for the router's own in-flight
 // count and the TTFT cost estimate, and the spread scorer for new prefixes.
 func TuningCandidates() []Candidate {
-	const p, q, kv, inf, sp, c = scoring.PrefixType, scoring.QueueType, scoring.KVUsageType, scoring.InFlightType,
-		scoring.SpreadType, scoring.CostType
+	const p, q, kv, inf, sp, c, rv = scoring.PrefixType, scoring.QueueType, scoring.KVUsageType, scoring.InFlightType,
+		scoring.SpreadType, scoring.CostType, scoring.RendezvousType
 	return []Candidate{
 		{"llmd", config.LLMDScorers()},
 		{"llmd+inflight", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), sc(inf, 2)}},
@@ -68,9 +68,15 @@ func TuningCandidates() []Candidate {
 		{"llmd+bound1.5", append(config.LLMDScorers(), bound(1.5))},
 		{"prefix+cost+inflight+bound1.5", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.5)}},
 		{"llmd+spread", []config.Scorer{sc(p, 3), sc(kv, 2), sc(q, 2), sc(sp, 4)}},
-		{"prefix+cost+inflight+bound1.75", config.CostAwareScorers()},
+		{"prefix+cost+inflight+bound1.75", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.75)}},
 		{"prefix+cost+inflight+bound2", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(2)}},
 		{"prefix+cost+inflight+spread2", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), sc(sp, 2)}},
+		// New prefixes placed alike by every router replica (issue 29
+		// item 2): the mix above plus rendezvous at three weights; the
+		// first is the default.
+		{"prefix+cost+inflight+bound1.75+rendezvous1", config.CostAwareScorers()},
+		{"prefix+cost+inflight+bound1.75+rendezvous2", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.75), sc(rv, 2)}},
+		{"prefix+cost+inflight+bound1.75+rendezvous4", []config.Scorer{sc(p, 2), sc(c, 2), sc(inf, 1), bound(1.75), sc(rv, 4)}},
 	}
 }
 

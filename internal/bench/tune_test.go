@@ -29,7 +29,7 @@ func TestTuningIsHeldOut(t *testing.T) {
 	if !found {
 		t.Errorf("BestScorers %v is not among the tuning candidates", BestScorers())
 	}
-	const want = "prefix 2 : cost 2 : in-flight 1 : load-bound 10 (factor 1.75)"
+	const want = "prefix 2 : cost 2 : in-flight 1 : load-bound 10 (factor 1.75) : rendezvous 1"
 	if got := (Candidate{Scorers: BestScorers()}).String(); got != want {
 		t.Errorf("best renders as %q, want %q", got, want)
 	}

@@ -77,8 +77,8 @@ const MaxDataParallelSize = 8
 // decision 8).
 func DefaultScorers() []Scorer { return CostAwareScorers() }
 
-// CostAwareScorers is prefix 2 : cost 2 : in-flight 1 under a bounded-load
-// cap: prefix affinity weighed against each pod's estimated time to first
+// CostAwareScorers is prefix 2 : cost 2 : in-flight 1 : rendezvous 1 under
+// a bounded-load cap: prefix affinity weighed against each pod's estimated time to first
 // token (scorer cost: the request's uncached prefill behind the prefill
 // this router has pending on the pod, exact at decision time), the
 // router's own in-flight count as a tie-break that moves with every
@@ -86,11 +86,15 @@ func DefaultScorers() []Scorer { return CostAwareScorers() }
 // rest together, so no pod takes more than 1.75x the mean of the router's
 // in-flight requests (a hot prefix spills to a second pod instead of
 // queueing behind one). Every input is the router's own count, none a
-// scrape that lags a burst by an interval. It won the live tuning on
-// held-out workloads (BENCHMARKS.md).
+// scrape that lags a burst by an interval. A prefix no pod holds also
+// leans, by a weight of 1, to the pod its rendezvous hash names, which
+// every router replica computes alike, so replicas that cannot see each
+// other's speculative entries place a new prefix on one pod. The mix won
+// the live tuning on held-out workloads, and the rendezvous term the
+// held-out runs behind one and two routers (BENCHMARKS.md).
 func CostAwareScorers() []Scorer {
 	return []Scorer{{Type: "prefix", Weight: 2}, {Type: "cost", Weight: 2}, {Type: "in-flight", Weight: 1},
-		{Type: "load-bound", Weight: 10, Params: map[string]float64{"factor": 1.75}}}
+		{Type: "load-bound", Weight: 10, Params: map[string]float64{"factor": 1.75}}, {Type: "rendezvous", Weight: 1}}
 }
 
 // LLMDScorers is llm-d's precise prefix-cache configuration: prefix 3 :

@@ -14,6 +14,9 @@
 //	in-flight  router's own unfinished requests per pod, min-max           inflight.go
 //	kv-usage   1 - KV-cache utilisation                                    kvusage.go
 //	spread     least recently chosen pod, for requests no pod has cached   spread.go
+//	rendezvous one pod every router replica computes alike (rendezvous
+//	           hash of the first block key), for requests no pod has
+//	           cached                                                      rendezvous.go
 //	cost       estimated time to first token from uncached prefill,
 //	           queue and running batch                                     cost.go
 //	history    routing-history character-block affinity (GIE's default),
@@ -29,9 +32,10 @@
 // the pod's ranks in turn.
 //
 // The router's default (config.DefaultScorers = config.CostAwareScorers) is
-// prefix 2 : cost 2 : in-flight 1 under load-bound 10 at factor 1.75: every
-// input is the router's own count (pending prefill, in-flight requests),
-// exact at decision time. The llm-d precise configuration is prefix 3 :
+// prefix 2 : cost 2 : in-flight 1 : rendezvous 1 under load-bound 10 at
+// factor 1.75: every input is the router's own count (pending prefill,
+// in-flight requests), exact at decision time, or, for rendezvous, the
+// prompt and the pod names alone, which every replica shares. The llm-d precise configuration is prefix 3 :
 // kv-usage 2 : queue 2 (config.LLMDScorers); both keep speculative entries
 // for 2 s (index.Config).
 //

@@ -187,7 +187,7 @@ func (p *Picker) fill(sc *scratch, r *Request, pods []Pod) *State {
 		if bs := p.ix.BlockSize(); bs > 0 {
 			s.BlockSize = bs
 			sc.keys = index.Keys(sc.keys, r.Tokens, bs, r.LoRA, r.Extra)
-			s.Blocks = len(sc.keys)
+			s.Blocks, s.Keys = len(sc.keys), sc.keys
 			sc.matches = p.ix.Lookup(sc.keys, sc.matches[:0])
 			for _, m := range sc.matches {
 				if m.Engine.Rank >= max(p.dp, 1) {

@@ -17,11 +17,12 @@ var builders = map[string]struct {
 	params []string
 	build  func(p []float64) Scorer
 }{
-	PrefixType:   {[]string{"offload_weight"}, func(p []float64) Scorer { return NewPrefix(or(p[0], 0.5)) }},
-	QueueType:    {nil, func([]float64) Scorer { return NewQueue() }},
-	InFlightType: {nil, func([]float64) Scorer { return NewInFlight() }},
-	KVUsageType:  {nil, func([]float64) Scorer { return NewKVUsage() }},
-	SpreadType:   {nil, func([]float64) Scorer { return NewSpread() }},
+	PrefixType:     {[]string{"offload_weight"}, func(p []float64) Scorer { return NewPrefix(or(p[0], 0.5)) }},
+	QueueType:      {nil, func([]float64) Scorer { return NewQueue() }},
+	InFlightType:   {nil, func([]float64) Scorer { return NewInFlight() }},
+	KVUsageType:    {nil, func([]float64) Scorer { return NewKVUsage() }},
+	SpreadType:     {nil, func([]float64) Scorer { return NewSpread() }},
+	RendezvousType: {nil, func([]float64) Scorer { return NewRendezvous() }},
 	LoadBoundType: {[]string{"factor", "min_in_flight"}, func(p []float64) Scorer {
 		return NewLoadBound(or(p[0], 0), int(or(p[1], 0)))
 	}},

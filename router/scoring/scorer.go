@@ -73,6 +73,9 @@ type State struct {
 	Hits []Hit
 	// Blocks is the request's number of full blocks, BlockSize the fleet's.
 	Blocks, BlockSize int
+	// Keys are the request's block keys, as the index names them (nil
+	// without an index or tokens); read-only.
+	Keys []uint64
 	// AnyHit says some pod holds at least one leading block.
 	AnyHit bool
 	// LastPicked[i] is the decision sequence number at which Pods[i] was last
