@@ -189,7 +189,7 @@ func startCluster() (*Cluster, error) {
 	}
 	kwokArgs := []string{"--kubeconfig", c.Kubeconfig,
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr", podCIDR, "--node-ip", strings.TrimSuffix(podCIDR, "/24")}
+		"--cidr", podCIDR, "--node-ip", strings.Split(podCIDR, "/")[0]}
 	for _, s := range stages {
 		kwokArgs = append(kwokArgs, "--config", s)
 	}

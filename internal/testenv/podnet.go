@@ -13,7 +13,8 @@ import (
 )
 
 // podNetwork is the range that ServePodIPs routes to loopback; every control
-// plane takes one /24 of it for kwok's pod IPs.
+// plane takes one /22 of it for kwok's pod IPs (1,022 addresses: a 256-pod
+// fleet and its churn fit, where a /24's 254 do not).
 const podNetwork = "10.250.0.0/16"
 
 var (
@@ -23,16 +24,17 @@ var (
 	routeCIDRMu sync.Mutex
 )
 
-// claimPodCIDR reserves a 10.250.N.0/24 for this test binary's kwok, holding a
+// claimPodCIDR reserves a 10.250.4N.0/22 for this test binary's kwok, holding a
 // lock file for the life of the process so parallel test binaries never hand
-// out the same pod IPs.
+// out the same pod IPs. It returns the block's first address with its prefix
+// length, as kwok's --cidr takes it.
 func claimPodCIDR() (string, error) {
 	dir, err := podCIDRDir()
 	if err != nil {
 		return "", err
 	}
-	for n := 1; n < 255; n++ {
-		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.lock", n)), os.O_CREATE|os.O_RDWR, 0o644)
+	for n := 0; n < 64; n++ {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("block22-%d.lock", n)), os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			return "", err
 		}
@@ -49,7 +51,7 @@ func claimPodCIDR() (string, error) {
 			routeCIDRMu.Unlock()
 			f.Close()
 		})
-		return fmt.Sprintf("10.250.%d.1/24", n), nil
+		return fmt.Sprintf("10.250.%d.1/22", 4*n), nil
 	}
 	return "", fmt.Errorf("all pod CIDRs under %s are taken by other test binaries", podNetwork)
 }

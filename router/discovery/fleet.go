@@ -182,17 +182,21 @@ func (f *Fleet) Update(pods []Pod) error {
 		}
 		// A replaced pod keeps its name: remove it first so Sync subscribes
 		// afresh instead of keeping the old endpoint.
+		var replaced []string
 		for _, ps := range gone {
 			if _, still := want[ps.pod.Name]; still {
-				in.Remove(ps.pod.Name)
+				replaced = append(replaced, ps.pod.Name)
 			}
 		}
+		in.Remove(replaced...)
 		if err := in.Sync(eps); err != nil {
 			errs = append(errs, fmt.Errorf("following KV events: %w", err))
 		}
 	}
-	for _, ps := range gone {
+	for _, ps := range gone { // every scraper told first, so they stop together
 		ps.cancel()
+	}
+	for _, ps := range gone {
 		<-ps.done
 		if f.cfg.OnRemove != nil {
 			f.cfg.OnRemove(ps.pod.Name)

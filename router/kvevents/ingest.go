@@ -110,20 +110,28 @@ func (in *Ingestor) Add(ep Endpoint) error {
 	return nil
 }
 
-// Remove stops following every endpoint of pod, closes their sockets and
-// drops the pod's engines from the index.
-func (in *Ingestor) Remove(pod string) {
+// Remove stops following every endpoint of the pods, closes their sockets
+// and drops the pods' engines from the index. The followers stop together,
+// so removing many pods (a shutdown, a node group drained) costs one poll
+// interval, not one per pod.
+func (in *Ingestor) Remove(pods ...string) {
+	gone := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		gone[p] = true
+	}
 	in.mu.Lock()
 	var stopping []*follower
 	for k, f := range in.followers {
-		if k.pod == pod {
+		if gone[k.pod] {
 			stopping = append(stopping, f)
 			delete(in.followers, k)
 		}
 	}
 	in.mu.Unlock()
 	in.stop(stopping)
-	in.cfg.Index.DropPod(pod)
+	for p := range gone {
+		in.cfg.Index.DropPod(p)
+	}
 }
 
 // Sync makes the followed endpoints equal eps, as discovery reports them:
@@ -141,9 +149,7 @@ func (in *Ingestor) Sync(eps []Endpoint) error {
 		}
 	}
 	in.mu.Unlock()
-	for _, pod := range gone {
-		in.Remove(pod)
-	}
+	in.Remove(gone...)
 	var errs []error
 	for _, ep := range eps {
 		in.mu.Lock()

@@ -160,11 +160,18 @@ func startKubeletStandIn(t *testing.T, c *testenv.Cluster, ns string) *kubeletSt
 	return k
 }
 
-// podIP hands out the top of the cluster's pod /24, which this test
-// binary holds alone; kwok hands out its bottom.
+// podIP hands out the top of the last /24 of the cluster's pod block, which
+// this test binary holds alone; kwok hands out from the block's bottom.
 func (k *kubeletStandIn) podIP() string {
 	k.nextIP--
-	return strings.TrimSuffix(k.c.PodCIDR, "1/24") + strconv.Itoa(k.nextIP)
+	base, block, err := net.ParseCIDR(k.c.PodCIDR)
+	if err != nil { // called from the informer's goroutine: reported, not fatal
+		k.failf("pod CIDR %q: %v", k.c.PodCIDR, err)
+		return ""
+	}
+	ones, _ := block.Mask.Size()
+	ip := base.To4()
+	return net.IPv4(ip[0], ip[1], ip[2]+byte(1<<(24-ones))-1, byte(k.nextIP)).String()
 }
 
 func (k *kubeletStandIn) failf(format string, args ...any) {

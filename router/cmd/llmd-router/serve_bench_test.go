@@ -197,7 +197,7 @@ func timeStream(client *http.Client, base string, body []byte) (ttft, e2e time.D
 
 // procCPU is a process's user+system CPU time so far, from /proc (the
 // kernel's per-process accounting that getrusage also reads).
-func procCPU(b *testing.B, pid int) time.Duration {
+func procCPU(b testing.TB, pid int) time.Duration {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		b.Fatal(err)

@@ -21,7 +21,7 @@ func (f *feed) Replay(start uint64, wait time.Duration, fn func(kvevents.Message
 	if f.ep.ReplayAddr == "" {
 		return kvevents.ErrNoReplay
 	}
-	d, err := zmq.NewSocket(zmq.DEALER)
+	d, err := newSocket(zmq.DEALER)
 	if err != nil {
 		return fmt.Errorf("replay socket: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,6 +36,36 @@ func (t *Transport) Open(ep kvevents.Endpoint) (kvevents.Feed, error) {
 	return f, nil
 }
 
+// maxSockets bounds the sockets of the transport's libzmq context. Each
+// followed endpoint holds three (the SUB, its monitor, the PAIR reading it)
+// and a replay a fourth while it runs: libzmq's default limit of 1,023
+// (ZMQ_MAX_SOCKETS_DFLT) would refuse the 342nd pod. 16,384 follows some
+// 4,000 pods; libzmq sizes one table of pointers by it.
+const maxSockets = 16384
+
+// socketContext is the transport's own libzmq context, made on first use.
+// The socket limit is set before its first socket, the only time libzmq
+// honours it.
+var socketContext = sync.OnceValues(func() (*zmq.Context, error) {
+	ctx, err := zmq.NewContext()
+	if err != nil {
+		return nil, fmt.Errorf("creating the ZeroMQ context: %w", err)
+	}
+	if err := ctx.SetMaxSockets(maxSockets); err != nil {
+		return nil, fmt.Errorf("raising the ZeroMQ socket limit to %d: %w", maxSockets, err)
+	}
+	return ctx, nil
+})
+
+// newSocket opens a socket of the given type in the transport's context.
+func newSocket(t zmq.Type) (*zmq.Socket, error) {
+	ctx, err := socketContext()
+	if err != nil {
+		return nil, err
+	}
+	return ctx.NewSocket(t)
+}
+
 // maxMessage bounds one message. A prefill of 100k tokens encodes to about
 // 500 KB; the bound keeps a broken or hostile peer from making the router
 // buffer and decode gigabytes.
@@ -53,7 +84,7 @@ type feed struct {
 var monitors atomic.Uint64
 
 func (f *feed) openSub() error {
-	sub, err := zmq.NewSocket(zmq.SUB)
+	sub, err := newSocket(zmq.SUB)
 	if err != nil {
 		return err
 	}
@@ -103,7 +134,7 @@ func (f *feed) watch(sub *zmq.Socket) (*zmq.Socket, error) {
 	if err := sub.Monitor(addr, zmq.EVENT_HANDSHAKE_SUCCEEDED); err != nil {
 		return nil, err
 	}
-	pair, err := zmq.NewSocket(zmq.PAIR)
+	pair, err := newSocket(zmq.PAIR)
 	if err != nil {
 		return nil, err
 	}
