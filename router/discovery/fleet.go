@@ -29,8 +29,7 @@ type FleetConfig struct {
 	// when a pod leaves scoring (EjectAfterFailures, FrozenAfter; 0 here
 	// turns either off, config.Default fills them).
 	Metrics config.Metrics
-	// Client scrapes /metrics (default: a client without keep-alive limits
-	// beyond Go's defaults).
+	// Client scrapes /metrics (default: scrapeClient's).
 	Client *http.Client
 	// OnRemove is called with each pod that left, after it left the
 	// ingestor, e.g. to make the picker forget it.
@@ -85,7 +84,7 @@ type podState struct {
 // NewFleet returns an empty fleet; Run fills it from a Source.
 func NewFleet(cfg FleetConfig) *Fleet {
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
+		cfg.Client = scrapeClient()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

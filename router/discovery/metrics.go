@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 )
 
 // Scraped is one pod's load as its vLLM /metrics reported it.
@@ -42,8 +43,10 @@ const (
 func ParseMetrics(r io.Reader) (Scraped, error) {
 	var s Scraped
 	var seen [3]bool
+	buf := lineBuffers.Get().(*[]byte)
+	defer lineBuffers.Put(buf)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	sc.Buffer(*buf, 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(line) == 0 || line[0] == '#' || !bytes.HasPrefix(line, []byte("vllm:")) {
@@ -53,7 +56,7 @@ func ParseMetrics(r io.Reader) (Scraped, error) {
 		if err != nil {
 			return s, err
 		}
-		switch name {
+		switch string(name) { // compared in place, no string is made
 		case metricRunning:
 			s.Running += int(value)
 			seen[0] = true
@@ -79,15 +82,23 @@ func ParseMetrics(r io.Reader) (Scraped, error) {
 	return s, nil
 }
 
+// lineBuffers hold the scanner's line buffer between scrapes: a router
+// scrapes every pod 20 times a second, and a fresh 64 KB buffer each time was
+// most of its garbage.
+var lineBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 64<<10)
+	return &b
+}}
+
 // sample splits one exposition line into its metric name and value,
 // skipping the label set (whose quoted values may hold spaces, braces and
 // escaped quotes) and an optional timestamp.
-func sample(line []byte) (string, float64, error) {
+func sample(line []byte) ([]byte, float64, error) {
 	i := bytes.IndexAny(line, "{ ")
 	if i < 0 {
-		return "", 0, fmt.Errorf("metrics line %q has no value", line)
+		return nil, 0, fmt.Errorf("metrics line %q has no value", line)
 	}
-	name, rest := string(line[:i]), line[i:]
+	name, rest := line[:i], line[i:]
 	if rest[0] == '{' {
 		quoted, j := false, 1
 		for ; j < len(rest) && (quoted || rest[j] != '}'); j++ {
@@ -99,17 +110,17 @@ func sample(line []byte) (string, float64, error) {
 			}
 		}
 		if j >= len(rest) {
-			return "", 0, fmt.Errorf("metrics line %q: unterminated labels", line)
+			return nil, 0, fmt.Errorf("metrics line %q: unterminated labels", line)
 		}
 		rest = rest[j+1:]
 	}
-	fields := bytes.Fields(rest)
-	if len(fields) == 0 {
-		return "", 0, fmt.Errorf("metrics line %q has no value", line)
+	value, _, _ := bytes.Cut(bytes.TrimLeft(rest, " \t"), []byte(" "))
+	if len(value) == 0 {
+		return nil, 0, fmt.Errorf("metrics line %q has no value", line)
 	}
-	v, err := strconv.ParseFloat(string(fields[0]), 64)
+	v, err := strconv.ParseFloat(string(value), 64)
 	if err != nil {
-		return "", 0, fmt.Errorf("metrics line %q: %w", line, err)
+		return nil, 0, fmt.Errorf("metrics line %q: %w", line, err)
 	}
 	return name, v, nil
 }

@@ -3,9 +3,27 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 )
+
+// scrapeClient keeps a connection open to every pod, however many, and
+// asks for pages uncompressed. Go's default transport keeps at most 100 idle
+// connections in all, so past 100 pods scrapes would dial anew, and it asks
+// for gzip, whose decoding costs the router more CPU (BenchmarkScrape) than
+// the bytes it saves inside the cluster network are worth.
+// Scrapes go straight to pod IPs, never through a proxy named in the
+// environment.
+func scrapeClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0, // no limit across pods
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+}
 
 // scrape fetches and parses one pod's /metrics.
 func scrape(ctx context.Context, client *http.Client, url string, timeout time.Duration) (Scraped, error) {
