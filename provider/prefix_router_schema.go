@@ -249,9 +249,11 @@ func routerResourcesAttribute() schema.SingleNestedAttribute {
 			"Sizing for N pods at R req/s (measured, BENCHMARKS.md 2026-12-02, issue 29): every router pod indexes every pod's KV cache at " +
 			"about 50 bytes per cached block, so memory grows by N x (a pod's KV cache blocks) x 50 B: ~64 KB a pod for Qwen2.5-7B on an A10G " +
 			"at block size 64 (~1,300 blocks), ~1.4 MB a pod for Llama-3-8B on an H100 80 GB at block size 16 (~28,000 blocks); " +
-			"256 such H100 pods add ~0.4 GB. CPU grows with R, not N: about 0.1 ms per routing decision of a 2,000-token prompt, " +
-			"the same from 8 to 256 pods, plus about 8 us per streamed token relayed; the Service spreads R over the replicas, so with " +
-			"256-token replies one CPU serves about 450 req/s per router pod.",
+			"256 such H100 pods add ~0.4 GB; a router pod following 256 pods held ~180 MiB before any cache. " +
+			"CPU has a part per pod and a part per request: following and scraping (every 50 ms, `metrics.interval`) each pod costs " +
+			"about 1.7 ms of CPU a second (0.43 CPU for 256 pods, idle); each routing decision of a 2,000-token prompt about 0.1 ms, " +
+			"the same from 8 to 256 pods, plus about 8 us per streamed token relayed. The Service spreads R over the replicas: " +
+			"request cpu = 0.0017 x N + (R / replicas) x 2.2 ms + 0.1 for 256-token replies.",
 		Attributes: map[string]schema.Attribute{
 			"cpu": opt("CPU request."), "memory": opt("Memory request."), "memory_limit": opt("Memory limit."),
 		}}
