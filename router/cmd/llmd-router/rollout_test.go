@@ -539,17 +539,7 @@ func kwokVLLMPods(t *testing.T, c *testenv.Cluster, ns string, n int) map[string
 	pods := c.Client.CoreV1().Pods(ns)
 	ctx := context.Background()
 	for i := range n {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vllm-%d", i), Labels: map[string]string{"app": "vllm"}},
-			Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Tolerations: []corev1.Toleration{{Key: testenv.GPUTaint.Key, Operator: corev1.TolerationOpEqual,
-					Value: testenv.GPUTaint.Value, Effect: testenv.GPUTaint.Effect}},
-				Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.11.0",
-					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
-			},
-		}
-		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := pods.Create(ctx, vllmPod(fmt.Sprintf("vllm-%d", i), map[string]string{"app": "vllm"}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -566,6 +556,20 @@ func kwokVLLMPods(t *testing.T, c *testenv.Cluster, ns string, n int) map[string
 		return true
 	})
 	return ips
+}
+
+// vllmPod is a vLLM-like pod asking for one GPU, for kwok to run.
+func vllmPod(name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Tolerations: []corev1.Toleration{{Key: testenv.GPUTaint.Key, Operator: corev1.TolerationOpEqual,
+				Value: testenv.GPUTaint.Value, Effect: testenv.GPUTaint.Effect}},
+			Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.11.0",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
+		},
+	}
 }
 
 // apply applies the router's objects as the provider does.

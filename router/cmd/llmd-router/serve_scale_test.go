@@ -15,9 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
@@ -75,17 +73,7 @@ func scaledVLLMPods(t *testing.T, c *testenv.Cluster, ns string, n int, sizes []
 						labels["within-"+strconv.Itoa(k)] = "yes"
 					}
 				}
-				p := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vllm-%03d", i), Labels: labels},
-					Spec: corev1.PodSpec{
-						TerminationGracePeriodSeconds: ptr.To[int64](1),
-						Tolerations: []corev1.Toleration{{Key: testenv.GPUTaint.Key, Operator: corev1.TolerationOpEqual,
-							Value: testenv.GPUTaint.Value, Effect: testenv.GPUTaint.Effect}},
-						Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.11.0",
-							Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
-					},
-				}
-				if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				if _, err := pods.Create(ctx, vllmPod(fmt.Sprintf("vllm-%03d", i), labels), metav1.CreateOptions{}); err != nil {
 					errs <- err
 					return
 				}
