@@ -20,7 +20,9 @@ type Config struct {
 	// in time counts as failed, and the lifecycle rules fall back to a purge.
 	ReplayWait time.Duration
 	// Poll is how long a follower waits for a message before it checks
-	// whether it was stopped (default 100ms).
+	// whether it was stopped (default 1s). Stopping wakes a Waker feed at
+	// once; the poll bounds it for other feeds. Every wake-up costs CPU, once
+	// per followed pod.
 	Poll time.Duration
 	// Logf receives one line per notable event (gap, restart, purge); nil
 	// discards them.
@@ -45,6 +47,19 @@ type follower struct {
 	stop chan struct{}
 	done chan struct{}
 	last atomic.Int64 // unix nanoseconds of the last live message, 0 before any
+
+	mu   sync.Mutex
+	feed Feed // once opened, for waking it
+}
+
+// wake cuts short the follower's wait for a message, if its feed can.
+func (f *follower) wake() {
+	f.mu.Lock()
+	feed := f.feed
+	f.mu.Unlock()
+	if w, ok := feed.(Waker); ok {
+		w.Wake()
+	}
 }
 
 // FeedStatus is one followed endpoint and when it last delivered a live
@@ -81,7 +96,7 @@ func New(cfg Config) (*Ingestor, error) {
 		cfg.ReplayWait = 2 * time.Second
 	}
 	if cfg.Poll <= 0 {
-		cfg.Poll = 100 * time.Millisecond
+		cfg.Poll = time.Second
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -178,6 +193,7 @@ func (in *Ingestor) Close() {
 func (in *Ingestor) stop(fs []*follower) {
 	for _, f := range fs {
 		close(f.stop)
+		f.wake()
 	}
 	for _, f := range fs {
 		<-f.done
@@ -197,6 +213,9 @@ func (in *Ingestor) follow(f *follower) {
 		return
 	}
 	defer feed.Close()
+	f.mu.Lock()
+	f.feed = feed
+	f.mu.Unlock()
 	s := newStream(f.ep, feed, in.cfg.Index, &in.c, in.cfg.ReplayWait, in.cfg.Logf)
 	for {
 		select {

@@ -49,8 +49,17 @@ type Transport interface {
 	Open(ep Endpoint) (Feed, error)
 }
 
+// Waker is a Feed whose Recv another goroutine can cut short. The Ingestor
+// wakes a follower's feed when it stops the follower, so a long Config.Poll
+// delays neither a pod's removal nor a shutdown.
+type Waker interface {
+	// Wake makes a Recv in progress, or the next one, return at once with
+	// ok=false. It is safe from any goroutine, also during or after Close.
+	Wake()
+}
+
 // Feed is a live subscription to one publisher plus its replay channel. One
-// goroutine owns a Feed; it is not safe for concurrent use.
+// goroutine owns a Feed; it is not safe for concurrent use (but see Waker).
 type Feed interface {
 	// Recv returns the next message, or ok=false if none arrived within
 	// timeout. A Feed reconnects by itself and reports every completed

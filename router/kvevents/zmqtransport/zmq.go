@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,22 +26,32 @@ type Transport struct {
 	RcvHWM int
 }
 
-var _ kvevents.Transport = (*Transport)(nil)
+var (
+	_ kvevents.Transport = (*Transport)(nil)
+	_ kvevents.Waker     = (*feed)(nil)
+)
 
 // Open creates ep's SUB socket and connects or binds it.
 func (t *Transport) Open(ep kvevents.Endpoint) (kvevents.Feed, error) {
 	f := &feed{ep: ep, t: t}
-	if err := f.openSub(); err != nil {
+	err := f.openWake()
+	if err == nil {
+		if err = f.openSub(); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("opening KV-event feed of %s at %s: %w", ep.Pod, ep.Addr, err)
 	}
 	return f, nil
 }
 
 // maxSockets bounds the sockets of the transport's libzmq context. Each
-// followed endpoint holds three (the SUB, its monitor, the PAIR reading it)
-// and a replay a fourth while it runs: libzmq's default limit of 1,023
-// (ZMQ_MAX_SOCKETS_DFLT) would refuse the 342nd pod. 16,384 follows some
-// 4,000 pods; libzmq sizes one table of pointers by it.
+// followed endpoint holds five (the SUB, its monitor, the PAIR reading it,
+// the two ends of its wake-up pipe) and a replay a sixth while it runs:
+// libzmq's default limit of 1,023 (ZMQ_MAX_SOCKETS_DFLT) would refuse the
+// 205th pod. 16,384 follows some 3,000 pods; libzmq sizes one table of
+// pointers by it.
 const maxSockets = 16384
 
 // socketContext is the transport's own libzmq context, made on first use.
@@ -78,10 +89,64 @@ type feed struct {
 	monitor *zmq.Socket // PAIR receiving sub's handshake events
 	poller  *zmq.Poller
 	backoff time.Duration
+
+	// The wake-up pipe: Wake sends on wakeSend from any goroutine (under
+	// wakeMu, which also orders it before Close), Recv polls wakeRecv.
+	wakeMu   sync.Mutex
+	wakeSend *zmq.Socket
+	wakeRecv *zmq.Socket
 }
 
-// monitors numbers the inproc addresses of the feeds' socket monitors.
+// monitors numbers the inproc addresses of the feeds' socket monitors and
+// wake-up pipes.
 var monitors atomic.Uint64
+
+// openWake creates the feed's wake-up pipe, an inproc PAIR pair.
+func (f *feed) openWake() error {
+	addr := fmt.Sprintf("inproc://llmd-kvevents-wake-%d", monitors.Add(1))
+	recv, err := newSocket(zmq.PAIR)
+	if err != nil {
+		return fmt.Errorf("wake-up socket: %w", err)
+	}
+	if err := errors.Join(recv.SetLinger(0), recv.Bind(addr)); err != nil {
+		recv.Close()
+		return fmt.Errorf("wake-up socket: %w", err)
+	}
+	send, err := newSocket(zmq.PAIR)
+	if err != nil {
+		recv.Close()
+		return fmt.Errorf("wake-up socket: %w", err)
+	}
+	if err := errors.Join(send.SetLinger(0), send.Connect(addr)); err != nil {
+		send.Close()
+		recv.Close()
+		return fmt.Errorf("wake-up socket: %w", err)
+	}
+	f.wakeSend, f.wakeRecv = send, recv
+	return nil
+}
+
+// Wake implements kvevents.Waker: one empty message on the pipe ends the
+// poll. A full pipe already holds a wake-up, so a refused send loses none.
+func (f *feed) Wake() {
+	f.wakeMu.Lock()
+	defer f.wakeMu.Unlock()
+	if f.wakeSend != nil {
+		_, _ = f.wakeSend.SendBytes(nil, zmq.DONTWAIT)
+	}
+}
+
+// woken reports whether the poll found a wake-up, and drains the pipe.
+func (f *feed) woken(polled []zmq.Polled) bool {
+	if !slices.ContainsFunc(polled, func(p zmq.Polled) bool { return p.Socket == f.wakeRecv }) {
+		return false
+	}
+	for {
+		if _, err := f.wakeRecv.RecvBytes(zmq.DONTWAIT); err != nil {
+			return true
+		}
+	}
+}
 
 func (f *feed) openSub() error {
 	sub, err := newSocket(zmq.SUB)
@@ -122,6 +187,7 @@ func (f *feed) openSub() error {
 	f.poller = zmq.NewPoller()
 	f.poller.Add(monitor, zmq.POLLIN)
 	f.poller.Add(sub, zmq.POLLIN)
+	f.poller.Add(f.wakeRecv, zmq.POLLIN)
 	return nil
 }
 
@@ -162,7 +228,7 @@ func (f *feed) Recv(timeout time.Duration) (kvevents.Message, bool, error) {
 	if err == nil {
 		polled, err = f.poller.Poll(timeout)
 	}
-	if err == nil && len(polled) == 0 {
+	if err == nil && (len(polled) == 0 || f.woken(polled)) {
 		return kvevents.Message{}, false, nil
 	}
 	if err == nil {
@@ -181,7 +247,7 @@ func (f *feed) Recv(timeout time.Duration) (kvevents.Message, bool, error) {
 		if zmq.AsErrno(err) == zmq.Errno(syscall.EINTR) { // a signal, not a fault
 			return kvevents.Message{}, false, nil
 		}
-		f.Close()
+		f.closeSub()
 		return kvevents.Message{}, false, fmt.Errorf("receiving from %s: %w", f.ep.Addr, err)
 	}
 	f.backoff = 0
@@ -225,7 +291,21 @@ func parseFrames(frames [][]byte) (kvevents.Message, error) {
 	return kvevents.Message{Topic: frames[0], Seq: binary.BigEndian.Uint64(frames[1]), Payload: frames[2]}, nil
 }
 
+// Close releases every socket of the feed.
 func (f *feed) Close() error {
+	err := f.closeSub()
+	f.wakeMu.Lock()
+	defer f.wakeMu.Unlock()
+	if f.wakeSend != nil {
+		err = errors.Join(err, f.wakeSend.Close(), f.wakeRecv.Close())
+		f.wakeSend, f.wakeRecv = nil, nil
+	}
+	return err
+}
+
+// closeSub releases the SUB socket and its monitor; the next Recv opens them
+// afresh.
+func (f *feed) closeSub() error {
 	if f.sub == nil {
 		return nil
 	}
