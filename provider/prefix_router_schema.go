@@ -251,9 +251,9 @@ func routerResourcesAttribute() schema.SingleNestedAttribute {
 			"at block size 64 (~1,300 blocks), ~1.4 MB a pod for Llama-3-8B on an H100 80 GB at block size 16 (~28,000 blocks); " +
 			"256 such H100 pods add ~0.4 GB; a router pod following 256 pods held ~180 MiB before any cache. " +
 			"CPU has a part per pod and a part per request: following and scraping (every 50 ms, `metrics.interval`) each pod costs " +
-			"about 1.7 ms of CPU a second (0.43 CPU for 256 pods, idle); each routing decision of a 2,000-token prompt about 0.1 ms, " +
+			"about 1.3 ms of CPU a second (0.32 CPU for 256 pods, idle); each routing decision of a 2,000-token prompt about 0.1 ms, " +
 			"the same from 8 to 256 pods, plus about 8 us per streamed token relayed. The Service spreads R over the replicas: " +
-			"request cpu = 0.0017 x N + (R / replicas) x 2.2 ms + 0.1 for 256-token replies.",
+			"request cpu = 0.0013 x N + (R / replicas) x 2.2 ms + 0.1 for 256-token replies.",
 		Attributes: map[string]schema.Attribute{
 			"cpu": opt("CPU request."), "memory": opt("Memory request."), "memory_limit": opt("Memory limit."),
 		}}
