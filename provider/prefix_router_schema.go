@@ -250,7 +250,7 @@ func routerResourcesAttribute() schema.SingleNestedAttribute {
 			"about 50 bytes per cached block, so memory grows by N x (a pod's KV cache blocks) x 50 B: ~64 KB a pod for Qwen2.5-7B on an A10G " +
 			"at block size 64 (~1,300 blocks), ~1.4 MB a pod for Llama-3-8B on an H100 80 GB at block size 16 (~28,000 blocks); " +
 			"256 such H100 pods add ~0.4 GB; a router pod following 256 pods held ~180 MiB before any cache. " +
-			"CPU has a part per pod and a part per request: following and scraping (every 50 ms, `metrics.interval`) each pod costs " +
+			"CPU has a part per pod and a part per request: following each pod and scraping its /metrics every 50 ms costs " +
 			"about 1.3 ms of CPU a second (0.32 CPU for 256 pods, idle); each routing decision of a 2,000-token prompt about 0.1 ms, " +
 			"the same from 8 to 256 pods, plus about 8 us per streamed token relayed. The Service spreads R over the replicas: " +
 			"request cpu = 0.0013 x N + (R / replicas) x 2.2 ms + 0.1 for 256-token replies.",
