@@ -132,9 +132,9 @@ func discoverFleet(t *testing.T, c *testenv.Cluster, ns string, n int) string {
 		t.Fatal(err)
 	}
 	var ann []struct{ Listen string }
-	binary(t) // built before the clock starts
-	began := time.Now()
+	binary(t) // built, and the tokenizer files found, before the clock starts
 	files := testenv.Tokenizer(t, "qwen3")
+	began := time.Now()
 	p := start(t, "", 1, &ann, "serve", "--listen", "127.0.0.1:0", "--config", cfgPath, "--kubeconfig", c.Kubeconfig,
 		"--tokenizer", files.TokenizerJSON, "--tokenizer-config", files.TokenizerConfig)
 	announced := time.Since(began)
