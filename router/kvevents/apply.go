@@ -54,6 +54,10 @@ func (s *stream) apply(rs *rankState, seq uint64, b *Batch) {
 }
 
 func (s *stream) applyEvent(e index.Engine, ev *Event) {
+	if ev.Kind != KindUnknown && ev.UnknownFields > 0 && s.c.unknownFields.Add(int64(ev.UnknownFields)) == int64(ev.UnknownFields) {
+		// Once per router: a newer vLLM's field is news, not an error.
+		s.logf("kvevents: %s sent %s field %q, which this router does not know; skipped (llmd_router_kv_event_events_total{kind=\"unknown_field\"})", e.Pod, ev.Kind, ev.UnknownField)
+	}
 	if err := s.applier.Apply(e, ev); err != nil {
 		s.c.applyErrors.Add(1)
 		s.logf("kvevents: %s: %v", e, err)

@@ -87,5 +87,24 @@ func TestApplyGoldenBatches(t *testing.T) {
 		if st.OtherGroupEvents != 1 || st.UnknownEvents != 1 || is.Unresolved != 2 || st.Stored != 2 {
 			t.Fatalf("ingest %+v index %+v", st, is)
 		}
+		// map_unknown_fields' BlockStored carries two fields no vLLM sends;
+		// the unknown kind's own fields are not counted again.
+		if st.UnknownFields != 2 {
+			t.Fatalf("unknown fields %d, want 2", st.UnknownFields)
+		}
+	})
+	t.Run("unknown fields named", func(t *testing.T) {
+		for name, want := range map[string]struct {
+			n     int
+			first string
+		}{"map_all_fields": {0, ""}, "map_unknown_fields": {2, "future_field"}, "array_all_fields_future": {1, "element 12"}} {
+			var b Batch
+			if err := DecodeBatch(golden1(t, name), &b); err != nil {
+				t.Fatal(name, err)
+			}
+			if ev := b.Events[0]; ev.UnknownFields != want.n || ev.UnknownField != want.first {
+				t.Errorf("%s: unknown fields %d (first %q), want %d (%q)", name, ev.UnknownFields, ev.UnknownField, want.n, want.first)
+			}
+		}
 	})
 }

@@ -24,7 +24,7 @@ var (
 	descDecodeErrs  = cm.Desc("llmd_router_kv_event_decode_errors_total", "Malformed KV-event messages.")
 	descFollowed    = cm.Desc("llmd_router_kv_event_endpoints", "KV-event publishers being followed.")
 	descKinds       = cm.Desc("llmd_router_kv_event_events_total", "KV events and messages by kind: stored, removed, cleared, "+
-		"unknown kinds, other KV groups, duplicates, apply errors, transport errors.", "kind")
+		"unknown kinds, unknown fields of known kinds (skipped), other KV groups, duplicates, apply errors, transport errors.", "kind")
 )
 
 // Describe implements prometheus.Collector.
@@ -48,6 +48,6 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	e.Counter(descDecodeErrs, s.DecodeErrors)
 	e.Gauge(descFollowed, float64(s.Pods))
 	e.Kinds(descKinds, map[string]int64{"stored": s.Stored, "removed": s.Removed, "cleared": s.Cleared,
-		"unknown": s.UnknownEvents, "other_group": s.OtherGroupEvents, "duplicate": s.Duplicates,
+		"unknown": s.UnknownEvents, "unknown_field": s.UnknownFields, "other_group": s.OtherGroupEvents, "duplicate": s.Duplicates,
 		"apply_error": s.ApplyErrors, "transport_error": s.TransportErrors})
 }

@@ -11,7 +11,10 @@ import (
 type field uint8
 
 const (
+	// fIgnore is a field this decoder knows and does not need.
 	fIgnore field = iota
+	// fUnknown is a field this decoder does not know: skipped and counted.
+	fUnknown
 	fHashes
 	fParent
 	fTokens
@@ -25,11 +28,17 @@ const (
 	fSlidingWindow
 )
 
-var fieldNames = [...]string{"", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
+var fieldNames = [...]string{"", "", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
 	"medium", "lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window"}
 
+// ignoredFieldNames are map-form fields vLLM sends that routing does not use:
+// a block's locality (LOCAL/REMOTE, v0.26), its offload tier's owner
+// (~v0.30) and the session that stored it (session_id, v0.32;
+// vllm/distributed/kv_events.py BlockStored). Any other name is unknown.
+var ignoredFieldNames = []string{"locality", "ownership", "session_id"}
+
 // Positions after the tag in the array encoding; later positions a newer vLLM
-// may append are skipped.
+// may append are skipped and counted as unknown.
 var (
 	storedFields  = []field{fHashes, fParent, fTokens, fBlockSize, fLoRAID, fMedium, fLoRAName, fExtraKeys, fGroupIdx, fSpecKind, fSlidingWindow}
 	removedFields = []field{fHashes, fMedium, fGroupIdx}
@@ -41,7 +50,12 @@ func fieldByName(name []byte) field {
 			return f
 		}
 	}
-	return fIgnore
+	for _, n := range ignoredFieldNames {
+		if string(name) == n {
+			return fIgnore
+		}
+	}
+	return fUnknown
 }
 
 func kindByTag(tag []byte) Kind {
@@ -224,9 +238,14 @@ func decodeEventArray(r *reader, e *Event) error {
 		fields = removedFields
 	}
 	for i := 1; i < n; i++ {
-		f := fIgnore
+		f := fUnknown
 		if i-1 < len(fields) {
 			f = fields[i-1]
+		} else if e.Kind == AllBlocksCleared || e.Kind == KindUnknown {
+			// Fields of a kind without a known layout are not news.
+			f = fIgnore
+		} else {
+			e.noteUnknown(fmt.Sprintf("element %d", i))
 		}
 		if err := decodeField(r, e, f); err != nil {
 			return fmt.Errorf("%s: %w", fieldLabel(f, i), err)
@@ -255,6 +274,9 @@ func decodeEventMap(r *reader, e *Event) error {
 			continue
 		}
 		f := fieldByName(key)
+		if f == fUnknown {
+			e.noteUnknown(string(key))
+		}
 		if err := decodeField(r, e, f); err != nil {
 			return fmt.Errorf("%s: %w", fieldLabel(f, i), err)
 		}
@@ -266,7 +288,7 @@ func decodeEventMap(r *reader, e *Event) error {
 }
 
 func fieldLabel(f field, pos int) string {
-	if f == fIgnore {
+	if f == fIgnore || f == fUnknown {
 		return fmt.Sprintf("element %d", pos)
 	}
 	return fieldNames[f]
@@ -274,7 +296,7 @@ func fieldLabel(f field, pos int) string {
 
 // decodeField reads one field's value. Optional fields accept nil.
 func decodeField(r *reader, e *Event, f field) error {
-	if f == fIgnore {
+	if f == fIgnore || f == fUnknown {
 		return r.skip(0)
 	}
 	if f != fHashes && f != fTokens && r.nextIsNil() {

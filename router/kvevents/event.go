@@ -96,9 +96,23 @@ type Event struct {
 	SlidingWindow    int
 	HasSlidingWindow bool
 
+	// UnknownFields counts the fields of the event this decoder does not
+	// know (skipped, never fatal); UnknownField names the first, by map key
+	// or as "element N" in the array form.
+	UnknownFields int
+	UnknownField  string
+
 	// extraBuf keeps ExtraKeys' storage between decodes while ExtraKeys
 	// itself stays nil for events without extra keys.
 	extraBuf [][]byte
+}
+
+// noteUnknown records a field the decoder skipped for not knowing it.
+func (e *Event) noteUnknown(name string) {
+	if e.UnknownFields == 0 {
+		e.UnknownField = name
+	}
+	e.UnknownFields++
 }
 
 // reset clears e for reuse while keeping its buffers.

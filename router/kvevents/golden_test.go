@@ -125,12 +125,14 @@ func parseU64(t testing.TB, s string) uint64 {
 }
 
 // canon strips buffer capacity and nil-versus-empty differences so batches
-// compare by meaning.
+// compare by meaning. The golden files do not describe unknown fields
+// (TestApply's "unknown fields named" checks them).
 func canon(b *Batch) Batch {
 	out := Batch{TS: b.TS, DPRank: b.DPRank, HasDPRank: b.HasDPRank}
 	for _, e := range b.Events {
 		c := e
 		c.extraBuf = nil
+		c.UnknownFields, c.UnknownField = 0, ""
 		if len(c.BlockHashes) == 0 {
 			c.BlockHashes = nil
 		}

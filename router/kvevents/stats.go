@@ -15,6 +15,7 @@ type Stats struct {
 	Removed          int64 // BlockRemoved events applied
 	Cleared          int64 // AllBlocksCleared events applied
 	UnknownEvents    int64 // events of a kind this version does not know
+	UnknownFields    int64 // fields of known events this version does not know (skipped)
 	OtherGroupEvents int64 // events of hybrid-model KV groups other than 0, not indexed
 	Duplicates       int64 // messages already applied (live copies of replayed ones)
 	Gaps             int64 // jumps ahead in a (pod, rank) sequence
@@ -31,6 +32,7 @@ type Stats struct {
 
 type counters struct {
 	pods, connections, messages, stored, removed, cleared, unknown, otherGroup atomic.Int64
+	unknownFields                                                              atomic.Int64
 	duplicates, gaps, restarts, replays, replayFailures, purges                atomic.Int64
 	decodeErrors, applyErrors, transportErrors                                 atomic.Int64
 	lagBits, maxLagBits                                                        atomic.Uint64
@@ -50,7 +52,7 @@ func (c *counters) lag(seconds float64) {
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Pods: c.pods.Load(), Connections: c.connections.Load(), Messages: c.messages.Load(), Stored: c.stored.Load(), Removed: c.removed.Load(),
-		Cleared: c.cleared.Load(), UnknownEvents: c.unknown.Load(), OtherGroupEvents: c.otherGroup.Load(),
+		Cleared: c.cleared.Load(), UnknownEvents: c.unknown.Load(), UnknownFields: c.unknownFields.Load(), OtherGroupEvents: c.otherGroup.Load(),
 		Duplicates: c.duplicates.Load(), Gaps: c.gaps.Load(), Restarts: c.restarts.Load(), Replays: c.replays.Load(),
 		ReplayFailures: c.replayFailures.Load(), Purges: c.purges.Load(), DecodeErrors: c.decodeErrors.Load(),
 		ApplyErrors: c.applyErrors.Load(), TransportErrors: c.transportErrors.Load(),
