@@ -3,6 +3,7 @@ package vllmcontract
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -20,20 +21,29 @@ var client = &http.Client{Timeout: time.Minute}
 // post sends body to url and returns the status and the whole answer.
 func post(t testing.TB, url string, body any) (int, []byte) {
 	t.Helper()
-	b, err := json.Marshal(body)
+	status, out, err := tryPost(url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return status, out
+}
+
+// tryPost is post for goroutines other than the test's.
+func tryPost(url string, body any) (int, []byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, err
+	}
 	resp, err := client.Post(url, "application/json", bytes.NewReader(b))
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return 0, nil, fmt.Errorf("POST %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading the answer: %v", url, err)
+		return 0, nil, fmt.Errorf("POST %s: reading the answer: %w", url, err)
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, out, nil
 }
 
 // complete runs one completion of prompt (text or token ids) on url (an
