@@ -29,7 +29,7 @@ import (
 // 64-token blocks as the llm-d precise-prefix guide runs them.
 const (
 	// defaultVLLMImage is a vLLM release whose KV events are map-form with
-	// the replay endpoint (PROTOCOLS.md section 1), pinned by digest.
+	// the replay endpoint (PROTOCOLS.md section 1): the one the tests run.
 	defaultVLLMImage  = workloads.DefaultVLLMImage
 	defaultModelName  = "Qwen/Qwen2.5-7B-Instruct"
 	defaultModelPath  = "Qwen2.5-7B-Instruct"
@@ -164,7 +164,8 @@ func vllmAttribute() schema.SingleNestedAttribute {
 		MarkdownDescription: "The engine. Every change rolls the pods, one at a time.",
 		Attributes: map[string]schema.Attribute{
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVLLMImage),
-				MarkdownDescription: "vLLM image; default `" + defaultVLLMImage + "` (map-form KV events with replay), pinned by the digest public sources state for the tag (vLLM's release notes state none). " +
+				MarkdownDescription: "vLLM image; default `" + defaultVLLMImage + "` (map-form KV events with replay), the release the router's real-engine tests run; pinned by tag, since no public record states its digest: " +
+					"`crane digest vllm/vllm-openai:v0.32.0` (or `skopeo inspect --format '{{.Digest}}' docker://docker.io/vllm/vllm-openai:v0.32.0`) resolves it, to pin as `vllm/vllm-openai:v0.32.0@sha256:<digest>`. " +
 					"Any reference a runtime pulls is accepted: `repo:tag`, `repo@sha256:<digest>` or `repo:tag@sha256:<digest>` (the digest is what is pulled). " +
 					"The fleet passes `--enable-scale-out` and `--disable-access-log-for-endpoints`, so the image must be vLLM 0.30 or later."},
 			"block_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(64),

