@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -245,8 +244,7 @@ func stormFront(t *testing.T, replica string) (*httptest.Server, *atomic.Bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
+	toReplica := relay(u, http.DefaultTransport)
 	var storm atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if storm.Load() && r.URL.Path != "/metrics" {
@@ -254,7 +252,7 @@ func stormFront(t *testing.T, replica string) (*httptest.Server, *atomic.Bool) {
 			http.Error(w, "engine core died", http.StatusInternalServerError)
 			return
 		}
-		rp.ServeHTTP(w, r)
+		toReplica.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &storm
@@ -540,8 +538,7 @@ func newPodFront(t *testing.T, replica string) *podFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
+	toReplica := relay(u, http.DefaultTransport)
 	f := &podFront{quit: make(chan struct{})}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metricsPath := r.URL.Path == "/metrics"
@@ -594,7 +591,7 @@ func newPodFront(t *testing.T, replica string) *podFront {
 			_, _ = w.Write(b)
 			return
 		}
-		rp.ServeHTTP(w, r)
+		toReplica.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { close(f.quit); f.Close() })
 	return f

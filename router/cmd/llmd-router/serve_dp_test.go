@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"sync"
@@ -53,7 +52,7 @@ func startDPPod(t *testing.T, files testenv.ModelFiles) *dpPod {
 			rank = 0 // vLLM's own balancing stands behind a missing header
 		}
 		u, _ := url.Parse(p.http[rank].URL)
-		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+		relay(u, http.DefaultTransport).ServeHTTP(w, r)
 	}))
 	t.Cleanup(p.front.Close)
 	topic := "kv@" + p.front.Listener.Addr().String() + "@" + simModelName
