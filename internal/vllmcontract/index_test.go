@@ -3,6 +3,7 @@ package vllmcontract
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
@@ -95,7 +96,15 @@ func TestIndexHoldsWhatTheEngineHolds(t *testing.T) {
 	// empty cache; the index must drop what the old process held.
 	restarts := series(t, routerURL, "llmd_router_kv_event_restarts_total", nil)
 	purges := series(t, routerURL, "llmd_router_kv_event_purges_total", nil)
+	connections := series(t, routerURL, "llmd_router_kv_event_connections_total", nil)
 	b.Restart(t)
+	// The router's subscription reconnects on libzmq's backoff (up to 5 s
+	// after a long outage); the contract holds from the new handshake on.
+	for deadline := time.Now().Add(30 * time.Second); series(t, routerURL, "llmd_router_kv_event_connections_total", nil) <= connections; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("engine restart: the router did not reconnect to the new engine process in 30 s")
+		}
+	}
 	complete(t, b.URL, tokenPrompt(2, 8), 1)
 	if got := sameHolding(t, routerURL, b.Name, b.URL, held, bs); got != 0 {
 		t.Errorf("engine restart: a new engine process reused %d blocks", got)
