@@ -71,7 +71,7 @@ func (c *Client) WaitDeployment(ctx context.Context, namespace, name string) err
 	}
 	for {
 		st, err := c.rolloutState(ctx, namespace, name)
-		if ctx.Err() != nil {
+		if cutShort(ctx, err) {
 			// The poll was cut short: its reading may be partial.
 			return timeout()
 		}
@@ -308,7 +308,7 @@ func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
 	for {
 		job, err := c.Typed.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			if ctx.Err() != nil {
+			if cutShort(ctx, err) {
 				return timeout()
 			}
 			return fmt.Errorf("reading Job %s/%s: %w", namespace, name, err)
@@ -353,6 +353,22 @@ func (c *Client) WaitJob(ctx context.Context, namespace, name string) error {
 		case <-time.After(c.Poll):
 		}
 	}
+}
+
+// cutShort reports whether a poll ended because the wait's context did. It
+// is true once the context has ended, and also just before its deadline:
+// client-go throttles every request through golang.org/x/time/rate, whose
+// Wait refuses at once, with "rate: Wait(n=1) would exceed context
+// deadline" (client-go wraps it as "client rate limiter Wait returned an
+// error"), a wait that would end after the deadline, so a poll in the last
+// milliseconds fails with the context still live. Both are the wait's
+// timeout, not an API error.
+func cutShort(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	_, hasDeadline := ctx.Deadline()
+	return hasDeadline && err != nil && strings.Contains(err.Error(), "would exceed context deadline")
 }
 
 // lastWordsTimeout bounds the read of a timed-out Job's last words.
