@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	routerCost := fs.Duration("router-cost", routerCostPerRequest, "virtual: the router's wall-clock processing time per request, spent in arrival order (default measured on the 2-core test machine, see internal/bench doc)")
 	oracle := fs.Bool("oracle", false, "virtual: route on the fleet's state at each decision (1 ms scrapes, KV events at once, no router time), the ceiling of each policy's scorers (see internal/bench doc)")
 	routers := fs.Int("routers", DefaultRouters, "also run each router policy behind this many router replicas, connections spread over them as their Service spreads them (shown as policy@N beside the one-router row; 1: one router only)")
+	engines := fs.String("engines", "", "live: run against these engines instead of simulated replicas (comma-separated base URLs); policies rr, random and router")
+	routerURLs := fs.String("router-urls", "", "live, with --engines: the routers the router policy sends to (comma-separated base URLs)")
+	fs.StringVar(&live.Model, "model", live.Model, "live: the served model name")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,6 +60,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *jsonPath == "" {
 		return fmt.Errorf("--json FILE is required")
+	}
+	if *engines != "" {
+		// The workload's flags, without --demo-scale's or --replicas' sense
+		// (the engines are what they are).
+		w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
+			SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
+			RequestRate: *rate, Seed: *seedFlag, Prompts: *prompts, BlockSize: *blockSize}
+		return runEndpoints(ctx, w, endpointPolicies(fs, *policies), Endpoints{Engines: splitList(*engines), Routers: splitList(*routerURLs)},
+			*mode, live, *jsonPath, stdout, stderr)
 	}
 	pols, err := ParsePolicies(*policies)
 	if err != nil {
@@ -132,6 +145,53 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return writeFile(*plotPath, func(f io.Writer) error { return WritePlot(f, rep) })
 	}
 	return nil
+}
+
+// runEndpoints is the command against given endpoints: the table, the
+// ceiling and probe lines, and the JSON report.
+func runEndpoints(ctx context.Context, w Workload, policies []string, ep Endpoints, mode string, live LiveOptions,
+	jsonPath string, stdout, stderr io.Writer) error {
+	if mode != "live" {
+		return fmt.Errorf("--engines: live mode only (--mode live)")
+	}
+	// A key for routers or engines that require one comes from the
+	// environment, as the router's own does: flags show in ps.
+	live.APIKey = os.Getenv("LLMD_API_KEY")
+	start := time.Now()
+	rep, err := RunEndpoints(ctx, w, policies, ep, live, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: against %d engines took %s of wall time\n", len(ep.Engines), time.Since(start).Round(time.Millisecond))
+	if err := WriteTable(stdout, rep); err != nil {
+		return err
+	}
+	if err := WriteCeiling(stdout, rep); err != nil {
+		return err
+	}
+	return writeJSON(jsonPath, rep)
+}
+
+// endpointPolicies is --policies against given endpoints: rr and router
+// unless the flag was given.
+func endpointPolicies(fs *flag.FlagSet, list string) []string {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "policies" })
+	if !given {
+		return []string{PolicyRR, PolicyRouter}
+	}
+	return splitList(list)
+}
+
+// splitList splits a comma-separated flag, dropping empty entries.
+func splitList(list string) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // writeJSON writes v to path as indented JSON.

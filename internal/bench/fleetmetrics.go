@@ -21,6 +21,16 @@ type podMetrics struct {
 	LagMax                 float64
 }
 
+// since is m's counters' growth from before; the gauges and the lag are
+// m's own.
+func (m podMetrics) since(before podMetrics) podMetrics {
+	m.Queries -= before.Queries
+	m.Hits -= before.Hits
+	m.Preempt -= before.Preempt
+	m.Success -= before.Success
+	return m
+}
+
 // wanted maps metric names to the field they fill; vLLM labels every
 // sample (model_name), so a name may carry labels and several samples of
 // one name add up (request_success_total by finish reason).

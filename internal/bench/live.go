@@ -39,6 +39,9 @@ type LiveOptions struct {
 	// them it does not know the model and routes every request on load
 	// alone, token-id prompts included.
 	Tokenizer config.Tokenizer
+	// APIKey, when set, goes with every request as a bearer token (a
+	// router or engines that require one; never logged or reported).
+	APIKey string
 }
 
 // DefaultLiveOptions are real time, the 5% lag limit, this binary.
@@ -128,19 +131,35 @@ func prepareLive(w Workload, opts LiveOptions) (*livePrep, error) {
 	if err := w.check(); err != nil {
 		return nil, err
 	}
-	prep := &livePrep{}
-	if opts.Tokenizer.JSON != "" {
-		var err error
-		if opts.Tokenizer.Config == "" {
-			return nil, fmt.Errorf("--tokenizer needs --tokenizer-config (the chat template and special tokens)")
-		}
-		if prep.model, err = chat.LoadModel(opts.Tokenizer.JSON, opts.Tokenizer.Config, chat.Options{}); err != nil {
-			return nil, fmt.Errorf("loading the model's tokenizer files: %w", err)
-		}
+	model, err := loadLiveModel(opts)
+	if err != nil {
+		return nil, err
 	}
+	return buildLivePrompts(w, model)
+}
+
+// loadLiveModel loads the model's tokenizer files, nil without them.
+func loadLiveModel(opts LiveOptions) (*chat.Model, error) {
+	if opts.Tokenizer.JSON == "" {
+		return nil, nil
+	}
+	if opts.Tokenizer.Config == "" {
+		return nil, fmt.Errorf("--tokenizer needs --tokenizer-config (the chat template and special tokens)")
+	}
+	model, err := chat.LoadModel(opts.Tokenizer.JSON, opts.Tokenizer.Config, chat.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("loading the model's tokenizer files: %w", err)
+	}
+	return model, nil
+}
+
+// buildLivePrompts builds w's prompts with model's tokenizer (nil: token
+// ids only).
+func buildLivePrompts(w Workload, model *chat.Model) (*livePrep, error) {
+	prep := &livePrep{model: model}
 	var tok *tokenizer.Tokenizer
-	if prep.model != nil {
-		tok = prep.model.Tokenizer()
+	if model != nil {
+		tok = model.Tokenizer()
 	}
 	switch {
 	case w.Dataset == DatasetMultiTurn:
@@ -162,6 +181,15 @@ func prepareLive(w Workload, opts LiveOptions) (*livePrep, error) {
 		}
 	}
 	return prep, nil
+}
+
+// prompts is the prompt token ids of a completions workload, in the order
+// they are sent.
+func (p *livePrep) prompts() sim.Workload {
+	if p.text != nil {
+		return p.text
+	}
+	return p.work
 }
 
 // requests returns a fresh request source for one policy's run.
@@ -204,93 +232,19 @@ func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy strin
 	if err != nil {
 		return Summary{}, lagReport{}, err
 	}
-	c := newClient(w, reqs, opts.Model, target)
-	start := time.Now()
-	c.start = start
-	reqs.begin(ctx, start)
-	hc := &http.Client{Timeout: 10 * time.Second}
-	sctx, stopSide := context.WithCancel(ctx)
-	var sampler fleetSampler
-	sideDone := make(chan struct{}, 2)
-	go func() {
-		sampler.run(sctx, hc, bases, max(100*time.Millisecond, time.Duration(float64(time.Second)/opts.TimeScale)),
-			func() bool { return reqs.taken() < reqs.Len() }, start, opts.TimeScale)
-		sideDone <- struct{}{}
-	}()
-	go func() {
-		c.progress(sctx, progress, policy, opts.TimeScale, time.Second)
-		sideDone <- struct{}{}
-	}()
-	c.run(ctx)
-	wall := time.Since(c.start).Seconds()
-	stopSide()
-	<-sideDone
-	<-sideDone
-	if err := ctx.Err(); err != nil {
-		return Summary{}, lagReport{}, err
-	}
-	// Behind several routers, the counters are summed over them.
-	var routerCounters map[string]float64
-	var perRouter []int
+	side := liveSide{policy: policy, target: target, engines: bases}
 	for _, rp := range rps {
-		if err := rp.alive(); err != nil {
-			return Summary{}, lagReport{}, err
-		}
-		err := getMetrics(ctx, hc, rp.addr, func(r io.Reader) error {
-			m, err := parseRouterMetrics(r)
-			if routerCounters == nil {
-				routerCounters = map[string]float64{}
+		side.routers = append(side.routers, rp.addr)
+	}
+	side.alive = func() error {
+		for _, rp := range rps {
+			if err := rp.alive(); err != nil {
+				return err
 			}
-			for k, v := range m {
-				routerCounters[k] += v
-			}
-			perRouter = append(perRouter, int(m["decisions"]))
-			return err
-		})
-		if err != nil {
-			return Summary{}, lagReport{}, fmt.Errorf("reading the router's counters: %w", err)
 		}
+		return nil
 	}
-	if c.firstErr != nil && len(c.recs) == 0 {
-		return Summary{}, lagReport{}, fmt.Errorf("every request failed, the first with: %w", c.firstErr)
-	}
-	ms, err := scrapeFleet(ctx, hc, bases)
-	if err != nil {
-		return Summary{}, lagReport{}, err
-	}
-	fl := Fleet{PeakWaiting: sampler.peakWaiting, PodRequests: make([]int, len(ms)), Series: sampler.series,
-		RouterRequests: routerRequests(perRouter)}
-	if sampler.samples > 0 {
-		fl.MeanKVUsage = sampler.kvSum / float64(sampler.samples)
-	}
-	var queries, hits float64
-	lag := lagReport{wall: wall}
-	for i, m := range ms {
-		queries, hits = queries+m.Queries, hits+m.Hits
-		fl.Preemptions += m.Preempt
-		fl.PodRequests[i] = int(m.Success)
-		lag.seconds = max(lag.seconds, m.LagMax)
-	}
-	if queries > 0 {
-		fl.HitRate = hits / queries
-	}
-	if wall > 0 {
-		lag.share = lag.seconds / wall
-	}
-	// Simulated seconds, so live and virtual figures compare.
-	for i := range c.recs {
-		r := &c.recs[i]
-		r.Sent, r.FirstToken, r.Done = r.Sent*opts.TimeScale, r.FirstToken*opts.TimeScale, r.Done*opts.TimeScale
-		for j := range r.Tokens {
-			r.Tokens[j] *= opts.TimeScale
-		}
-	}
-	if c.firstErr != nil {
-		fmt.Fprintf(progress, "%s: %d requests failed, the first with: %v\n", policy, c.failed.Load(), c.firstErr)
-	}
-	s := Summarize(policy, c.recs, int(c.failed.Load()), fl)
-	s.Router = routerCounters
-	return s, lag, sampler.err
+	return measureLive(ctx, w, reqs, side, opts, progress)
 }
 
 // liveTarget says where each request goes: rr pins each connection to a
@@ -300,18 +254,8 @@ func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy strin
 // kube-proxy pins it.
 func liveTarget(ctx context.Context, policy string, w Workload, bases []string, infos []sim.ReplicaInfo, opts LiveOptions,
 	dir string) (func(conn, i int) string, []*routerProc, error) {
-	switch policy {
-	case PolicyRR:
-		rng := rand.New(rand.NewPCG(w.Seed, 0x6b707278))
-		pinned := make([]string, w.MaxConcurrency)
-		for c := range pinned {
-			pinned[c] = bases[rng.IntN(len(bases))]
-		}
-		return func(conn, _ int) string { return pinned[conn] }, nil, nil
-	case PolicyRandom:
-		return func(_, i int) string {
-			return bases[rand.New(rand.NewPCG(w.Seed, uint64(i))).IntN(len(bases))]
-		}, nil, nil
+	if target := clientPlaced(policy, w, bases); target != nil {
+		return target, nil, nil
 	}
 	scorers, _, ok := RouterScorers(policy)
 	if !ok {
@@ -332,12 +276,42 @@ func liveTarget(ctx context.Context, policy string, w Workload, bases []string, 
 			return nil, nil, err
 		}
 	}
+	addrs := make([]string, len(rps))
+	for i, rp := range rps {
+		addrs[i] = rp.addr
+	}
+	return serviceSpread(w, addrs), rps, nil
+}
+
+// clientPlaced is the target of the policies the client places itself:
+// rr pins each connection to a random pod, as kube-proxy pins a Service's
+// connection; random draws a pod per request. Nil for any other policy.
+func clientPlaced(policy string, w Workload, bases []string) func(conn, i int) string {
+	switch policy {
+	case PolicyRR:
+		rng := rand.New(rand.NewPCG(w.Seed, 0x6b707278))
+		pinned := make([]string, w.MaxConcurrency)
+		for c := range pinned {
+			pinned[c] = bases[rng.IntN(len(bases))]
+		}
+		return func(conn, _ int) string { return pinned[conn] }
+	case PolicyRandom:
+		return func(_, i int) string {
+			return bases[rand.New(rand.NewPCG(w.Seed, uint64(i))).IntN(len(bases))]
+		}
+	}
+	return nil
+}
+
+// serviceSpread pins each connection to one of the router replicas at
+// random, as their Service's kube-proxy pins it.
+func serviceSpread(w Workload, routers []string) func(conn, i int) string {
 	rng := rand.New(rand.NewPCG(w.Seed, 0x73766370))
 	pinned := make([]string, w.MaxConcurrency)
 	for c := range pinned {
-		pinned[c] = rps[rng.IntN(len(rps))].addr
+		pinned[c] = routers[rng.IntN(len(routers))]
 	}
-	return func(conn, _ int) string { return pinned[conn] }, rps, nil
+	return func(conn, _ int) string { return pinned[conn] }
 }
 
 // stopRouters stops every router process started.

@@ -23,6 +23,8 @@ type client struct {
 	w     Workload
 	reqs  requests
 	model string
+	// apiKey, when set, goes with every request as a bearer token.
+	apiKey string
 	// target returns the base URL request i goes to on connection conn.
 	target func(conn, i int) string
 	http   *http.Client
@@ -105,6 +107,9 @@ func (c *client) one(ctx context.Context, base string, i int) (string, bool) {
 		return "", false
 	}
 	hr.Header.Set("Content-Type", "application/json")
+	if c.apiKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
 	sent := time.Now()
 	resp, err := c.http.Do(hr)
 	if err != nil {

@@ -13,6 +13,10 @@ type Report struct {
 	// Ceiling, in live mode, is what routing could give the workload at
 	// most: each routed policy's live throughput is read against it.
 	Ceiling *Ceiling `json:"ceiling,omitempty"`
+	// Caches and Probe, against given endpoints, are the engines' KV
+	// caches and their prefill times, read before the first policy.
+	Caches *EngineCaches `json:"caches,omitempty"`
+	Probe  *PrefillProbe `json:"prefill_probe,omitempty"`
 }
 
 // Ceiling is the most output throughput any of the router's policies

@@ -67,7 +67,10 @@ type Summary struct {
 	// PrefixHitRate is prompt tokens served from the prefix caches over
 	// prompt tokens looked up, from the replicas' counters.
 	PrefixHitRate float64 `json:"prefix_hit_rate"`
-	PeakWaiting   int     `json:"peak_waiting"`
+	// HitCeiling, against given endpoints, is the most PrefixHitRate the
+	// policy's prompts allow on the engines' caches (hitCeiling).
+	HitCeiling  float64 `json:"hit_ceiling,omitempty"`
+	PeakWaiting int     `json:"peak_waiting"`
 	MeanKVUsage   float64 `json:"mean_kv_usage"`
 	Preemptions   float64 `json:"preemptions"`
 	PodRequests   []int   `json:"pod_requests,omitempty"`

@@ -32,8 +32,12 @@ func WriteTable(w io.Writer, rep Report) error {
 }
 
 // WriteCeiling prints, when the report has one, the ceiling of routing and
-// the share of it each routed policy reached.
+// the share of it each routed policy reached; against given endpoints, the
+// hit-rate ceiling and what the prefill probe predicts.
 func WriteCeiling(w io.Writer, rep Report) error {
+	if rep.Caches != nil {
+		return writeEndpointCeiling(w, rep)
+	}
 	c := rep.Ceiling
 	if c == nil || c.OutputThroughput <= 0 {
 		return nil
@@ -81,5 +85,32 @@ func WriteSummary(w io.Writer, s Summary) error {
 	line("Peak waiting requests (fleet)", "%d", s.PeakWaiting)
 	line("Mean KV-cache use", "%.2f%%", 100*s.MeanKVUsage)
 	_, err := fmt.Fprintln(w, "==================================================")
+	return err
+}
+
+// writeEndpointCeiling prints each policy's hit rate against its ceiling on
+// the engines' caches, and the mean TTFT the probe predicts from the hit
+// rates beside the measured one.
+func writeEndpointCeiling(w io.Writer, rep Report) error {
+	line := fmt.Sprintf("prefix hit rate against its ceiling (each distinct prefix computed once, in the engines' %d blocks of %d tokens):",
+		rep.Caches.Blocks, rep.Caches.BlockSize)
+	for _, s := range rep.Policies {
+		if s.HitCeiling > 0 {
+			line += fmt.Sprintf(" %s %.1f%% of %.1f%% (%.2f)", s.Policy, 100*s.PrefixHitRate, 100*s.HitCeiling, s.PrefixHitRate/s.HitCeiling)
+		}
+	}
+	if _, err := fmt.Fprintln(w, line); err != nil {
+		return err
+	}
+	p := rep.Probe
+	if p == nil {
+		return nil
+	}
+	line = fmt.Sprintf("prefill probe (engine 1, one request at a time): uncached %.0f ms, prefix cached %.0f ms; mean TTFT predicted at no queue from the hit rate, measured:",
+		p.UncachedMS, p.CachedMS)
+	for _, s := range rep.Policies {
+		line += fmt.Sprintf(" %s %.0f ms, %.0f ms;", s.Policy, p.PredictTTFT(s.PrefixHitRate), s.MeanTTFT)
+	}
+	_, err := fmt.Fprintln(w, line)
 	return err
 }
