@@ -71,9 +71,9 @@ type Summary struct {
 	// policy's prompts allow on the engines' caches (hitCeiling).
 	HitCeiling  float64 `json:"hit_ceiling,omitempty"`
 	PeakWaiting int     `json:"peak_waiting"`
-	MeanKVUsage   float64 `json:"mean_kv_usage"`
-	Preemptions   float64 `json:"preemptions"`
-	PodRequests   []int   `json:"pod_requests,omitempty"`
+	MeanKVUsage float64 `json:"mean_kv_usage"`
+	Preemptions float64 `json:"preemptions"`
+	PodRequests []int   `json:"pod_requests,omitempty"`
 	// RouterRequests counts the requests each router replica decided, when
 	// the policy ran behind more than one.
 	RouterRequests []int `json:"router_requests,omitempty"`
