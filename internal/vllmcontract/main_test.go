@@ -54,7 +54,7 @@ var (
 // engines are this test binary's two engines, started on first use and
 // shared: a test that restarts, pauses or resets one leaves it serving
 // with an empty cache, and no test assumes what another left cached.
-func engines(t *testing.T) []*testenv.Engine {
+func engines(t testing.TB) []*testenv.Engine {
 	t.Helper()
 	poolOnce.Do(func() { pool = testenv.StartEngines(t, 2, engineOptions(t, testFleet())) })
 	if len(pool) != 2 {
@@ -82,7 +82,7 @@ func routerConfig(t testing.TB, f workloads.Fleet, es []*testenv.Engine) *config
 }
 
 // startRouter runs `llmd-router serve` with c and returns its base URL.
-func startRouter(t *testing.T, c *config.Config, args ...string) (string, *testenv.RouterProcess) {
+func startRouter(t testing.TB, c *config.Config, args ...string) (string, *testenv.RouterProcess) {
 	t.Helper()
 	b, err := json.Marshal(c)
 	if err != nil {
