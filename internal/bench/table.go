@@ -111,6 +111,16 @@ func writeEndpointCeiling(w io.Writer, rep Report) error {
 	for _, s := range rep.Policies {
 		line += fmt.Sprintf(" %s %.0f ms, %.0f ms;", s.Policy, p.PredictTTFT(s.PrefixHitRate), s.MeanTTFT)
 	}
+	// Queues lengthen every policy's TTFT; the ratio to rr's is what the
+	// hit rates alone predict.
+	if base := rep.Policy(PolicyRR); base != nil && base.MeanTTFT > 0 {
+		for _, s := range rep.Policies {
+			if s.Policy != PolicyRR {
+				line += fmt.Sprintf(" %s/rr predicted %.2f, measured %.2f;", s.Policy,
+					p.PredictTTFT(s.PrefixHitRate)/p.PredictTTFT(base.PrefixHitRate), s.MeanTTFT/base.MeanTTFT)
+			}
+		}
+	}
 	_, err := fmt.Fprintln(w, line)
 	return err
 }
