@@ -204,6 +204,27 @@
 // other's in-flight requests and speculation until the pods' events and
 // scrapes show them.
 //
+// # Against given endpoints (--engines)
+//
+// `llmd-router bench --mode live --engines URL,... --router-urls URL,...`
+// runs against a fleet the bench did not start: real vLLM engines (or
+// simulated replicas) and routers as deployed, by base URL. Its policies
+// are rr and random, which the client places on the engines itself, and
+// router, the given routers with whatever configuration they run
+// (RunEndpoints; default rr,router). Nothing is restarted between
+// policies, and a production engine cannot clear its cache, so each
+// policy draws its own prompts (the workload's seed plus its position)
+// and every counter is read as its growth over the policy's run. Before
+// the first policy the bench reads each engine's KV cache from
+// vllm:cache_config_info and times a prompt of the workload's shape on the
+// first engine uncached and with its prefix cached (PrefillProbe). Each
+// policy's hit rate is read against the ceiling its prompts allow on the
+// engines' blocks (each prefix computed once, least recently used blocks
+// evicted: hitCeiling), and its mean TTFT beside what the probe predicts
+// from its hit rate with no queue. A key for routers or engines that
+// require one comes from LLMD_API_KEY. `make demo-vllm` runs it on two
+// real CPU engines (internal/vllmcontract BenchmarkABOnRealEngines).
+//
 // # Rate ladder
 //
 // `llmd-router bench --ladder 20,40,60` runs the policies at each request
