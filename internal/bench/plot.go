@@ -8,17 +8,28 @@ import (
 	"math"
 )
 
-// palette colours the policies in report order (colour-blind-safe Okabe-Ito).
-var palette = []string{"#999999", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#0072B2"}
+// palette colours the policies in report order, one colour each: the
+// colour-blind-safe Okabe-Ito set (its yellow left out, unreadable on
+// white) and then Paul Tol's muted colours, twelve in all, enough for every
+// policy and two-router row of the demo. A report of more policies than
+// colours repeats them from the start.
+var palette = []string{"#999999", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#0072B2", "#000000",
+	"#882255", "#44AA99", "#999933", "#332288"}
+
+// colour is policy i's colour.
+func colour(i int) string { return palette[i%len(palette)] }
 
 // Plot geometry: two panels side by side.
 const (
-	plotW, plotH             = 960, 420
+	plotW, plotH             = 960, 460
 	panelTop, panelH         = 50, 300
 	cdfLeft, cdfW            = 70, 480
 	barLeft, barW            = 640, 280
 	axisColour, gridColour   = "#333333", "#dddddd"
 	minTTFTms, decadesMaxLog = 1.0, 7
+	// The legend under the distributions: legendPerRow entries of
+	// legendW pixels a row.
+	legendPerRow, legendW = 5, 96
 )
 
 // WritePlot draws the report as SVG: on the left each policy's TTFT
@@ -69,20 +80,22 @@ func cdf(b *bytes.Buffer, rep Report) {
 		if len(s.TTFTs) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, palette[i%len(palette)])
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, colour(i))
 		// At most ~400 points per curve: the shape, not every request.
 		step := max(1, len(s.TTFTs)/400)
 		for j := 0; j < len(s.TTFTs); j += step {
 			fmt.Fprintf(b, "%.1f,%.1f ", x(s.TTFTs[j]), y(float64(j+1)/float64(len(s.TTFTs))))
 		}
 		fmt.Fprintf(b, "%.1f,%.1f\"/>\n", x(s.TTFTs[len(s.TTFTs)-1]), y(1))
-		ly, lx := panelTop+panelH+56, cdfLeft+i*96
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/>`+"\n", lx, ly-4, palette[i%len(palette)])
+		ly, lx := panelTop+panelH+56+18*(i/legendPerRow), cdfLeft+(i%legendPerRow)*legendW
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/>`+"\n", lx, ly-4, colour(i))
 		text(b, lx+18, ly, "start", 12, s.Policy)
 	}
 }
 
-// bars draws output throughput per policy.
+// bars draws output throughput per policy, each bar's value above it and
+// its policy slanted under the axis, so that neither runs into its
+// neighbour's however many policies share the panel.
 func bars(b *bytes.Buffer, rep Report) {
 	top := 0.0
 	for _, s := range rep.Policies {
@@ -98,9 +111,16 @@ func bars(b *bytes.Buffer, rep Report) {
 		h := s.OutputThroughput / top * (panelH - 20)
 		bx := barLeft + float64(i)*slot + slot*0.15
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n",
-			bx, panelTop+panelH-h, slot*0.7, h, palette[i%len(palette)])
-		text(b, int(bx+slot*0.35), int(panelTop+panelH-h)-4, "middle", 11, fmt.Sprintf("%.0f", s.OutputThroughput))
-		text(b, int(bx+slot*0.35), panelTop+panelH+16, "middle", 12, s.Policy)
+			bx, panelTop+panelH-h, slot*0.7, h, colour(i))
+		cx := int(bx + slot*0.35)
+		// A value wider than its slot (about 6.5 px a digit at 11 px) stands upright.
+		value := fmt.Sprintf("%.0f", s.OutputThroughput)
+		if float64(len(value))*6.5 > slot {
+			rotated(b, cx+4, int(panelTop+panelH-h)-4, "start", 11, -90, value)
+		} else {
+			text(b, cx, int(panelTop+panelH-h)-4, "middle", 11, value)
+		}
+		rotated(b, cx+4, panelTop+panelH+14, "end", 12, -40, s.Policy)
 	}
 }
 
@@ -117,7 +137,16 @@ func line(b *bytes.Buffer, x1, y1, x2, y2 float64, colour string) {
 
 // text writes an escaped label.
 func text(b *bytes.Buffer, x, y int, anchor string, size int, s string) {
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="%s" font-size="%d">`, x, y, anchor, size)
+	rotated(b, x, y, anchor, size, 0, s)
+}
+
+// rotated writes an escaped label turned by degrees about its anchor point.
+func rotated(b *bytes.Buffer, x, y int, anchor string, size, degrees int, s string) {
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="%s" font-size="%d"`, x, y, anchor, size)
+	if degrees != 0 {
+		fmt.Fprintf(b, ` transform="rotate(%d %d %d)"`, degrees, x, y)
+	}
+	b.WriteString(">")
 	_ = xml.EscapeText(b, []byte(s)) // writes to a bytes.Buffer, which cannot fail
 	b.WriteString("</text>\n")
 }

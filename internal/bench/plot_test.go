@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"testing"
+)
+
+// TestPlotGivesEveryDemoPolicyItsOwnColour draws the demo's eight policies
+// (five, then three behind two routers) and reads the SVG back as XML:
+// every bar has a colour of its own, the same as its distribution's curve,
+// and every policy's name under the bars is slanted so that neighbours do
+// not overlap.
+func TestPlotGivesEveryDemoPolicyItsOwnColour(t *testing.T) {
+	var rep Report
+	for i, p := range []string{"rr", "random", "approx", "llmd", "best", "approx@2", "llmd@2", "best@2"} {
+		rep.Policies = append(rep.Policies, Summary{Policy: p, OutputThroughput: 1000 + 700*float64(i), TTFTs: []float64{10, 100, 1000}})
+	}
+	var b bytes.Buffer
+	if err := WritePlot(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	bars, curves, slanted := map[string]string{}, map[string]bool{}, map[string]bool{}
+	dec := xml.NewDecoder(&b)
+	var inText *xml.StartElement
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the plot is not well-formed XML: %v", err)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			attrs := map[string]string{}
+			for _, a := range el.Attr {
+				attrs[a.Name.Local] = a.Value
+			}
+			switch el.Name.Local {
+			case "rect":
+				if attrs["width"] != "14" && attrs["fill"] != "white" {
+					bars[attrs["fill"]] = attrs["height"]
+				}
+			case "polyline":
+				curves[attrs["stroke"]] = true
+			case "text":
+				if attrs["transform"] != "" {
+					inText = &el
+				}
+			}
+		case xml.CharData:
+			if inText != nil {
+				slanted[string(el)] = true
+			}
+		case xml.EndElement:
+			inText = nil
+		}
+	}
+	if len(bars) != len(rep.Policies) {
+		t.Errorf("%d bar colours for %d policies: %v", len(bars), len(rep.Policies), bars)
+	}
+	for fill := range bars {
+		if !curves[fill] {
+			t.Errorf("bar colour %s has no distribution curve of the same colour", fill)
+		}
+	}
+	for _, s := range rep.Policies {
+		if !slanted[s.Policy] {
+			t.Errorf("policy %s: no slanted label under its bar", s.Policy)
+		}
+	}
+}
