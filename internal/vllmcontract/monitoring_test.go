@@ -2,6 +2,7 @@ package vllmcontract
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -32,7 +33,10 @@ func testRouterSpec(f workloads.Fleet) workloads.Router {
 // provider applies.
 func fleetScrapeTarget(t *testing.T, f workloads.Fleet, e *testenv.Engine) testenv.ScrapeTarget {
 	t.Helper()
-	f.VLLM.Image = "vllm/vllm-openai:" + testenv.VLLMVersion
+	// What rendering needs and the labels do not depend on.
+	f.VLLM.Image, f.Storage.ExistingClaim, f.Replicas = "vllm/vllm-openai:"+testenv.VLLMVersion, "weights", 1
+	f.Resources = workloads.Resources{CPU: "1", Memory: "4Gi", MemoryLimit: "4Gi", Shm: "1Gi"}
+	f.Rollout = workloads.Rollout{MaxUnavailable: 1, StartupSeconds: 600}
 	objs, err := f.Objects(true)
 	if err != nil {
 		t.Fatalf("rendering fleet %s: %v", f.Name, err)
@@ -164,4 +168,22 @@ func prometheusRuleExprs(t *testing.T, o kube.Object) []ruleExpr {
 		}
 	}
 	return out
+}
+
+// TestScrapeTargetsFollowTheMonitors: the tests' scrape targets carry the
+// labels prometheus-operator derives from the product's PodMonitor and
+// ServiceMonitor (no engine needed).
+func TestScrapeTargetsFollowTheMonitors(t *testing.T) {
+	f := testFleet()
+	e := &testenv.Engine{Name: "vllm-9", URL: "http://10.251.9.2:8000"}
+	got := fleetScrapeTarget(t, f, e).Labels
+	want := map[string]string{"namespace": "llmd", "pod": "vllm-9", "container": "vllm", "endpoint": "http", "job": "llmd/tiny"}
+	if !maps.Equal(got, want) {
+		t.Errorf("engine target labels %v, want %v", got, want)
+	}
+	got = routerScrapeTarget(t, testRouterSpec(f), "http://127.0.0.1:1", "router-0").Labels
+	want = map[string]string{"namespace": "llmd", "service": "router", "pod": "router-0", "container": "router", "endpoint": "http", "job": "router"}
+	if !maps.Equal(got, want) {
+		t.Errorf("router target labels %v, want %v", got, want)
+	}
 }

@@ -1,6 +1,9 @@
 package vllmcontract
 
 import (
+	"strings"
+	"testing"
+
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -71,4 +74,28 @@ func selectors(e parser.Expr) []string {
 		return nil
 	})
 	return out
+}
+
+func TestMeasured(t *testing.T) {
+	for expr, want := range map[string]string{
+		`max by (pod) (x{a="1"}) > 0.95 and on (pod) max by (pod) (y) > 0`: `max by (pod) (x{a="1"}) | max by (pod) (y)`,
+		`(a - b) > 0 and on (ns) (c == d)`:                                 `a - b | c | d`,
+		`absent(up{service="r"} == 1)`:                                     `up{service="r"} == 1`,
+		`a < b`:                                                            `a | b`,
+		`0 == sum(a)`:                                                      `sum(a)`,
+		`a unless b`:                                                       `a`,
+		`rate(a[5m])`:                                                      `rate(a[5m])`,
+	} {
+		e, err := parser.ParseExpr(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range measured(e) {
+			got = append(got, m.String())
+		}
+		if strings.Join(got, " | ") != want {
+			t.Errorf("measured(%s) = %q, want %q", expr, got, want)
+		}
+	}
 }
