@@ -67,8 +67,11 @@ func TestDashboardsAndAlertsReadRealSeries(t *testing.T) {
 		}
 	})
 	t.Run("alerts", func(t *testing.T) {
+		// A fleet that stages its weights has every fleet alert.
+		staged := f
+		staged.Staging = &workloads.Staging{Repo: "Qwen/Qwen3-0.6B", Revision: strings.Repeat("c0ffee12", 5), Image: "vllm/vllm-openai:" + testenv.VLLMVersion}
 		var rules []ruleExpr
-		for _, obj := range []func() (kube.Object, error){f.AlertRule, r.AlertRule, func() (kube.Object, error) { return workloads.AlertsPrometheusRule("monitoring") }} {
+		for _, obj := range []func() (kube.Object, error){staged.AlertRule, r.AlertRule, func() (kube.Object, error) { return workloads.AlertsPrometheusRule("monitoring") }} {
 			o, err := obj()
 			if err != nil {
 				t.Fatal(err)
@@ -151,9 +154,8 @@ type dashboard struct {
 			Name     string `json:"name"`
 			Type     string `json:"type"`
 			AllValue string `json:"allValue"`
-			Query    struct {
-				Query string `json:"query"`
-			} `json:"query"`
+			// Query is a query variable's {"query": ...}; other kinds put a string here.
+			Query json.RawMessage `json:"query"`
 		} `json:"list"`
 	} `json:"templating"`
 	Panels []dashboardPanel `json:"panels"`
@@ -186,9 +188,13 @@ func checkDashboard(t *testing.T, prom *testenv.Prometheus, d workloads.Dashboar
 			continue
 		}
 		where := fmt.Sprintf("dashboard %s variable %s", d.Name, v.Name)
-		m := labelValuesQuery.FindStringSubmatch(v.Query.Query)
+		var q struct{ Query string }
+		if err := json.Unmarshal(v.Query, &q); err != nil {
+			t.Fatalf("%s: query %s: %v", where, v.Query, err)
+		}
+		m := labelValuesQuery.FindStringSubmatch(q.Query)
 		if m == nil {
-			t.Fatalf("%s: query %q is not label_values(selector, label)", where, v.Query.Query)
+			t.Fatalf("%s: query %q is not label_values(selector, label)", where, q.Query)
 		}
 		sel := interpolate(t, where, m[1], chosen)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
