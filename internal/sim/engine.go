@@ -19,8 +19,8 @@ type EngineConfig struct {
 	// MaxBatchedTokens is the per-step token budget of chunked prefill
 	// (vLLM --max-num-batched-tokens).
 	MaxBatchedTokens int
-	// Cost prices a step.
-	Cost CostModel
+	// Cost prices a step: a CostModel (DefaultCost) or a CostTable.
+	Cost StepCost
 	// Seed picks the engine's random hash root.
 	Seed uint64
 }
@@ -71,7 +71,7 @@ type Engine struct {
 
 	stepReqs []*Request // scheduled in the current step
 	progress []*Request // produced a token in the last step
-	shape    stepShape
+	shape    StepShape
 	inStep   bool
 	hitBuf   []int32
 
@@ -92,8 +92,8 @@ type EngineStats struct {
 
 // NewEngine returns an idle engine with an empty cache.
 func NewEngine(cfg EngineConfig) (*Engine, error) {
-	if cfg.NumGPUBlocks <= 0 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 {
-		return nil, fmt.Errorf("engine config %+v: blocks, block size, max seqs and token budget must be positive", cfg)
+	if cfg.NumGPUBlocks <= 0 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 || cfg.Cost == nil {
+		return nil, fmt.Errorf("engine config %+v: blocks, block size, max seqs and token budget must be positive, and a cost given", cfg)
 	}
 	e := &Engine{cfg: cfg, h: hasher{root: splitmix(cfg.Seed ^ 0x6b76)}}
 	e.pool = newBlockPool(cfg.NumGPUBlocks, &e.ev)
@@ -170,7 +170,7 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 	if e.inStep {
 		panic("sim: Schedule called twice without Finish")
 	}
-	e.shape = stepShape{}
+	e.shape.reset()
 	e.stepReqs = e.stepReqs[:0]
 	budget := e.cfg.MaxBatchedTokens
 	preempted := false
@@ -222,24 +222,18 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 	}
 	e.inStep = true
 	e.stats.Steps++
-	return e.cfg.Cost.stepTime(&e.shape), true
+	return e.cfg.Cost.StepTime(&e.shape), true
 }
 
 // schedule adds n of r's tokens to the step and caches its newly full blocks.
 func (e *Engine) schedule(r *Request, n int) {
 	c := r.computed
-	e.shape.seqs++
-	e.shape.tokens += n
-	e.shape.pairs += float64(n)*float64(c) + float64(n)*float64(n+1)/2
-	e.shape.kvTokens += float64(c + n)
 	if c < len(r.Prompt) {
 		e.stats.PromptTokens += uint64(min(c+n, len(r.Prompt)) - c)
 	}
 	r.computed = c + n
 	r.sched = n
-	if r.computed == len(r.tokens) {
-		e.shape.samples++
-	}
+	e.shape.add(c, n, r.Output > 0 && n == 1 && r.computed == len(r.tokens), r.computed == len(r.tokens))
 	e.stepReqs = append(e.stepReqs, r)
 	e.cacheFull(r)
 }
