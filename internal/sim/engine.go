@@ -165,7 +165,8 @@ func (e *Engine) blocksFor(tokens int) int { return (tokens + e.cfg.BlockSize - 
 // latest-admitted running request is preempted (its blocks freed, the
 // request put back at the head of the waiting queue to recompute). Only a
 // step without preemption admits waiting requests, FCFS, each starting after
-// its longest cached prefix.
+// its longest cached prefix and only when the cache can hold its whole
+// sequence.
 func (e *Engine) Schedule() (seconds float64, ok bool) {
 	if e.inStep {
 		panic("sim: Schedule called twice without Finish")
@@ -203,7 +204,11 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 		computed := len(e.hitBuf) * e.cfg.BlockSize
 		n := min(len(r.tokens)-computed, budget)
 		need := e.blocksFor(computed+n) - len(e.hitBuf)
-		if need+e.pool.freeAmong(e.hitBuf) > e.pool.numFree() {
+		// Admission needs room for the whole sequence, not its first chunk
+		// (vLLM v0.32.0 scheduler_reserve_full_isl, on by default:
+		// KVCacheManager.allocate_slots with full_sequence_must_fit).
+		whole := e.blocksFor(len(r.tokens)) - len(e.hitBuf)
+		if whole+e.pool.freeAmong(e.hitBuf) > e.pool.numFree() {
 			break
 		}
 		e.waiting.pop()

@@ -256,3 +256,48 @@ func TestPrefixHitSkipsPrefill(t *testing.T) {
 		t.Fatalf("queries %d, want %d", e.Stats().PrefixQueries, 2*len(p))
 	}
 }
+
+// TestAdmissionNeedsTheWholeSequence checks vLLM's admission gate
+// (scheduler_reserve_full_isl, on by default): a waiting request is
+// admitted only when the cache can hold its whole prompt, not just its
+// first chunk, so a long prompt waits for a running request to finish
+// instead of being admitted, growing and preempting.
+func TestAdmissionNeedsTheWholeSequence(t *testing.T) {
+	cfg := DefaultEngineConfig()
+	cfg.NumGPUBlocks, cfg.MaxBatchedTokens = 10, 32
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	// a holds 3 blocks of 16 while it decodes; b's 128 tokens need 8 of
+	// the 7 left, its first 32-token chunk only 2.
+	a := &Request{ID: 1, Prompt: randomTokens(rng, make([]uint32, 32)), MaxTokens: 12}
+	b := &Request{ID: 2, Prompt: randomTokens(rng, make([]uint32, 128)), MaxTokens: 4}
+	if err := e.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	now := 0.0
+	step := func() {
+		t.Helper()
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled")
+		}
+		now += d
+		e.Finish(now)
+	}
+	step()
+	if err := e.Add(b); err != nil {
+		t.Fatal(err)
+	}
+	for e.Busy() {
+		step()
+		if b.running && !a.Finished() {
+			t.Fatalf("b admitted with %d blocks while a runs holding %d", len(b.blocks), len(a.blocks))
+		}
+	}
+	if e.Stats().Preemptions != 0 || !b.Finished() {
+		t.Fatalf("%d preemptions, b finished %v: want none and b done", e.Stats().Preemptions, b.Finished())
+	}
+}
