@@ -9,7 +9,9 @@ import (
 // EngineConfig sizes one simulated vLLM engine. DefaultEngineConfig holds
 // vLLM's defaults for the modelled GPU.
 type EngineConfig struct {
-	// NumGPUBlocks is the KV cache's capacity in blocks (see GPUBlocks).
+	// NumGPUBlocks is the KV cache's size in blocks, vLLM's num_gpu_blocks
+	// (see GPUBlocks); one of them is vLLM's null block, so requests hold
+	// at most NumGPUBlocks-1.
 	NumGPUBlocks int
 	// BlockSize is tokens per KV block (vLLM --block-size; 16 is vLLM's
 	// default on CUDA, the seed ran 64: SeedEngineConfig).
@@ -92,11 +94,13 @@ type EngineStats struct {
 
 // NewEngine returns an idle engine with an empty cache.
 func NewEngine(cfg EngineConfig) (*Engine, error) {
-	if cfg.NumGPUBlocks <= 0 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 || cfg.Cost == nil {
-		return nil, fmt.Errorf("engine config %+v: blocks, block size, max seqs and token budget must be positive, and a cost given", cfg)
+	if cfg.NumGPUBlocks <= 1 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 || cfg.Cost == nil {
+		return nil, fmt.Errorf("engine config %+v: needs 2 blocks or more, a positive block size, max seqs and token budget, and a cost", cfg)
 	}
 	e := &Engine{cfg: cfg, h: hasher{root: splitmix(cfg.Seed ^ 0x6b76)}}
-	e.pool = newBlockPool(cfg.NumGPUBlocks, &e.ev)
+	// vLLM keeps one block back as the null block (a placeholder that never
+	// holds KV; v0.32.0 BlockPool.__init__), so requests share the rest.
+	e.pool = newBlockPool(cfg.NumGPUBlocks-1, &e.ev)
 	return e, nil
 }
 

@@ -301,3 +301,29 @@ func TestAdmissionNeedsTheWholeSequence(t *testing.T) {
 		t.Fatalf("%d preemptions, b finished %v: want none and b done", e.Stats().Preemptions, b.Finished())
 	}
 }
+
+// TestNullBlockIsNotForRequests checks that an engine of n blocks gives
+// requests n-1 of them, as vLLM keeps one back as its null block: a
+// request needing all n is refused, one needing n-1 fills the cache.
+func TestNullBlockIsNotForRequests(t *testing.T) {
+	cfg := DefaultEngineConfig()
+	cfg.NumGPUBlocks = 5
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	bs := cfg.BlockSize
+	if err := e.Add(&Request{ID: 1, Prompt: randomTokens(rng, make([]uint32, 4*bs)), MaxTokens: bs}); err == nil {
+		t.Fatal("a request of 5 blocks fit a 5-block cache")
+	}
+	if err := e.Add(&Request{ID: 2, Prompt: randomTokens(rng, make([]uint32, 4*bs-1)), MaxTokens: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.Schedule(); !ok {
+		t.Fatal("the 4-block request was not scheduled")
+	}
+	if u := e.KVUsage(); u != 1 {
+		t.Errorf("4 of 5 blocks held: usage %v, want 1 (the null block left out)", u)
+	}
+}

@@ -36,7 +36,8 @@ func newBlockPool(n int, ev *eventLog) *blockPool {
 func (p *blockPool) capacity() int { return len(p.blocks) }
 func (p *blockPool) numFree() int  { return p.nfree }
 
-// usage is vllm:kv_cache_usage_perc: the share of blocks held by requests.
+// usage is vllm:kv_cache_usage_perc: the share of blocks held by requests
+// (vLLM's BlockPool.get_usage, which leaves the null block out).
 func (p *blockPool) usage() float64 {
 	return 1 - float64(p.nfree)/float64(len(p.blocks))
 }
