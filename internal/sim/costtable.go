@@ -44,9 +44,23 @@ func (t CostTable) Validate() error {
 	return nil
 }
 
-// Base is a step's fixed cost: the decode grid extrapolated to a batch of
-// none at its smallest context.
-func (t CostTable) Base() float64 { return max(t.Decode.At(0, t.Decode.Y[0]), 0) }
+// Base is a step's fixed cost: the decode grid's smallest-context column
+// extrapolated to a batch of none along its least-squares line (every
+// batch size weighs in, so no one noisy cell decides it).
+func (t CostTable) Base() float64 {
+	g := t.Decode
+	if len(g.X) == 1 {
+		return g.V[0][0]
+	}
+	var sx, sy, sxx, sxy float64
+	for i, x := range g.X {
+		y := g.V[i][0]
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	n := float64(len(g.X))
+	slope := (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	return max((sy-slope*sx)/n, 0)
+}
 
 // StepTime is the sum of the step's parts, each a measured step, less the
 // fixed cost every part but one counts again.

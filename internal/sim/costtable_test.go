@@ -73,3 +73,15 @@ func TestCostTableRefusesBadGrids(t *testing.T) {
 		}
 	}
 }
+
+// TestCostTableBaseIsTheColumnsTrend checks the fixed step cost on a
+// noisy column: the least-squares line through every batch size, not the
+// first two cells' extrapolation (which would give 14 ms here).
+func TestCostTableBaseIsTheColumnsTrend(t *testing.T) {
+	tab := CostTable{Decode: Grid{X: []float64{1, 2, 4, 8}, Y: []float64{100}, V: [][]float64{{0.012}, {0.010}, {0.013}, {0.017}}}}
+	// x mean 3.75, y mean 13 ms; slope = sum dx*dy / sum dx^2 = 0.025 / 28.75.
+	slope := 0.025 / 28.75
+	if got, want := tab.Base(), 0.013-slope*3.75; math.Abs(got-want) > 1e-12 {
+		t.Errorf("base %.6f s, want %.6f s", got, want)
+	}
+}
