@@ -25,16 +25,18 @@ import (
 //
 //	go test -run '^$' -bench SchedulerAgainstVLLM -benchtime 1x -v -timeout 40m ./internal/vllmcontract
 func BenchmarkSchedulerAgainstVLLM(b *testing.B) {
-	f := testFleet()
-	e := testenv.StartEngine(b, engineOptions(b, f))
-	ec := engineConfigOf(b, e)
-	b.Logf("engine config, as the real engine runs it: %d blocks of %d tokens, max_num_seqs %d, max_num_batched_tokens %d",
-		ec.NumGPUBlocks, ec.BlockSize, ec.MaxNumSeqs, ec.MaxBatchedTokens)
 	for b.Loop() {
-		tab := measureCostTable(b, e)
-		b.Logf("cost table measured on %s:\n%s", e.Name, tab.markdown())
-		mixed := measureMixed(b, e, tab.Table)
-		b.Logf("mixed steps measured on %s, against the table's price (the table's own check, not the trace):\n%s", e.Name, mixedMarkdown(mixed))
+		te := testenv.StartEngine(b, onBenchCore(engineOptions(b, tableFleet())))
+		tab := measureCostTable(b, te)
+		b.Logf("cost table measured on %s (%d blocks):\n%s", te.Name, tableBlocks, tab.markdown())
+		mixed := measureMixed(b, te, tab.Table)
+		b.Logf("mixed steps measured on %s, against the table's price (the table's own check, not the trace):\n%s", te.Name, mixedMarkdown(mixed))
+		te.Stop()
+
+		e := testenv.StartEngine(b, onBenchCore(engineOptions(b, testFleet())))
+		ec := engineConfigOf(b, e)
+		b.Logf("engine config, as the real engine runs it: %d blocks of %d tokens, max_num_seqs %d, max_num_batched_tokens %d",
+			ec.NumGPUBlocks, ec.BlockSize, ec.MaxNumSeqs, ec.MaxBatchedTokens)
 		rec := schedRecord{Date: time.Now().UTC().Format(time.DateOnly), Engine: recordedEngine(ec), Table: tab, Mixed: mixed}
 		trace := buildTrace()
 		for range traceRuns {
@@ -42,6 +44,7 @@ func BenchmarkSchedulerAgainstVLLM(b *testing.B) {
 			real, rc := runTraceOnEngine(b, e, trace)
 			rec.Runs = append(rec.Runs, realRun{Timings: real, Counters: rc})
 		}
+		e.Stop()
 		if path := os.Getenv("LLMD_SCHED_RECORD"); path != "" {
 			if err := rec.write(path); err != nil {
 				b.Fatal(err)
@@ -49,6 +52,19 @@ func BenchmarkSchedulerAgainstVLLM(b *testing.B) {
 		}
 		b.Logf("trace of %d requests, real engine against simulated replica:\n%s", len(trace), rec.compare(b, trace))
 	}
+}
+
+// onBenchCore pins an engine's threads to core 0, whatever its slot: the
+// table's engine and the trace's run one after the other, and a table
+// measured on one core prices another core's steps some 5% off on this
+// shared machine.
+func onBenchCore(o testenv.EngineOptions) testenv.EngineOptions {
+	env := map[string]string{"VLLM_CPU_OMP_THREADS_BIND": "0"}
+	for k, v := range o.Env {
+		env[k] = v
+	}
+	o.Env = env
+	return o
 }
 
 // traceRuns is how often the real engine runs the trace: the runs'

@@ -23,16 +23,18 @@ type traceClass struct {
 
 // traceClasses are the trace's classes: long prompts sharing a few
 // prefixes (prefix reuse), short prompts with long outputs (decode
-// batching), and long fresh prompts over the token budget (chunked
-// prefill, and the KV pressure that preempts).
+// batching), and long fresh prompts over the token budget with long
+// outputs (chunked prefill, and KV pressure: four of them fill most of
+// the 255 blocks, so admissions wait and running requests may be
+// preempted).
 var traceClasses = []traceClass{
 	{Name: "shared prefix", Count: 24, Prefixes: 4, PrefixLen: 1536, SuffixLen: 64, OutputLen: 32},
 	{Name: "short", Count: 24, SuffixLen: 96, OutputLen: 96},
-	{Name: "long", Count: 12, SuffixLen: 2560, OutputLen: 16},
+	{Name: "long", Count: 12, SuffixLen: 3520, OutputLen: 192},
 }
 
 // traceRate is the trace's Poisson arrival rate, requests per second:
-// about four fifths of the engine's capacity for this mix on one core.
+// most of the engine's capacity for this mix on one core.
 const traceRate = 3.0
 
 // traceRequest is one request of the trace.
