@@ -31,15 +31,6 @@ type chunkAt struct {
 // ttft is the time to the first output token, in seconds.
 func (s streamed) ttft() float64 { return s.Chunks[0].At.Sub(s.Sent).Seconds() }
 
-// tpot is the mean time per output token after the first, in seconds.
-func (s streamed) tpot() float64 {
-	first, last := s.Chunks[0], s.Chunks[len(s.Chunks)-1]
-	if last.Tokens <= first.Tokens {
-		return 0
-	}
-	return last.At.Sub(first.At).Seconds() / float64(last.Tokens-first.Tokens)
-}
-
 // done is when the last output token arrived.
 func (s streamed) done() time.Time { return s.Chunks[len(s.Chunks)-1].At }
 
