@@ -44,8 +44,10 @@ func TestRoundRobinLeavesTheDecodeCostOpen(t *testing.T) {
 	table.WriteString("| model | MFU | KV-read efficiency | host ms per sequence | figures within 10% | mean abs TPOT error | best / rr, full seed workload |\n|---|---|---|---|---|---|---|\n")
 	for _, m := range models {
 		ec := w.engineConfig()
+		cost := ec.Cost.(sim.CostModel)
 		if m.name != "default" {
-			ec.Cost.MFU, ec.Cost.KVReadEfficiency, ec.Cost.SeqOverhead = m.mfu, m.kvRead, m.perSeq
+			cost.MFU, cost.KVReadEfficiency, cost.SeqOverhead = m.mfu, m.kvRead, m.perSeq
+			ec.Cost = cost
 		}
 		rep, err := sim.Calibrate(ec, w.Seed)
 		if err != nil {
@@ -76,7 +78,7 @@ func TestRoundRobinLeavesTheDecodeCostOpen(t *testing.T) {
 		within, tpotErr = append(within, n), append(tpotErr, tpot/float64(k))
 		ratio = append(ratio, best.OutputThroughput/rr.OutputThroughput)
 		fmt.Fprintf(&table, "| %s | %.2f | %.2f | %.2f | %d of %d | %.1f%% | %.2fx (%.0f / %.0f tok/s) |\n", m.name,
-			ec.Cost.MFU, ec.Cost.KVReadEfficiency, 1e3*ec.Cost.SeqOverhead, n, len(rep.Figures()), tpot/float64(k),
+			cost.MFU, cost.KVReadEfficiency, 1e3*cost.SeqOverhead, n, len(rep.Figures()), tpot/float64(k),
 			ratio[len(ratio)-1], best.OutputThroughput, rr.OutputThroughput)
 	}
 	t.Logf("cost models fitting the round-robin side, and the routed side they predict:\n%s", table.String())

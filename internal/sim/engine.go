@@ -9,7 +9,9 @@ import (
 // EngineConfig sizes one simulated vLLM engine. DefaultEngineConfig holds
 // vLLM's defaults for the modelled GPU.
 type EngineConfig struct {
-	// NumGPUBlocks is the KV cache's capacity in blocks (see GPUBlocks).
+	// NumGPUBlocks is the KV cache's size in blocks, vLLM's num_gpu_blocks
+	// (see GPUBlocks); one of them is vLLM's null block, so requests hold
+	// at most NumGPUBlocks-1.
 	NumGPUBlocks int
 	// BlockSize is tokens per KV block (vLLM --block-size; 16 is vLLM's
 	// default on CUDA, the seed ran 64: SeedEngineConfig).
@@ -19,8 +21,8 @@ type EngineConfig struct {
 	// MaxBatchedTokens is the per-step token budget of chunked prefill
 	// (vLLM --max-num-batched-tokens).
 	MaxBatchedTokens int
-	// Cost prices a step.
-	Cost CostModel
+	// Cost prices a step: a CostModel (DefaultCost) or a CostTable.
+	Cost StepCost
 	// Seed picks the engine's random hash root.
 	Seed uint64
 }
@@ -71,7 +73,7 @@ type Engine struct {
 
 	stepReqs []*Request // scheduled in the current step
 	progress []*Request // produced a token in the last step
-	shape    stepShape
+	shape    StepShape
 	inStep   bool
 	hitBuf   []int32
 
@@ -92,11 +94,13 @@ type EngineStats struct {
 
 // NewEngine returns an idle engine with an empty cache.
 func NewEngine(cfg EngineConfig) (*Engine, error) {
-	if cfg.NumGPUBlocks <= 0 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 {
-		return nil, fmt.Errorf("engine config %+v: blocks, block size, max seqs and token budget must be positive", cfg)
+	if cfg.NumGPUBlocks <= 1 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 || cfg.Cost == nil {
+		return nil, fmt.Errorf("engine config %+v: needs 2 blocks or more, a positive block size, max seqs and token budget, and a cost", cfg)
 	}
 	e := &Engine{cfg: cfg, h: hasher{root: splitmix(cfg.Seed ^ 0x6b76)}}
-	e.pool = newBlockPool(cfg.NumGPUBlocks, &e.ev)
+	// vLLM keeps one block back as the null block (a placeholder that never
+	// holds KV; v0.32.0 BlockPool.__init__), so requests share the rest.
+	e.pool = newBlockPool(cfg.NumGPUBlocks-1, &e.ev)
 	return e, nil
 }
 
@@ -165,12 +169,13 @@ func (e *Engine) blocksFor(tokens int) int { return (tokens + e.cfg.BlockSize - 
 // latest-admitted running request is preempted (its blocks freed, the
 // request put back at the head of the waiting queue to recompute). Only a
 // step without preemption admits waiting requests, FCFS, each starting after
-// its longest cached prefix.
+// its longest cached prefix and only when the cache can hold its whole
+// sequence.
 func (e *Engine) Schedule() (seconds float64, ok bool) {
 	if e.inStep {
 		panic("sim: Schedule called twice without Finish")
 	}
-	e.shape = stepShape{}
+	e.shape.reset()
 	e.stepReqs = e.stepReqs[:0]
 	budget := e.cfg.MaxBatchedTokens
 	preempted := false
@@ -203,7 +208,11 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 		computed := len(e.hitBuf) * e.cfg.BlockSize
 		n := min(len(r.tokens)-computed, budget)
 		need := e.blocksFor(computed+n) - len(e.hitBuf)
-		if need+e.pool.freeAmong(e.hitBuf) > e.pool.numFree() {
+		// Admission needs room for the whole sequence, not its first chunk
+		// (vLLM v0.32.0 scheduler_reserve_full_isl, on by default:
+		// KVCacheManager.allocate_slots with full_sequence_must_fit).
+		whole := e.blocksFor(len(r.tokens)) - len(e.hitBuf)
+		if whole+e.pool.freeAmong(e.hitBuf) > e.pool.numFree() {
 			break
 		}
 		e.waiting.pop()
@@ -222,24 +231,18 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 	}
 	e.inStep = true
 	e.stats.Steps++
-	return e.cfg.Cost.stepTime(&e.shape), true
+	return e.cfg.Cost.StepTime(&e.shape), true
 }
 
 // schedule adds n of r's tokens to the step and caches its newly full blocks.
 func (e *Engine) schedule(r *Request, n int) {
 	c := r.computed
-	e.shape.seqs++
-	e.shape.tokens += n
-	e.shape.pairs += float64(n)*float64(c) + float64(n)*float64(n+1)/2
-	e.shape.kvTokens += float64(c + n)
 	if c < len(r.Prompt) {
 		e.stats.PromptTokens += uint64(min(c+n, len(r.Prompt)) - c)
 	}
 	r.computed = c + n
 	r.sched = n
-	if r.computed == len(r.tokens) {
-		e.shape.samples++
-	}
+	e.shape.add(c, n, r.Output > 0 && n == 1 && r.computed == len(r.tokens), r.computed == len(r.tokens))
 	e.stepReqs = append(e.stepReqs, r)
 	e.cacheFull(r)
 }

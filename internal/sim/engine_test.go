@@ -256,3 +256,74 @@ func TestPrefixHitSkipsPrefill(t *testing.T) {
 		t.Fatalf("queries %d, want %d", e.Stats().PrefixQueries, 2*len(p))
 	}
 }
+
+// TestAdmissionNeedsTheWholeSequence checks vLLM's admission gate
+// (scheduler_reserve_full_isl, on by default): a waiting request is
+// admitted only when the cache can hold its whole prompt, not just its
+// first chunk, so a long prompt waits for a running request to finish
+// instead of being admitted, growing and preempting.
+func TestAdmissionNeedsTheWholeSequence(t *testing.T) {
+	cfg := DefaultEngineConfig()
+	cfg.NumGPUBlocks, cfg.MaxBatchedTokens = 10, 32
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	// a holds 3 blocks of 16 while it decodes; b's 128 tokens need 8 of
+	// the 7 left, its first 32-token chunk only 2.
+	a := &Request{ID: 1, Prompt: randomTokens(rng, make([]uint32, 32)), MaxTokens: 12}
+	b := &Request{ID: 2, Prompt: randomTokens(rng, make([]uint32, 128)), MaxTokens: 4}
+	if err := e.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	now := 0.0
+	step := func() {
+		t.Helper()
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled")
+		}
+		now += d
+		e.Finish(now)
+	}
+	step()
+	if err := e.Add(b); err != nil {
+		t.Fatal(err)
+	}
+	for e.Busy() {
+		step()
+		if b.running && !a.Finished() {
+			t.Fatalf("b admitted with %d blocks while a runs holding %d", len(b.blocks), len(a.blocks))
+		}
+	}
+	if e.Stats().Preemptions != 0 || !b.Finished() {
+		t.Fatalf("%d preemptions, b finished %v: want none and b done", e.Stats().Preemptions, b.Finished())
+	}
+}
+
+// TestNullBlockIsNotForRequests checks that an engine of n blocks gives
+// requests n-1 of them, as vLLM keeps one back as its null block: a
+// request needing all n is refused, one needing n-1 fills the cache.
+func TestNullBlockIsNotForRequests(t *testing.T) {
+	cfg := DefaultEngineConfig()
+	cfg.NumGPUBlocks = 5
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	bs := cfg.BlockSize
+	if err := e.Add(&Request{ID: 1, Prompt: randomTokens(rng, make([]uint32, 4*bs)), MaxTokens: bs}); err == nil {
+		t.Fatal("a request of 5 blocks fit a 5-block cache")
+	}
+	if err := e.Add(&Request{ID: 2, Prompt: randomTokens(rng, make([]uint32, 4*bs-1)), MaxTokens: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.Schedule(); !ok {
+		t.Fatal("the 4-block request was not scheduled")
+	}
+	if u := e.KVUsage(); u != 1 {
+		t.Errorf("4 of 5 blocks held: usage %v, want 1 (the null block left out)", u)
+	}
+}

@@ -275,7 +275,7 @@ func (s *singleRun) run() error {
 			s.now = s.pending[0].Arrival
 			continue
 		}
-		s.seqSteps += float64(s.e.shape.seqs)
+		s.seqSteps += float64(s.e.shape.Seqs)
 		s.now += d
 		_, progress := s.e.Finish(s.now)
 		var done []*Request

@@ -11,6 +11,7 @@ type blockPool struct {
 	nfree      int
 	cached     map[uint64]int32
 	ev         *eventLog
+	frontBuf   []int32 // release's uncached blocks, reused
 }
 
 type block struct {
@@ -35,7 +36,8 @@ func newBlockPool(n int, ev *eventLog) *blockPool {
 func (p *blockPool) capacity() int { return len(p.blocks) }
 func (p *blockPool) numFree() int  { return p.nfree }
 
-// usage is vllm:kv_cache_usage_perc: the share of blocks held by requests.
+// usage is vllm:kv_cache_usage_perc: the share of blocks held by requests
+// (vLLM's BlockPool.get_usage, which leaves the null block out).
 func (p *blockPool) usage() float64 {
 	return 1 - float64(p.nfree)/float64(len(p.blocks))
 }
@@ -49,6 +51,18 @@ func (p *blockPool) pushFree(id int32) {
 		p.head = id
 	}
 	p.tail = id
+	p.nfree++
+}
+
+func (p *blockPool) pushFreeFront(id int32) {
+	b := &p.blocks[id]
+	b.free, b.prev, b.next = true, -1, p.head
+	if p.head >= 0 {
+		p.blocks[p.head].prev = id
+	} else {
+		p.tail = id
+	}
+	p.head = id
 	p.nfree++
 }
 
@@ -114,15 +128,30 @@ func (p *blockPool) allocate(dst []int32, n int) []int32 {
 
 // release drops a request's references, last block first, so that a
 // request's tail blocks are evicted before its head (vLLM frees in reverse
-// for the same reason: later blocks are less likely to be shared).
+// for the same reason: later blocks are less likely to be shared). A freed
+// block without a hash can never be a hit, so it goes to the front of the
+// free queue, to be reused first, and only cached blocks queue up in LRU
+// order behind the others (vLLM v0.32.0 BlockPool.free_blocks: prepend_n
+// of the blocks without a hash, append_n of the rest).
 func (p *blockPool) release(ids []int32) {
+	front := p.frontBuf[:0]
 	for i := len(ids) - 1; i >= 0; i-- {
 		b := &p.blocks[ids[i]]
 		b.ref--
-		if b.ref == 0 {
+		if b.ref != 0 {
+			continue
+		}
+		if b.hasHash {
 			p.pushFree(ids[i])
+		} else {
+			front = append(front, ids[i])
 		}
 	}
+	// The first freed ends up first in the queue.
+	for i := len(front) - 1; i >= 0; i-- {
+		p.pushFreeFront(front[i])
+	}
+	p.frontBuf = front[:0]
 }
 
 // cache registers block id under hash and reports whether it did. A hash

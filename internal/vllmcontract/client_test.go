@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -63,20 +64,7 @@ func complete(t testing.TB, url string, prompt any, maxTokens int) []byte {
 // metric cannot read as zero.
 func series(t testing.TB, url, name string, want map[string]string) float64 {
 	t.Helper()
-	resp, err := client.Get(url + "/metrics")
-	if err != nil {
-		t.Fatalf("scraping %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing %s/metrics: %v", url, err)
-	}
-	fam, ok := fams[name]
-	if !ok {
-		t.Fatalf("%s/metrics has no %s", url, name)
-	}
+	fam := family(t, url, name)
 	total := 0.0
 	for _, m := range fam.GetMetric() {
 		labels := map[string]string{}
@@ -100,6 +88,27 @@ func series(t testing.TB, url, name string, want map[string]string) float64 {
 		}
 	}
 	return total
+}
+
+// family is one metric family of url's /metrics; a family the page lacks
+// fails t.
+func family(t testing.TB, url, name string) *dto.MetricFamily {
+	t.Helper()
+	resp, err := client.Get(url + "/metrics")
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing %s/metrics: %v", url, err)
+	}
+	fam, ok := fams[name]
+	if !ok {
+		t.Fatalf("%s/metrics has no %s", url, name)
+	}
+	return fam
 }
 
 // tokenPrompt is n token ids drawn from the vocabulary's ordinary tokens
