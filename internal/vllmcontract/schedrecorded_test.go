@@ -72,6 +72,6 @@ const schedulerTolerance = 10
 // shared-prefix requests wait longer for admission and one recomputes a
 // prefix it found evicted. Priced 5% higher, the same replica matches
 // every class within 6% and the real engine's prefix-cache hits exactly
-// (SCHEDULER_VS_VLLM.md); that factor is the trace's, so it is reported,
+// (BENCHMARKS.md, 2026-12-03 session 14, issue 35 item 4); that factor is the trace's, so it is reported,
 // not applied.
 var knownGaps = map[string]float64{"shared prefix mean TTFT": 30, "all mean TTFT": 20}
