@@ -76,19 +76,11 @@ func TestCommandWritesTableJSONAndPlot(t *testing.T) {
 	}
 	defer f.Close()
 	counts := map[string]int{}
-	dec := xml.NewDecoder(f)
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the plot is not well-formed XML: %v", err)
-		}
+	eachSVGToken(t, f, func(tok xml.Token) {
 		if se, ok := tok.(xml.StartElement); ok {
 			counts[se.Name.Local]++
 		}
-	}
+	})
 	// Curves are polylines; bars and legend swatches are rects beside the background.
 	n := len(doc.Policies)
 	if counts["svg"] != 1 || counts["polyline"] != n || counts["rect"] != 1+n+n {

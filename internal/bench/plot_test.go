@@ -22,16 +22,8 @@ func TestPlotGivesEveryDemoPolicyItsOwnColour(t *testing.T) {
 		t.Fatal(err)
 	}
 	bars, curves, slanted := map[string]string{}, map[string]bool{}, map[string]bool{}
-	dec := xml.NewDecoder(&b)
 	var inText *xml.StartElement
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the plot is not well-formed XML: %v", err)
-		}
+	eachSVGToken(t, &b, func(tok xml.Token) {
 		switch el := tok.(type) {
 		case xml.StartElement:
 			attrs := map[string]string{}
@@ -57,7 +49,7 @@ func TestPlotGivesEveryDemoPolicyItsOwnColour(t *testing.T) {
 		case xml.EndElement:
 			inText = nil
 		}
-	}
+	})
 	if len(bars) != len(rep.Policies) {
 		t.Errorf("%d bar colours for %d policies: %v", len(bars), len(rep.Policies), bars)
 	}
@@ -70,5 +62,22 @@ func TestPlotGivesEveryDemoPolicyItsOwnColour(t *testing.T) {
 		if !slanted[s.Policy] {
 			t.Errorf("policy %s: no slanted label under its bar", s.Policy)
 		}
+	}
+}
+
+// eachSVGToken reads a plot as XML, calling fn with every token; a plot that
+// is not well-formed fails t.
+func eachSVGToken(t *testing.T, r io.Reader, fn func(xml.Token)) {
+	t.Helper()
+	dec := xml.NewDecoder(r)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("the plot is not well-formed XML: %v", err)
+		}
+		fn(tok)
 	}
 }

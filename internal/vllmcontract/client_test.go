@@ -11,8 +11,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
 // client is the tests' HTTP client; a real engine on one core answers a
@@ -94,17 +94,7 @@ func series(t testing.TB, url, name string, want map[string]string) float64 {
 // fails t.
 func family(t testing.TB, url, name string) *dto.MetricFamily {
 	t.Helper()
-	resp, err := client.Get(url + "/metrics")
-	if err != nil {
-		t.Fatalf("scraping %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing %s/metrics: %v", url, err)
-	}
-	fam, ok := fams[name]
+	fam, ok := testenv.ScrapeMetrics(t, url)[name]
 	if !ok {
 		t.Fatalf("%s/metrics has no %s", url, name)
 	}
