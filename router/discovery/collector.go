@@ -17,6 +17,7 @@ var _ prometheus.Collector = Collector{}
 var (
 	descPods       = cm.Desc("llmd_router_pods", "Ready pods discovery reports.")
 	descInFlight   = cm.Desc("llmd_router_pod_in_flight", "Requests this router has open on the pod.", "pod")
+	descPeerFlight = cm.Desc("llmd_router_pod_peer_in_flight", "Requests the peer router replicas have open on the pod, as they last reported.", "pod")
 	descStale      = cm.Desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
 	descSilent     = cm.Desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")
 	descScrapeErrs = cm.Desc("llmd_router_pod_scrape_errors_total", "Failed /metrics scrapes of the pod.", "pod")
@@ -27,7 +28,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (Collector) Describe(ch chan<- *prometheus.Desc) {
-	cm.Describe(ch, descPods, descInFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs, descOut)
+	cm.Describe(ch, descPods, descInFlight, descPeerFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs, descOut)
 }
 
 // Collect implements prometheus.Collector.
@@ -40,7 +41,8 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 		silent[sl.Pod] = true
 	}
 	for _, p := range pods {
-		e.Gauge(descInFlight, float64(p.Load.InFlight), p.Name)
+		e.Gauge(descInFlight, float64(p.Load.InFlight-p.Load.PeerInFlight), p.Name)
+		e.Gauge(descPeerFlight, float64(p.Load.PeerInFlight), p.Name)
 		e.Gauge(descStale, cm.Bool(!p.Load.Fresh), p.Name)
 		e.Gauge(descSilent, cm.Bool(silent[p.Name]), p.Name)
 	}

@@ -57,6 +57,8 @@ type Fleet struct {
 	// updateErrs counts source reports the ingestor could not fully follow
 	// (an endpoint address it refused); the other pods are followed anyway.
 	updateErrs atomic.Int64
+	// watch, if set, hears of every change of this router's own counts.
+	watch func(pod string)
 }
 
 // podState is one pod's live state.
@@ -68,6 +70,9 @@ type podState struct {
 	// pending is the uncached prompt tokens of in-flight requests that have
 	// not yet answered a byte: the prefill backlog this router gave the pod.
 	pending atomic.Int64
+	// peerInFlight and peerPending are the same counts summed over the
+	// peer router replicas, as they last reported them (SetPeerLoad).
+	peerInFlight, peerPending atomic.Int64
 	// awaiting is when the oldest request still waiting for the pod's KV
 	// events was sent (unix ns, 0: none); silent is set once it is reported.
 	awaiting atomic.Int64
@@ -229,7 +234,8 @@ func (f *Fleet) loads(dst []scoring.Pod, all bool) []scoring.Pod {
 		}
 		dst = append(dst, scoring.Pod{Name: name, Load: scoring.Load{Running: s.Running, Waiting: s.Waiting,
 			KVUsage: s.KVUsage, Fresh: !at.IsZero() && now.Sub(at) <= f.cfg.Metrics.StaleAfter.Duration,
-			InFlight: int(ps.inFlight.Load()), PendingTokens: int(ps.pending.Load())}})
+			InFlight: int(ps.inFlight.Load() + ps.peerInFlight.Load()), PeerInFlight: int(ps.peerInFlight.Load()),
+			PendingTokens: int(ps.pending.Load() + ps.peerPending.Load())}})
 	}
 	return dst
 }
@@ -295,9 +301,64 @@ func (f *Fleet) Begin(pod string, prefillTokens int) (started, end func()) {
 	}
 	ps.inFlight.Add(1)
 	ps.pending.Add(int64(prefillTokens))
+	f.changed(pod)
 	var startOnce, endOnce sync.Once
-	started = func() { startOnce.Do(func() { ps.pending.Add(-int64(prefillTokens)) }) }
-	return started, func() { endOnce.Do(func() { started(); ps.inFlight.Add(-1) }) }
+	started = func() {
+		startOnce.Do(func() {
+			ps.pending.Add(-int64(prefillTokens))
+			f.changed(pod)
+		})
+	}
+	return started, func() {
+		endOnce.Do(func() {
+			started()
+			ps.inFlight.Add(-1)
+			f.changed(pod)
+		})
+	}
+}
+
+func (f *Fleet) changed(pod string) {
+	if f.watch != nil {
+		f.watch(pod)
+	}
+}
+
+// Watch makes every change of this router's own in-flight or pending
+// count of a pod call fn with the pod (package peers tells the other
+// replicas). fn must not block. Call it before the fleet is used.
+func (f *Fleet) Watch(fn func(pod string)) { f.watch = fn }
+
+// OwnLoad is this router's own in-flight requests and pending prefill
+// tokens on pod, without its peers'; ok is false for a pod not in the fleet.
+func (f *Fleet) OwnLoad(pod string) (inFlight, pending int, ok bool) {
+	f.mu.RLock()
+	ps := f.pods[pod]
+	f.mu.RUnlock()
+	if ps == nil {
+		return 0, 0, false
+	}
+	return int(ps.inFlight.Load()), int(ps.pending.Load()), true
+}
+
+// PodNames appends the names of every pod in the fleet to dst, sorted.
+func (f *Fleet) PodNames(dst []string) []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return append(dst, f.names...)
+}
+
+// SetPeerLoad sets what the peer router replicas have in flight on pod,
+// summed over them; a pod not in the fleet is ignored (the peers' next
+// full report sets it once it has joined).
+func (f *Fleet) SetPeerLoad(pod string, inFlight, pending int) {
+	f.mu.RLock()
+	ps := f.pods[pod]
+	f.mu.RUnlock()
+	if ps != nil {
+		ps.peerInFlight.Store(int64(inFlight))
+		ps.peerPending.Store(int64(pending))
+	}
 }
 
 // Health is one pod's scrape health, for metrics and logs.

@@ -62,10 +62,20 @@ func (ix *Index) Speculate(e Engine, keys []uint64) (*Hold, error) {
 
 // Hold is one request's speculative entries, held until Settle.
 type Hold struct {
-	ix      *Index
-	es      *engine
-	keys    []uint64
-	settled atomic.Bool
+	ix       *Index
+	es       *engine
+	keys     []uint64
+	settled  atomic.Bool
+	onSettle func()
+}
+
+// OnSettle makes the first Settle call fn, after the entries' TTL has
+// started (to tell peer replicas the request started). Call it before the
+// Hold is shared with whoever settles it; a nil Hold ignores it.
+func (h *Hold) OnSettle(fn func()) {
+	if h != nil {
+		h.onSettle = fn
+	}
 }
 
 // Settle starts the TTL of the entries h still holds: call it when the
@@ -76,6 +86,9 @@ type Hold struct {
 func (h *Hold) Settle() {
 	if h == nil || !h.settled.CompareAndSwap(false, true) {
 		return
+	}
+	if h.onSettle != nil {
+		defer h.onSettle()
 	}
 	ix := h.ix
 	if ix.existing(h.es.id) != h.es {

@@ -205,15 +205,21 @@ func (ix *Index) Purge(e Engine) {
 }
 
 func (ix *Index) purge(es *engine, d *delta) {
+	ix.purgeBlocks(es, d)
+	n, held := ix.clearSpec(es.slot)
+	d.spec, d.specHeld = d.spec-n, d.specHeld-held
+	d.purges++
+}
+
+// purgeBlocks forgets the blocks and orphans of es, not its speculative
+// entries.
+func (ix *Index) purgeBlocks(es *engine, d *delta) {
 	es.blocks.each(0, func(_, k uint64) bool {
 		ix.release(es, k, d)
 		return true
 	})
 	d.pairs -= int64(es.blocks.len())
 	d.orphans -= int64(len(es.orphanOf))
-	n, held := ix.clearSpec(es.slot)
-	d.spec, d.specHeld = d.spec-n, d.specHeld-held
-	d.purges++
 	es.reset()
 }
 

@@ -47,6 +47,7 @@ func (s *stream) apply(rs *rankState, seq uint64, b *Batch) {
 		s.applyEvent(e, &b.Events[i])
 	}
 	rs.seen, rs.next, rs.lastTS = true, seq+1, b.TS
+	s.pos.set(s.ep, rs)
 	s.c.messages.Add(1)
 	if b.TS > 0 {
 		s.c.lag(float64(time.Now().UnixNano())/1e9 - b.TS)

@@ -19,6 +19,8 @@ var (
 	descGaps        = cm.Desc("llmd_router_kv_event_gaps_total", "Jumps ahead in a pod's KV-event sequence.")
 	descRestarts    = cm.Desc("llmd_router_kv_event_restarts_total", "KV-event sequences that went backwards: the engine restarted.")
 	descReplays     = cm.Desc("llmd_router_kv_event_replays_total", "KV-event replay requests sent.")
+	descFullReplays = cm.Desc("llmd_router_kv_event_full_replays_total", "KV-event replays from seq 0: first contact without a peer replica's position, or a rebuild.")
+	descResumed     = cm.Desc("llmd_router_kv_event_resumed_total", "Engines first followed from a peer replica's position (warm start) instead of a replay from seq 0.")
 	descReplayFails = cm.Desc("llmd_router_kv_event_replay_failures_total", "KV-event replays that timed out or failed.")
 	descPurges      = cm.Desc("llmd_router_kv_event_purges_total", "Engines wiped from the index (cleared, restarted, unrecoverable gap, removed).")
 	descDecodeErrs  = cm.Desc("llmd_router_kv_event_decode_errors_total", "Malformed KV-event messages.")
@@ -30,7 +32,7 @@ var (
 // Describe implements prometheus.Collector.
 func (Collector) Describe(ch chan<- *prometheus.Desc) {
 	cm.Describe(ch, descLag, descMaxLag, descMessages, descConnections, descGaps, descRestarts, descReplays,
-		descReplayFails, descPurges, descDecodeErrs, descFollowed, descKinds)
+		descFullReplays, descResumed, descReplayFails, descPurges, descDecodeErrs, descFollowed, descKinds)
 }
 
 // Collect implements prometheus.Collector.
@@ -43,6 +45,8 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	e.Counter(descGaps, s.Gaps)
 	e.Counter(descRestarts, s.Restarts)
 	e.Counter(descReplays, s.Replays)
+	e.Counter(descFullReplays, s.FullReplays)
+	e.Counter(descResumed, s.Resumed)
 	e.Counter(descReplayFails, s.ReplayFailures)
 	e.Counter(descPurges, s.Purges)
 	e.Counter(descDecodeErrs, s.DecodeErrors)

@@ -38,12 +38,17 @@ type Ingestor struct {
 	mu        sync.Mutex
 	followers map[followKey]*follower
 	closed    bool
+	// resume holds the peer positions an endpoint not yet followed starts
+	// from (Resume).
+	resume map[followKey][]Position
 }
 
 type followKey struct{ pod, addr string }
 
 type follower struct {
 	ep   Endpoint
+	from []Position // where to resume from (Resume), nil: seq 0
+	pos  *positions // set once its stream exists
 	stop chan struct{}
 	done chan struct{}
 	last atomic.Int64 // unix nanoseconds of the last live message, 0 before any
@@ -118,11 +123,53 @@ func (in *Ingestor) Add(ep Endpoint) error {
 	if in.followers[key] != nil {
 		return fmt.Errorf("following KV events of %s at %s: already followed", ep.Pod, ep.Addr)
 	}
-	f := &follower{ep: ep, stop: make(chan struct{}), done: make(chan struct{})}
+	f := &follower{ep: ep, from: in.resume[key], stop: make(chan struct{}), done: make(chan struct{})}
+	delete(in.resume, key)
 	in.followers[key] = f
 	in.c.pods.Add(1)
 	go in.follow(f)
 	return nil
+}
+
+// Resume makes the endpoints named in ps, once added, follow each engine
+// from a peer replica's place in its sequence instead of replaying it from
+// seq 0; the index must hold what the peer held there (index.Import). A
+// position for an endpoint already followed is ignored.
+func (in *Ingestor) Resume(ps []Position) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.resume == nil {
+		in.resume = make(map[followKey][]Position)
+	}
+	for _, p := range ps {
+		key := followKey{p.Pod, p.Addr}
+		if in.followers[key] == nil {
+			in.resume[key] = append(in.resume[key], p)
+		}
+	}
+}
+
+// Positions reports where the ingestor stands in every followed engine's
+// sequence (engines without a baseline are left out), for a peer's warm
+// start. Read them before exporting the index: events applied in between
+// are applied again from the positions, which is harmless.
+func (in *Ingestor) Positions() []Position {
+	in.mu.Lock()
+	fs := make([]*follower, 0, len(in.followers))
+	for _, f := range in.followers {
+		fs = append(fs, f)
+	}
+	in.mu.Unlock()
+	var out []Position
+	for _, f := range fs {
+		f.mu.Lock()
+		p := f.pos
+		f.mu.Unlock()
+		if p != nil {
+			out = p.appendTo(out)
+		}
+	}
+	return out
 }
 
 // Remove stops following every endpoint of the pods, closes their sockets
@@ -140,6 +187,11 @@ func (in *Ingestor) Remove(pods ...string) {
 		if gone[k.pod] {
 			stopping = append(stopping, f)
 			delete(in.followers, k)
+		}
+	}
+	for k := range in.resume {
+		if gone[k.pod] {
+			delete(in.resume, k)
 		}
 	}
 	in.mu.Unlock()
@@ -217,6 +269,10 @@ func (in *Ingestor) follow(f *follower) {
 	f.feed = feed
 	f.mu.Unlock()
 	s := newStream(f.ep, feed, in.cfg.Index, &in.c, in.cfg.ReplayWait, in.cfg.Logf)
+	s.resumeFrom(f.from)
+	f.mu.Lock()
+	f.pos = s.pos
+	f.mu.Unlock()
 	for {
 		select {
 		case <-f.stop:

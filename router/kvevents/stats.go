@@ -21,6 +21,8 @@ type Stats struct {
 	Gaps             int64 // jumps ahead in a (pod, rank) sequence
 	Restarts         int64 // sequences that went backwards: the engine restarted
 	Replays          int64 // replay requests sent
+	FullReplays      int64 // of which from seq 0 (first contact without a peer's position, or a rebuild)
+	Resumed          int64 // engines first followed from a peer replica's position instead of seq 0
 	ReplayFailures   int64 // replays that timed out or failed
 	Purges           int64 // engines wiped by the lifecycle rules
 	DecodeErrors     int64 // malformed messages
@@ -34,6 +36,7 @@ type counters struct {
 	pods, connections, messages, stored, removed, cleared, unknown, otherGroup atomic.Int64
 	unknownFields                                                              atomic.Int64
 	duplicates, gaps, restarts, replays, replayFailures, purges                atomic.Int64
+	fullReplays, resumed                                                       atomic.Int64
 	decodeErrors, applyErrors, transportErrors                                 atomic.Int64
 	lagBits, maxLagBits                                                        atomic.Uint64
 }
@@ -54,6 +57,7 @@ func (c *counters) snapshot() Stats {
 		Pods: c.pods.Load(), Connections: c.connections.Load(), Messages: c.messages.Load(), Stored: c.stored.Load(), Removed: c.removed.Load(),
 		Cleared: c.cleared.Load(), UnknownEvents: c.unknown.Load(), UnknownFields: c.unknownFields.Load(), OtherGroupEvents: c.otherGroup.Load(),
 		Duplicates: c.duplicates.Load(), Gaps: c.gaps.Load(), Restarts: c.restarts.Load(), Replays: c.replays.Load(),
+		FullReplays: c.fullReplays.Load(), Resumed: c.resumed.Load(),
 		ReplayFailures: c.replayFailures.Load(), Purges: c.purges.Load(), DecodeErrors: c.decodeErrors.Load(),
 		ApplyErrors: c.applyErrors.Load(), TransportErrors: c.transportErrors.Load(),
 		LagSeconds: math.Float64frombits(c.lagBits.Load()), MaxLagSeconds: math.Float64frombits(c.maxLagBits.Load()),

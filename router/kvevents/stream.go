@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
@@ -30,7 +31,8 @@ type stream struct {
 	logf       func(string, ...any)
 
 	ranks    map[int]*rankState
-	live     Batch // decoded live message; replay decodes into its own Batch
+	pos      *positions // ranks' places for Ingestor.Positions
+	live     Batch      // decoded live message; replay decodes into its own Batch
 	replayed Batch
 
 	afterMalformed bool // the next baseline must not replay (see malformed)
@@ -40,7 +42,61 @@ type stream struct {
 // driven directly (tests, benchmarks).
 func newStream(ep Endpoint, feed Feed, ix *index.Index, c *counters, replayWait time.Duration, logf func(string, ...any)) *stream {
 	return &stream{ep: ep, feed: feed, ix: ix, applier: Applier{Index: ix}, c: c, replayWait: replayWait, logf: logf,
-		ranks: make(map[int]*rankState)}
+		ranks: make(map[int]*rankState), pos: &positions{by: make(map[int]Position)}}
+}
+
+// resumeFrom makes the stream follow each rank of ps from its place, as if
+// it had applied every message before it: the first connection then
+// resumes each from its last applied message (connected) instead of
+// replaying from seq 0. Call it before the first message.
+func (s *stream) resumeFrom(ps []Position) {
+	for _, p := range ps {
+		if p.Next == 0 {
+			continue
+		}
+		rs := &rankState{rank: p.Rank, seen: true, next: p.Next, lastTS: p.LastTS}
+		s.ranks[p.Rank] = rs
+		s.pos.set(s.ep, rs)
+		s.c.resumed.Add(1)
+	}
+}
+
+// Position is where an ingestor stands in one engine's event sequence:
+// what a peer replica needs to follow the engine on from there
+// (DESIGN.md decision 6).
+type Position struct {
+	Pod, Addr string
+	Rank      int
+	// Next is the seq expected next; LastTS the engine time of the last
+	// message applied (seq Next-1), which tells its process from a newer one.
+	Next   uint64
+	LastTS float64
+}
+
+// positions is a stream's place in each rank's sequence, read by other
+// goroutines.
+type positions struct {
+	mu sync.Mutex
+	by map[int]Position
+}
+
+func (p *positions) set(ep Endpoint, rs *rankState) {
+	p.mu.Lock()
+	if rs.seen {
+		p.by[rs.rank] = Position{Pod: ep.Pod, Addr: ep.Addr, Rank: rs.rank, Next: rs.next, LastTS: rs.lastTS}
+	} else {
+		delete(p.by, rs.rank)
+	}
+	p.mu.Unlock()
+}
+
+func (p *positions) appendTo(dst []Position) []Position {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, q := range p.by {
+		dst = append(dst, q)
+	}
+	return dst
 }
 
 func (s *stream) rank(b *Batch) *rankState {
@@ -216,6 +272,7 @@ func (s *stream) settle(rs *rankState, m Message) bool {
 func (s *stream) purge(rs *rankState) {
 	s.ix.Purge(index.Engine{Pod: s.ep.Pod, Rank: rs.rank})
 	*rs = rankState{rank: rs.rank}
+	s.pos.set(s.ep, rs)
 	s.c.purges.Add(1)
 }
 
@@ -275,6 +332,9 @@ var (
 // the first sign that the publisher is not the process the check describes.
 func (s *stream) replay(start uint64, chk *replayCheck) replayOutcome {
 	s.c.replays.Add(1)
+	if start == 0 && (chk == nil || !chk.anchored) {
+		s.c.fullReplays.Add(1)
+	}
 	anchorSeen := false
 	err := s.feed.Replay(start, s.replayWait, func(m Message) error {
 		if err := DecodeBatch(m.Payload, &s.replayed); err != nil {

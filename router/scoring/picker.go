@@ -18,7 +18,8 @@ type Picker struct {
 	scorers []Weighted
 	types   []string // scorer types in order, shared by every Decision
 
-	dp int // data-parallel ranks per pod; 0 and 1: none
+	dp     int    // data-parallel ranks per pod; 0 and 1: none
+	sharer Sharer // nil: no peers
 
 	mu         sync.Mutex
 	seq        uint64
@@ -241,10 +242,7 @@ func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) *index.Hold {
 	p.mu.Unlock()
 	var hold *index.Hold
 	if p.ix != nil && len(keys) > 0 {
-		var err error
-		if hold, err = p.ix.Speculate(index.Engine{Pod: s.Pods[chosen].Name, Rank: max(rank, 0)}, keys); err != nil {
-			p.speculateErrs.Add(1)
-		}
+		hold = p.speculate(index.Engine{Pod: s.Pods[chosen].Name, Rank: max(rank, 0)}, keys)
 	}
 	for _, w := range p.scorers {
 		if o, ok := w.Scorer.(Observer); ok {
@@ -253,6 +251,32 @@ func (p *Picker) commit(s *State, keys []uint64, chosen, rank int) *index.Hold {
 	}
 	return hold
 }
+
+// speculate writes the speculative entries of a request sent to e and
+// tells the sharer; nil when the index refused them.
+func (p *Picker) speculate(e index.Engine, keys []uint64) *index.Hold {
+	h, err := p.ix.Speculate(e, keys)
+	if err != nil {
+		p.speculateErrs.Add(1)
+		return nil
+	}
+	if p.sharer != nil {
+		p.sharer.Speculated(e, keys, h)
+	}
+	return h
+}
+
+// Sharer hears of the speculative entries every committed decision writes,
+// before the decision's Hold is returned: package peers tells the other
+// router replicas, which hold the same entries until the request starts.
+// keys is valid only during the call.
+type Sharer interface {
+	Speculated(e index.Engine, keys []uint64, h *index.Hold)
+}
+
+// SetSharer makes the picker tell s of its decisions' speculative entries.
+// Call it before the picker decides.
+func (p *Picker) SetSharer(s Sharer) { p.sharer = s }
 
 // Forget drops what the picker and its learning scorers remember of a pod
 // that left the fleet, and the pod's engines in the index: a pod followed

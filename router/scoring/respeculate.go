@@ -18,10 +18,5 @@ func (p *Picker) SpeculateOn(r *Request, pod string, rank int) *index.Hold {
 	if len(keys) == 0 {
 		return nil
 	}
-	h, err := p.ix.Speculate(index.Engine{Pod: pod, Rank: max(rank, 0)}, keys)
-	if err != nil {
-		p.speculateErrs.Add(1)
-		return nil
-	}
-	return h
+	return p.speculate(index.Engine{Pod: pod, Rank: max(rank, 0)}, keys)
 }

@@ -31,9 +31,14 @@ type Load struct {
 	// scraped values treat a stale pod as the worst candidate, since a pod
 	// whose /metrics stopped answering is more likely sick than idle.
 	Fresh bool `json:"fresh"`
-	// InFlight counts requests the router sent to the pod that have not
-	// finished: exact at decision time, where scrapes are up to an interval old.
+	// InFlight counts requests the router, and its peer replicas, sent to
+	// the pod that have not finished: exact at decision time for its own,
+	// a few milliseconds old for its peers', where scrapes are up to an
+	// interval old.
 	InFlight int `json:"in_flight"`
+	// PeerInFlight is the part of InFlight the peer router replicas sent
+	// (package peers), as they last reported it.
+	PeerInFlight int `json:"peer_in_flight,omitempty"`
 	// PendingTokens sums the uncached prompt tokens of those requests that
 	// have not yet answered a byte (a stream's first token): the prefill
 	// backlog this router gave the pod, exact where the engine's waiting
