@@ -38,6 +38,29 @@ type Config struct {
 	Scoring Scoring `json:"scoring"`
 	// Upstream bounds the router's requests to pods and ejects sick pods.
 	Upstream Upstream `json:"upstream"`
+	// Peers shares decisions with the other replicas of this router.
+	Peers Peers `json:"peers"`
+}
+
+// Peers configures the exchange between the replicas of one router
+// (DESIGN.md decision 10, package peers): each tells the others the
+// speculative entries and in-flight counts of its decisions, and a starting
+// replica warms its index from one of them.
+type Peers struct {
+	// Listen is where this replica serves its peers (gRPC, e.g. ":9092");
+	// "" turns the exchange off.
+	Listen string `json:"listen,omitempty"`
+	// Kubernetes finds the peers: the router's own pods by label selector
+	// in a namespace (inference_pool is not allowed), reached on Listen's
+	// port. This replica finds itself among them and skips itself.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+	// Static lists the peers as host:port; this replica's own address may
+	// be among them.
+	Static []string `json:"static,omitempty"`
+	// WarmStart bounds how long a starting replica waits for a peer's index
+	// before it replays every pod from seq 0 instead (default 10s; negative
+	// turns the warm start off).
+	WarmStart Duration `json:"warm_start"`
 }
 
 // Upstream configures the router's requests to pods: timeouts and the

@@ -16,6 +16,10 @@ const (
 	DefaultStaleAfter     = 2 * time.Second
 	DefaultScrapeTimeout  = time.Second
 	DefaultSpeculationTTL = 2 * time.Second
+	// DefaultPeerWarmStart bounds a starting replica's wait for a peer's
+	// index; a peer answers in well under a second at 256 pods
+	// (BENCHMARKS.md), so 10 s covers a busy peer before replay takes over.
+	DefaultPeerWarmStart = 10 * time.Second
 	// DefaultKVEventsSilentAfter: vLLM publishes a request's BlockStored
 	// within an engine step of its prefill; 30 s leaves room for requests
 	// queued behind a full batch without leaving a blind index unreported.
@@ -131,6 +135,7 @@ func (c *Config) Default() {
 	}
 	setDuration(&c.Metrics.FrozenAfter, DefaultFrozenAfter)
 	setDuration(&c.Index.SpeculationTTL, DefaultSpeculationTTL)
+	setDuration(&c.Peers.WarmStart, DefaultPeerWarmStart)
 	if c.Tokenizer.CacheBytes == nil {
 		n := int64(DefaultTokenizerCacheBytes)
 		c.Tokenizer.CacheBytes = &n

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 )
@@ -37,6 +38,7 @@ func (c *Config) Validate() error {
 		bad("block_size", "must be >= 0 (0 learns it from KV events), got %d", c.BlockSize)
 	}
 	c.Discovery.validate(bad)
+	c.Peers.validate(bad)
 	for _, d := range []struct {
 		key string
 		d   Duration
@@ -77,6 +79,37 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (p *Peers) validate(bad func(key, format string, args ...any)) {
+	if p.Listen == "" {
+		if p.Kubernetes != nil || len(p.Static) > 0 {
+			bad("peers.listen", "must be set with peers.kubernetes or peers.static (\":9092\"): peers reach each other on its port")
+		}
+		return
+	}
+	if _, port, err := net.SplitHostPort(p.Listen); err != nil || port == "" {
+		bad("peers.listen", "must be host:port or :port, got %q", p.Listen)
+	}
+	if p.Kubernetes != nil && len(p.Static) > 0 {
+		bad("peers", "set kubernetes or static, not both")
+	}
+	if k := p.Kubernetes; k != nil {
+		if k.Namespace == "" {
+			bad("peers.kubernetes.namespace", "must be set")
+		}
+		if k.InferencePool != "" {
+			bad("peers.kubernetes.inference_pool", "is not allowed: peers are the router's own pods, chosen by selector")
+		}
+		if strings.TrimSpace(k.Selector) == "" {
+			bad("peers.kubernetes.selector", "must be set: the router Deployment's pod labels")
+		}
+	}
+	for i, a := range p.Static {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			bad(fmt.Sprintf("peers.static[%d]", i), "must be host:port, got %q", a)
+		}
+	}
 }
 
 func (d *Discovery) validate(bad func(key, format string, args ...any)) {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat/canary"
@@ -79,6 +80,13 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	runCtx, stopCore := context.WithCancel(context.Background())
 	defer stopCore()
+	// Peers first: a warm start must fill the index before the fleet
+	// follows the pods.
+	ps, err := startPeers(runCtx, cfg, core, o.limits.AdminToken, o.kubeconfig, reg, log)
+	if err != nil {
+		return err
+	}
+	defer ps.stop()
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- core.fleet.Run(runCtx, src) }()
 	if err := startCanary(runCtx, cfg, core, reg, o.canaryInterval, log); err != nil {
@@ -105,6 +113,9 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"kubernetes", cfg.Discovery.Kubernetes != nil, "scorers", core.picker.Types())
 	// The chosen address on stdout lets scripts and tests use port 0.
 	addrs := map[string]string{"listen": ln.Addr().String()}
+	if ps != nil {
+		addrs["peers"] = ps.ln.Addr().String()
+	}
 	if pf != nil {
 		addrs["picker"] = pf.ln.Addr().String()
 		if pf.healthLn != nil {
@@ -193,16 +204,26 @@ func (c *core) forget(pod string) {
 	}
 }
 
+// kubeClient is a client from kubeconfig (in-cluster when empty), and
+// its configuration.
+func kubeClient(kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return rc, cs, nil
+}
+
 // source is the configured discovery: a static list or a Kubernetes watch.
 func source(cfg *config.Config, kubeconfig string) (discovery.Source, error) {
 	if k := cfg.Discovery.Kubernetes; k != nil {
-		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		rc, cs, err := kubeClient(kubeconfig)
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes client config: %w", err)
-		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+			return nil, err
 		}
 		if k.InferencePool != "" {
 			dyn, err := dynamic.NewForConfig(rc)

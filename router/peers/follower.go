@@ -1,0 +1,207 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+)
+
+// follower follows one peer's batches and applies them: its speculative
+// entries to the index, held until the peer says the request started; its
+// loads to the fleet. What it applied is undone when the peer goes.
+type follower struct {
+	x      *Exchange
+	addr   string
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// holds are the peer's open speculative entries, by its hold ID; only
+	// the follower's goroutine touches them.
+	holds map[uint64]*index.Hold
+}
+
+func newFollower(x *Exchange, addr string) *follower {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &follower{x: x, addr: addr, ctx: ctx, cancel: cancel, done: make(chan struct{}), holds: make(map[uint64]*index.Hold)}
+}
+
+func (f *follower) close() {
+	f.cancel()
+	<-f.done
+}
+
+// Retry waits after a lost stream: from retryMin doubling to retryMax, and
+// CutOff after a malformed frame.
+const (
+	retryMin = 200 * time.Millisecond
+	retryMax = 10 * time.Second
+)
+
+// errCutOff marks a stream ended for a malformed frame.
+var errCutOff = errors.New("cut off")
+
+func (f *follower) run() {
+	defer close(f.done)
+	cc, err := dial(f.addr)
+	if err != nil {
+		f.x.c.rejected("address")
+		f.x.cfg.Logger.Warn("peer address refused", "peer", f.addr, "err", err)
+		return
+	}
+	defer cc.Close()
+	wait := retryMin
+	for f.ctx.Err() == nil {
+		applied, err := f.follow(cc)
+		f.reset()
+		if f.ctx.Err() != nil {
+			return
+		}
+		if isSelf(err) {
+			return // our own address: nothing to follow
+		}
+		if applied {
+			f.x.c.lost.Add(1)
+			f.x.cfg.Logger.Warn("peer lost; deciding without it until it is back", "peer", f.addr, "err", err)
+			wait = retryMin
+		}
+		pause := wait
+		if errors.Is(err, errCutOff) {
+			f.x.c.cutOffs.Add(1)
+			f.x.cfg.Logger.Warn("peer cut off for a malformed message", "peer", f.addr, "for", f.x.cfg.CutOff.String(), "err", err)
+			pause = f.x.cfg.CutOff
+		} else {
+			wait = min(2*wait, retryMax)
+		}
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
+// follow applies one stream's batches until it ends; applied says whether
+// any arrived.
+func (f *follower) follow(cc *grpc.ClientConn) (applied bool, err error) {
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	cs, err := f.x.open(ctx, cc, methodFollow)
+	if err != nil {
+		return false, err
+	}
+	// A peer that sends nothing for SilentAfter (it sends a full batch
+	// every FullEvery) is as good as gone.
+	watchdog := time.AfterFunc(f.x.cfg.SilentAfter, cancel)
+	defer watchdog.Stop()
+	var fr frame
+	for {
+		if err := cs.RecvMsg(&fr); err != nil {
+			return applied, err
+		}
+		watchdog.Reset(f.x.cfg.SilentAfter)
+		m, err := decodeBatch(fr.b)
+		if err != nil {
+			f.x.c.rejected("malformed")
+			return applied, errors.Join(errCutOff, err)
+		}
+		if m.ID == f.x.id {
+			return applied, errReachedSelf
+		}
+		if !applied {
+			applied = true
+			f.x.c.connected.Add(1)
+			defer f.x.c.connected.Add(-1)
+			f.x.cfg.Logger.Info("following peer", "peer", f.addr, "id", m.ID)
+		}
+		f.x.c.received.Add(1)
+		f.apply(&m)
+	}
+}
+
+// apply applies one batch.
+func (f *follower) apply(m *batch) {
+	x := f.x
+	x.setPeerLoads(f.addr, m.Loads, m.Full)
+	if bs := x.cfg.Index.BlockSize(); len(m.Specs) > 0 && (bs == 0 || bs != m.BlockSize) {
+		x.c.skipped("block_size", len(m.Specs))
+	} else {
+		for i := range m.Specs {
+			f.speculate(&m.Specs[i])
+		}
+	}
+	for _, id := range m.Settles {
+		if h := f.holds[id]; h != nil {
+			h.Settle()
+			delete(f.holds, id)
+		}
+	}
+	if m.Full {
+		open := make(map[uint64]bool, len(m.Open))
+		for _, id := range m.Open {
+			open[id] = true
+		}
+		for id, h := range f.holds {
+			if !open[id] { // its settle was in a batch this replica lost
+				h.Settle()
+				delete(f.holds, id)
+			}
+		}
+	}
+}
+
+// speculate holds a peer decision's entries, if its pod and rank are
+// this replica's.
+func (f *follower) speculate(s *spec) {
+	x := f.x
+	if _, _, ok := x.cfg.Fleet.OwnLoad(s.Pod); !ok {
+		x.c.skipped("unknown_pod", 1)
+		return
+	}
+	if s.Rank >= max(x.cfg.DataParallelSize, 1) {
+		x.c.skipped("rank", 1)
+		return
+	}
+	if old := f.holds[s.Hold]; old != nil {
+		old.Settle()
+	} else if len(f.holds) >= maxHoldIDs {
+		x.c.skipped("too_many_holds", 1)
+		return
+	}
+	h, err := x.cfg.Index.Speculate(index.Engine{Pod: s.Pod, Rank: s.Rank}, s.Keys)
+	if err != nil {
+		x.c.skipped("index", 1)
+		return
+	}
+	f.holds[s.Hold] = h
+	x.c.speculations.Add(1)
+}
+
+// reset undoes what the peer's batches applied: its held entries start
+// their TTL, its loads are forgotten.
+func (f *follower) reset() {
+	for id, h := range f.holds {
+		h.Settle()
+		delete(f.holds, id)
+	}
+	f.x.forgetPeer(f.addr)
+}
+
+// errReachedSelf ends a stream whose frames carry this replica's own ID.
+var errReachedSelf = errors.New(errSelf)
+
+// isSelf reports an error saying the peer is the asking replica itself,
+// from either end of the stream.
+func isSelf(err error) bool {
+	if errors.Is(err, errReachedSelf) {
+		return true
+	}
+	s, ok := status.FromError(err)
+	return ok && strings.Contains(s.Message(), errSelf)
+}
