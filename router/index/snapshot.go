@@ -82,3 +82,15 @@ func (ix *Index) Import(e Engine, s EngineSnapshot) error {
 	ix.maybeEvict()
 	return err
 }
+
+// Digest summarises what the index holds of engine e: its blocks and an
+// order-independent hash of every (engine hash, key, tiers), so that two
+// replicas' indexes are compared without moving them (GET /v1/index).
+// ok is false when e is not in the index.
+func (ix *Index) Digest(e Engine) (blocks int, digest uint64, ok bool) {
+	s, ok := ix.Export(e)
+	for _, b := range s.Blocks {
+		digest += mix(mix(b.Hash, b.Key), uint64(b.Tiers))
+	}
+	return len(s.Blocks), digest, ok
+}

@@ -35,7 +35,6 @@ func (x *Exchange) serveSnapshot(ss grpc.ServerStream) error {
 	if _, err := x.accept(ss); err != nil {
 		return err
 	}
-	var buf []byte
 	for _, p := range x.cfg.Ingestor.Positions() {
 		snap, ok := x.cfg.Index.Export(index.Engine{Pod: p.Pod, Rank: p.Rank})
 		if !ok {
@@ -51,8 +50,8 @@ func (x *Exchange) serveSnapshot(ss grpc.ServerStream) error {
 			}
 			blocks = blocks[n:]
 			c.Last = len(blocks) == 0
-			buf = c.encode(buf[:0])
-			if err := ss.SendMsg(&frame{b: buf}); err != nil {
+			// A fresh buffer each time: gRPC may still be sending the last.
+			if err := ss.SendMsg(&frame{b: c.encode(nil)}); err != nil {
 				return err
 			}
 			if c.Last {

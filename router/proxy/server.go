@@ -139,6 +139,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
 	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.guard(false, s.routed))
 	s.mux.HandleFunc("POST /v1/route", s.guard(true, s.explain))
+	s.mux.HandleFunc("GET /v1/index", s.guard(true, s.indexDigests))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.HandleFunc("GET /readyz", s.ready)
 	if cfg.Metrics != nil {

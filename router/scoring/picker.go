@@ -266,6 +266,10 @@ func (p *Picker) speculate(e index.Engine, keys []uint64) *index.Hold {
 	return h
 }
 
+// Index is the block index the picker scores from; nil for policies that
+// read none.
+func (p *Picker) Index() *index.Index { return p.ix }
+
 // Sharer hears of the speculative entries every committed decision writes,
 // before the decision's Hold is returned: package peers tells the other
 // router replicas, which hold the same entries until the request starts.

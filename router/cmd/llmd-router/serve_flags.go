@@ -22,6 +22,7 @@ type serveOptions struct {
 	loraAdapters                                              string
 	blockSize, dataParallel                                   int
 	podsFile                                                  string
+	peersListen, peers                                        string
 
 	limits                                proxy.Config
 	picker                                pickerOptions
@@ -56,6 +57,8 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.IntVar(&o.dataParallel, "data-parallel-size", 0, "every pod's vLLM --data-parallel-size (0 or 1: none; rank r publishes KV events on the ports + r)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for Kubernetes discovery (default: in-cluster)")
 	fs.StringVar(&o.podsFile, "pods-file", "", "static pods from a file of the JSON lines `llmd-router sim` prints (any --port)")
+	fs.StringVar(&o.peersListen, "peers-listen", "", "serve the other router replicas (gRPC) on this address, e.g. :9092, sharing this replica's decisions with them (peers.listen)")
+	fs.StringVar(&o.peers, "peers", "", "comma-separated host:port of the other replicas' --peers-listen (peers.static; this replica's own may be among them)")
 	fs.Int64Var(&o.limits.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body; larger gets 413")
 	fs.IntVar(&o.limits.MaxInFlightPerPod, "max-in-flight-per-pod", 0, "requests this router keeps open on one pod (0: no cap)")
 	fs.IntVar(&o.limits.MaxQueue, "max-queue", proxy.DefaultMaxQueue, "requests waiting while every pod is at its cap; beyond it 429")
@@ -126,6 +129,11 @@ func (o *serveOptions) routerConfig() (*config.Config, error) {
 	override("tokenizer-config", func() { c.Tokenizer.Config = o.tokConfig })
 	override("block-size", func() { c.BlockSize = o.blockSize })
 	override("data-parallel-size", func() { c.Discovery.DataParallelSize = o.dataParallel })
+	override("peers-listen", func() { c.Peers.Listen = o.peersListen })
+	if o.set["peers"] {
+		c.Peers.Kubernetes = nil
+		c.Peers.Static = strings.FieldsFunc(o.peers, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	}
 	if o.podsFile != "" {
 		static, err := readPodsFile(o.podsFile)
 		if err != nil {
