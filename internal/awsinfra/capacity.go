@@ -208,7 +208,9 @@ func (c *Clients) checkReservation(ctx context.Context, in PreflightInput, zones
 	if len(found) > 1 {
 		res.Warnings = append(res.Warnings, Finding{field + ".tags", fmt.Sprintf("%d reservations carry %s; the node group uses %s, the one with the most free instances", len(found), sel.selection(), r)})
 	}
-	fail := func(f, msg string, args ...any) { res.Findings = append(res.Findings, Finding{f, fmt.Sprintf(msg, args...)}) }
+	fail := func(f, msg string, args ...any) {
+		res.Findings = append(res.Findings, Finding{f, fmt.Sprintf(msg, args...)})
+	}
 	if r.InstanceType != in.GPU.InstanceType {
 		fail("gpu_node_group.instance_type", "%s reserves %s, not %s: set instance_type = %q, or choose another reservation", r, r.InstanceType, in.GPU.InstanceType, r.InstanceType)
 	}
