@@ -217,9 +217,13 @@ func (c *Clients) checkReservation(ctx context.Context, in PreflightInput, zones
 	if len(zones) > 0 && !slices.Contains(zones, r.Zone) {
 		fail("networking.availability_zones", "%s is in %s, which the cluster's zones (%s) leave out: add %s", r, r.Zone, strings.Join(zones, ", "), r.Zone)
 	}
-	if in.StorageZone != "" && in.GPU.ColocateWithStorage && in.StorageZone != r.Zone {
+	storageZone := in.StorageZone
+	if storageZone == "" && in.StorageOn && len(zones) > 0 {
+		storageZone = slices.Min(zones)
+	}
+	if storageZone != "" && in.GPU.ColocateWithStorage && storageZone != r.Zone {
 		fail("model_storage.availability_zone", "the GPU nodes are colocated with the file system in %s but %s is in %s: set model_storage.availability_zone = %q, or gpu_node_group.colocate_with_storage = false",
-			in.StorageZone, r, r.Zone, r.Zone)
+			storageZone, r, r.Zone, r.Zone)
 	}
 	want := CapacityOnDemand
 	if r.Block {

@@ -34,8 +34,11 @@ type PreflightInput struct {
 	// Upgrade is a Kubernetes version change of an existing cluster: its
 	// node groups surge extra instances while they roll.
 	Upgrade bool
-	// StorageZone is the file system's zone, where colocated GPU nodes go; "" for none or not yet known.
+	// StorageZone is the file system's zone, where colocated GPU nodes go;
+	// "" for none or not yet known (with StorageOn: the first of the
+	// cluster's zones, which the file system takes by default).
 	StorageZone string
+	StorageOn   bool
 }
 
 // Finding is one failed check: the configuration field at fault and a message naming the fix.
