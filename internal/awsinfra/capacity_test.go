@@ -77,14 +77,22 @@ func TestReservationPreflight(t *testing.T) {
 		ng.DesiredSize, ng.MaxSize = 3, 3
 		ng.Reservation = &CapacityReservationSpec{ID: "cr-0open", Fallback: FallbackNone}
 	}, []string{`gpu_node_group.desired_size: Capacity Reservation cr-0open (g5.xlarge in us-west-2a, 2 of 4 free) has room for 2 of the 3 instances asked (desired_size), and with fallback = "none" the other 1 fail to launch (InsufficientInstanceCapacity): lower desired_size to 2, set capacity_reservation.fallback = "on_demand"`}, nil)
-	check("scale-out beyond", func(ng *NodeGroupSpec) { ng.MaxSize = 4; ng.Reservation = &CapacityReservationSpec{ID: "cr-0open", Fallback: FallbackNone} },
+	check("scale-out beyond", func(ng *NodeGroupSpec) {
+		ng.MaxSize = 4
+		ng.Reservation = &CapacityReservationSpec{ID: "cr-0open", Fallback: FallbackNone}
+	},
 		nil, []string{`gpu_node_group.max_size: Capacity Reservation cr-0open (g5.xlarge in us-west-2a, 2 of 4 free) has room for 2 instances; scaled up to max_size 4, the node group's instances beyond 2 fail to launch`})
 	check("unknown id", odcr("cr-0nope", FallbackNone), []string{`gpu_node_group.capacity_reservation.id: EC2 knows no Capacity Reservation cr-0nope in us-west-2`}, nil)
-	check("no tag match", func(ng *NodeGroupSpec) { ng.Reservation = &CapacityReservationSpec{Tags: map[string]string{"pool": "none"}, Fallback: FallbackNone} },
+	check("no tag match", func(ng *NodeGroupSpec) {
+		ng.Reservation = &CapacityReservationSpec{Tags: map[string]string{"pool": "none"}, Fallback: FallbackNone}
+	},
 		[]string{`gpu_node_group.capacity_reservation.tags: no active or scheduled g5.xlarge Capacity Reservation in us-west-2 carries tags pool=none`}, nil)
 	check("targeted with fallback", odcr("cr-0targeted", FallbackOnDemand),
 		[]string{`gpu_node_group.capacity_reservation.fallback: Capacity Reservation cr-0targeted (g5.xlarge in us-west-2b, 2 of 2 free) accepts only launches that name it`}, nil)
-	check("wrong type", func(ng *NodeGroupSpec) { ng.InstanceType = "g6.xlarge"; ng.Reservation = &CapacityReservationSpec{ID: "cr-0open", Fallback: FallbackNone} },
+	check("wrong type", func(ng *NodeGroupSpec) {
+		ng.InstanceType = "g6.xlarge"
+		ng.Reservation = &CapacityReservationSpec{ID: "cr-0open", Fallback: FallbackNone}
+	},
 		[]string{`gpu_node_group.instance_type: Capacity Reservation cr-0open (g5.xlarge in us-west-2a, 2 of 4 free) reserves g5.xlarge, not g6.xlarge: set instance_type = "g5.xlarge"`}, nil)
 	check("block without its capacity type", odcr("cr-0now", FallbackNone),
 		[]string{`gpu_node_group.capacity_type: Capacity Block cr-0now (g5.xlarge in us-west-2a, 2 of 2 free) needs capacity_type = "CAPACITY_BLOCK"`},
