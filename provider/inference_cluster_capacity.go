@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -42,7 +41,6 @@ func capacityReservationAttribute() schema.SingleNestedAttribute {
 			"a reservation `ON_DEMAND`. The plan checks that the reservation exists, reserves `instance_type` in a zone of the cluster, is active (a Capacity Block only " +
 			"inside its window: before it, `desired_size` and `min_size` must be 0) and how many instances it has free, and says what happens to the rest. " +
 			"Adding, changing or removing it replaces this node group (EKS sets a node group's launch template when it makes it); a node group without it has no launch template, as before.",
-		Validators: []validator.Object{objectvalidator.AtLeastOneOf(path.MatchRelative().AtName("id"), path.MatchRelative().AtName("tags"))},
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Optional: true, Computed: true,
 				Validators: []validator.String{stringvalidator.RegexMatches(capacityReservationPattern, "must be a capacity reservation id such as cr-0123456789abcdef0"),
@@ -186,6 +184,9 @@ func validateGPUCapacity(m inferenceClusterModel, diags *diag.Diagnostics) {
 		r, _ := a["capacity_reservation"].(types.Object)
 		ct, _ := a["capacity_type"].(types.String)
 		switch {
+		case !r.IsNull() && !r.IsUnknown() && r.Attributes()["id"].IsNull() && r.Attributes()["tags"].IsNull():
+			diags.AddAttributeError(path.Root("gpu_node_group").AtName("capacity_reservation"), "Reservation not named",
+				"gpu_node_group.capacity_reservation needs id (cr-...) or tags selecting the reservation")
 		case ct.Equal(types.StringValue(awsinfra.CapacityBlock)) && r.IsNull():
 			diags.AddAttributeError(path.Root("gpu_node_group").AtName("capacity_type"), "Capacity Block without a reservation",
 				"capacity_type = \"CAPACITY_BLOCK\" runs the node group in a Capacity Block: name it in gpu_node_group.capacity_reservation (id or tags), or use ON_DEMAND")
