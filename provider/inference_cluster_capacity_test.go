@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
@@ -43,8 +44,9 @@ func reservedGPU(fallback, extra string) string {
 %s  }`, fallback, extra)
 }
 
-// TestAccInferenceClusterCapacityReservation: a GPU node group on a
-// reservation too small for it. Without a fallback the plan fails naming
+// TestAccInferenceClusterCapacityReservation: an existing GPU node group
+// moved onto a reservation too small for it (the opt-in replaces the node
+// group, and the plan warns so). Without a fallback the plan fails naming
 // desired_size and the free count; with the On-Demand fallback the plan
 // warns in words, the apply makes a launch template with preference open
 // and the node group takes the reservation's 2 free instances and one
@@ -73,6 +75,18 @@ func TestAccInferenceClusterCapacityReservation(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
+				// Before: a node group of three without a reservation, which
+				// keeps its shape (no launch template) until the user opts in.
+				Config: clusterConfig(standIn, name, `
+  gpu_node_group = { desired_size = 3, min_size = 1, max_size = 3 }`),
+				Check: func(*terraform.State) error {
+					if in, od := standIn.ReservationUse(name, "gpu"); in != 0 || od != 0 {
+						return fmt.Errorf("a node group without capacity_reservation took %d reserved and %d fallback instances", in, od)
+					}
+					return expectLaunchTemplates(c, name, 0)
+				},
+			},
+			{
 				Config: clusterConfig(standIn, name, reservedGPU("none", "")), PlanOnly: true,
 				ExpectError: saysInOrder("Preflight: gpu_node_group.desired_size", "Capacity Reservation cr-0open (g5.xlarge in us-west-2a, 2 of 4 free) has room for 2 of the 3 instances asked", "the other 1 fail to launch", "lower desired_size to 2"),
 			},
@@ -86,6 +100,9 @@ func TestAccInferenceClusterCapacityReservation(t *testing.T) {
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("nvidia_device_plugin").AtMapKey("enabled"), knownvalue.Bool(false)),
 				},
 				Check: func(*terraform.State) error {
+					if err := expectLaunchTemplates(c, name, 1); err != nil {
+						return err
+					}
 					if in, od := standIn.ReservationUse(name, "gpu"); in != 2 || od != 1 {
 						return fmt.Errorf("%d instances in cr-0open and %d On-Demand, want 2 and 1", in, od)
 					}
@@ -100,12 +117,31 @@ func TestAccInferenceClusterCapacityReservation(t *testing.T) {
 						return fmt.Errorf("launch template data %+v, want preference open and Bottlerocket's data volume", d)
 					}
 					return logsSay(logs, "Capacity reservation: gpu_node_group.desired_size",
-						"has room for 2 of the 3 instances asked (desired_size): 1 will run as On-Demand Instances outside it, at On-Demand prices")
+						"has room for 2 of the 3 instances asked (desired_size): 1 will run as On-Demand Instances outside it, at On-Demand prices",
+						"EKS cannot change ami_type, capacity_reservation of a node group in place")
 				},
 			},
 			{Config: onDemand, PlanOnly: true},
 		},
 	})
+}
+
+// expectLaunchTemplates is nil when the cluster owns want launch templates.
+func expectLaunchTemplates(c *awsinfra.Clients, name string, want int) error {
+	parts, err := c.FindOwnedParts(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, p := range parts {
+		if p.Kind == "ec2 launch-template" {
+			n++
+		}
+	}
+	if n != want {
+		return fmt.Errorf("%d launch templates tagged %s=%s, want %d", n, awsinfra.OwnerTag, name, want)
+	}
+	return nil
 }
 
 // saysInOrder matches an error holding the phrases in order, however
