@@ -71,7 +71,7 @@ func capacityReservationFrom(r ec2types.CapacityReservation) CapacityReservation
 	return out
 }
 
-// describeReservation is "cr-x (g5.xlarge in us-west-2a, 2 of 4 free)".
+// String is "Capacity Reservation cr-x (g5.xlarge in us-west-2a, 2 of 4 free)".
 func (r CapacityReservation) String() string {
 	kind := "Capacity Reservation"
 	if r.Block {
