@@ -66,7 +66,8 @@ func devicePluginAttribute() schema.SingleNestedAttribute {
 			"tolerating the GPU node group's taints, priority `system-node-critical`. Not the upstream chart's default affinity, which needs Node Feature Discovery.",
 		Attributes: map[string]schema.Attribute{
 			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "Run the device plugin; default `true`. `false` removes it (for clusters that run NVIDIA's GPU operator instead)."},
+				MarkdownDescription: "Run the device plugin; default `true`, but `false` when `gpu_node_group.ami_type` is a Bottlerocket NVIDIA AMI, which carries the plugin " +
+					"(`true` there is a plan-time error). `false` removes it (for clusters that run NVIDIA's GPU operator instead)."},
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(workloads.DefaultDevicePluginImage),
 				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 				MarkdownDescription: "Device plugin image; default `" + workloads.DefaultDevicePluginImage + "`. Point it at a private mirror for VPCs without internet access."},

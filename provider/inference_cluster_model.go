@@ -73,6 +73,7 @@ type nodeGroupModel struct {
 	Colocate     types.Bool   `tfsdk:"colocate_with_storage"`
 	Version      types.String `tfsdk:"version"`
 	Release      types.String `tfsdk:"release_version"`
+	Reservation  types.Object `tfsdk:"capacity_reservation"`
 }
 
 type taintModel struct {
@@ -111,7 +112,8 @@ var (
 	nodeGroupTypes      = map[string]attr.Type{"name": types.StringType, "instance_type": types.StringType, "ami_type": types.StringType,
 		"capacity_type": types.StringType, "disk_size": types.Int64Type, "desired_size": types.Int64Type, "min_size": types.Int64Type,
 		"max_size": types.Int64Type, "labels": types.MapType{ElemType: types.StringType}, "taints": types.SetType{ElemType: types.ObjectType{AttrTypes: taintTypes}},
-		"colocate_with_storage": types.BoolType, "version": types.StringType, "release_version": types.StringType}
+		"colocate_with_storage": types.BoolType, "version": types.StringType, "release_version": types.StringType,
+		"capacity_reservation": types.ObjectType{AttrTypes: capacityReservationTypes}}
 	kubernetesTypes = map[string]attr.Type{"name": types.StringType, "endpoint": types.StringType, "cluster_ca_certificate": types.StringType,
 		"region": types.StringType, "gpu_instance_type": types.StringType, "gpu_node_labels": types.MapType{ElemType: types.StringType},
 		"gpu_node_taints": types.ListType{ElemType: types.StringType}, "system_node_labels": types.MapType{ElemType: types.StringType},
@@ -161,6 +163,7 @@ func nodeGroupSpec(ctx context.Context, obj types.Object, diags *diag.Diagnostic
 	for _, t := range taints {
 		out.Taints = append(out.Taints, awsinfra.Taint{Key: t.Key.ValueString(), Value: t.Value.ValueString(), Effect: t.Effect.ValueString()})
 	}
+	out.Reservation = reservationSpec(ctx, ng.Reservation, diags)
 	return out
 }
 
@@ -273,7 +276,8 @@ func nodeGroupObject(ng *awsinfra.NodeGroup, prior types.Object, colocate bool) 
 		"capacity_type": types.StringValue(ng.CapacityType), "disk_size": types.Int64Value(int64(ng.DiskSize)),
 		"desired_size": types.Int64Value(int64(ng.DesiredSize)), "min_size": types.Int64Value(int64(ng.MinSize)), "max_size": types.Int64Value(int64(ng.MaxSize)),
 		"labels": mapOf(labels), "taints": types.SetValueMust(types.ObjectType{AttrTypes: taintTypes}, taints),
-		"colocate_with_storage": colocated, "version": types.StringValue(ng.Version), "release_version": types.StringValue(ng.ReleaseVersion)})
+		"colocate_with_storage": colocated, "version": types.StringValue(ng.Version), "release_version": types.StringValue(ng.ReleaseVersion),
+		"capacity_reservation": reservationObject(ng.Reservation, prior)})
 }
 
 // kubernetesObject is what llmd_model_fleet and llmd_prefix_router take as

@@ -43,6 +43,7 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 		}
 	}
 	validateAddons(ctx, m.Addons, &resp.Diagnostics)
+	validateGPUCapacity(m, &resp.Diagnostics)
 	if !m.ImageMirrors.IsNull() && !m.ImageMirrors.IsUnknown() {
 		var raw map[string]string
 		if d := m.ImageMirrors.ElementsAs(ctx, &raw, false); !d.HasError() {
@@ -138,6 +139,7 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 					"The cluster, the network and the file system stay.", replaced))
 		}
 	}
+	planDevicePluginDefault(ctx, req.Config, &plan, &resp.Diagnostics)
 	// After the node groups: the add-ons' placement follows their labels and taints.
 	if exists && !replacing {
 		planInCluster(&plan, &prior)
@@ -163,20 +165,23 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		return
 	}
 	res, err := c.Preflight(ctx, awsinfra.PreflightInput{KubernetesVersion: spec.KubernetesVersion, GPU: spec.GPU, System: spec.System, Network: spec.Network,
-		Upgrade: exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion)})
+		Upgrade: exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion), StorageZone: storageZoneOf(plan.ModelStorage), StorageOn: storageOn})
 	if err != nil {
 		resp.Diagnostics.AddError("Preflight checks", err.Error())
 		return
 	}
 	for _, f := range res.Findings {
-		p := path.Empty()
-		for _, step := range strings.Split(f.Field, ".") {
-			p = p.AtName(step)
-		}
-		resp.Diagnostics.AddAttributeError(p, "Preflight: "+f.Field, f.Message)
+		resp.Diagnostics.AddAttributeError(fieldPath(f.Field), "Preflight: "+f.Field, f.Message)
 	}
 	for _, s := range res.Skipped {
 		resp.Diagnostics.AddWarning("Preflight check skipped", s)
+	}
+	for _, f := range res.Warnings {
+		resp.Diagnostics.AddAttributeWarning(fieldPath(f.Field), "Capacity reservation: "+f.Field, f.Message)
+	}
+	if res.CapacityReservationID != "" && !resp.Diagnostics.HasError() {
+		withReservationID(&plan, res.CapacityReservationID)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("gpu_node_group"), plan.GPUNodeGroup)...)
 	}
 }
 
@@ -225,6 +230,9 @@ func planNodeGroup(plan, prior types.Object, k8s types.String, replacingCluster,
 			if !v[k].IsUnknown() && !v[k].Equal(old[k]) {
 				replaced = append(replaced, k)
 			}
+		}
+		if planReservation(v, old) {
+			replaced = append(replaced, "capacity_reservation")
 		}
 	}
 	v["release_version"] = types.StringUnknown()
@@ -294,4 +302,24 @@ func checkVersionStep(prior, planned types.String) diag.Diagnostics {
 				"apply each step in turn, or create a new cluster for a downgrade", prior.ValueString(), pMajor, pMinor+1))
 	}
 	return diags
+}
+
+// fieldPath is the attribute path of a dotted field name.
+func fieldPath(field string) path.Path {
+	p := path.Empty()
+	for _, step := range strings.Split(field, ".") {
+		p = p.AtName(step)
+	}
+	return p
+}
+
+// storageZoneOf is the planned file system's zone, "" when there is none or it is not known yet.
+func storageZoneOf(storage types.Object) string {
+	if storage.IsNull() || storage.IsUnknown() || !storage.Attributes()["enabled"].Equal(types.BoolValue(true)) {
+		return ""
+	}
+	if z, ok := storage.Attributes()["availability_zone"].(types.String); ok && !z.IsUnknown() {
+		return z.ValueString()
+	}
+	return ""
 }

@@ -208,7 +208,8 @@ func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAtt
 			"name": types.StringValue(d.name), "instance_type": types.StringValue(d.instanceType), "ami_type": types.StringValue(d.amiType),
 			"capacity_type": types.StringValue("ON_DEMAND"), "disk_size": types.Int64Value(d.disk),
 			"desired_size": size, "min_size": size, "max_size": size, "labels": labelsValue, "taints": taintsValue,
-			"colocate_with_storage": types.BoolValue(d.colocate), "version": types.StringNull(), "release_version": types.StringNull()})),
+			"colocate_with_storage": types.BoolValue(d.colocate), "version": types.StringNull(), "release_version": types.StringNull(),
+			"capacity_reservation": types.ObjectNull(capacityReservationTypes)})),
 		MarkdownDescription: desc + " Scaling, labels, taints and the Kubernetes version change in place; instance type, AMI type, capacity type, disk size " +
 			"and `colocate_with_storage` replace this node group alone (its nodes are deleted, then created again under the same name), never the cluster, " +
 			"the network or the file system.",
@@ -217,10 +218,11 @@ func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAtt
 			"instance_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.instanceType),
 				MarkdownDescription: "EC2 instance type; default `" + d.instanceType + "`. Checked at plan time to be offered in the zones."},
 			"ami_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.amiType),
-				MarkdownDescription: "EKS AMI type; default `" + d.amiType + "`."},
+				MarkdownDescription: "EKS AMI type; default `" + d.amiType + "`. For GPUs, `AL2023_x86_64_NVIDIA` (driver, no device plugin: `addons.nvidia_device_plugin` defaults on) " +
+					"or `BOTTLEROCKET_x86_64_NVIDIA` (driver and device plugin: `addons.nvidia_device_plugin` defaults off, and turning it on is a plan-time error)."},
 			"capacity_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ON_DEMAND"),
-				Validators:          []validator.String{stringvalidator.OneOf("ON_DEMAND", "SPOT")},
-				MarkdownDescription: "`ON_DEMAND` (default) or `SPOT`."},
+				Validators:          []validator.String{stringvalidator.OneOf("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")},
+				MarkdownDescription: "`ON_DEMAND` (default), `SPOT`, or `CAPACITY_BLOCK` for a node group on a Capacity Block (`capacity_reservation`), as EKS requires."},
 			"disk_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(d.disk),
 				Validators:          []validator.Int64{int64validator.Between(20, 16384)},
 				MarkdownDescription: "Root volume size in GiB."},
@@ -236,7 +238,8 @@ func nodeGroupAttribute(desc string, d nodeGroupDefaults) schema.SingleNestedAtt
 				MarkdownDescription: fmt.Sprintf("Place the nodes in the zone of `model_storage` only (no cross-zone Lustre traffic); default `%t`.", d.colocate)},
 			"version": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "Kubernetes version of the nodes as EKS reports it. A node group left behind the control plane (an upgrade that stopped half way) shows here and in the plan, and the apply upgrades it."},
-			"release_version": schema.StringAttribute{Computed: true, MarkdownDescription: "AMI release version of the nodes."},
+			"release_version":      schema.StringAttribute{Computed: true, MarkdownDescription: "AMI release version of the nodes."},
+			"capacity_reservation": capacityReservationAttribute(),
 			"taints": schema.SetNestedAttribute{
 				Optional: true, Computed: true, Default: setdefault.StaticValue(taintsValue),
 				MarkdownDescription: "Kubernetes taints on the nodes.",

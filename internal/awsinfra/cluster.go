@@ -17,6 +17,9 @@ import (
 // create left, so calling it again after a failure converges without
 // deleting or duplicating anything.
 func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
+	if err := c.resolveReservation(ctx, &spec.GPU); err != nil {
+		return nil, err
+	}
 	var net Network
 	var roles Roles
 	var admin string
@@ -83,7 +86,11 @@ func (c *Clients) ensureClusterContents(ctx context.Context, spec ClusterSpec, a
 	}
 	for _, ng := range []NodeGroupSpec{spec.GPU, spec.System} {
 		jobs = append(jobs, func() error {
-			return c.ensureNodeGroup(ctx, spec, ng, nodeSubnets(spec, ng, private, storageSubnet), nodeRoleARN)
+			subnets, err := c.reservationSubnets(ctx, ng, nodeSubnets(spec, ng, private, storageSubnet))
+			if err != nil {
+				return err
+			}
+			return c.ensureNodeGroup(ctx, spec, ng, subnets, nodeRoleARN)
 		})
 	}
 	if err := parallel(jobs...); err != nil {
@@ -186,6 +193,9 @@ func deref(s *string) string {
 // its name), never the cluster, the network or the file system. A part
 // deleted behind Terraform's back is created again.
 func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
+	if err := c.resolveReservation(ctx, &spec.GPU); err != nil {
+		return nil, err
+	}
 	have, err := c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
 	if err != nil {
 		return nil, err
@@ -225,15 +235,18 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 		have *NodeGroup
 	}{{spec.GPU, have.GPU}, {spec.System, have.System}} {
 		jobs = append(jobs, func() error {
-			subnets := nodeSubnets(spec, pair.want, have.Network.PrivateSubnetIDs, storageSubnet)
+			subnets, err := c.reservationSubnets(ctx, pair.want, nodeSubnets(spec, pair.want, have.Network.PrivateSubnetIDs, storageSubnet))
+			if err != nil {
+				return err
+			}
 			placed := subnets
-			if spec.Storage == nil {
+			if spec.Storage == nil && pair.want.Reservation == nil {
 				placed = nil
 			}
 			switch {
 			case pair.have == nil:
 			case pair.have.replacedBy(pair.want, placed):
-				c.logf(ctx, "replacing EKS node group: EKS cannot change its instance type, AMI type, capacity type, disk size or subnets in place",
+				c.logf(ctx, "replacing EKS node group: EKS cannot change its instance type, AMI type, capacity type, disk size, subnets or launch template in place",
 					map[string]any{"node_group": pair.want.Name})
 				if err := c.deleteNodeGroup(ctx, spec.Name, pair.want.Name); err != nil {
 					return err
@@ -308,5 +321,6 @@ func (c *Clients) DeleteCluster(ctx context.Context, name string) error {
 	return parallel(
 		func() error { return c.deleteRoles(ctx, name) },
 		func() error { return c.deleteNetwork(ctx, name) },
+		func() error { return c.deleteLaunchTemplates(ctx, name) },
 	)
 }

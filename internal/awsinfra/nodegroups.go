@@ -24,7 +24,13 @@ func (c *Clients) findNodeGroupByName(ctx context.Context, cluster, name string)
 	if err != nil {
 		return nil, fmt.Errorf("describing EKS node group %s: %w", name, err)
 	}
-	return nodeGroupFrom(out.Nodegroup), nil
+	ng := nodeGroupFrom(out.Nodegroup)
+	if lt := out.Nodegroup.LaunchTemplate; lt != nil {
+		if err := c.readLaunchTemplate(ctx, ng, lt); err != nil {
+			return nil, err
+		}
+	}
+	return ng, nil
 }
 
 func nodeGroupFrom(ng *ekstypes.Nodegroup) *NodeGroup {
@@ -87,11 +93,15 @@ func (c *Clients) ensureNodeGroup(ctx context.Context, spec ClusterSpec, ngs Nod
 			InstanceTypes: []string{ngs.InstanceType},
 			AmiType:       ekstypes.AMITypes(ngs.AMIType),
 			CapacityType:  ekstypes.CapacityTypes(ngs.CapacityType),
-			DiskSize:      aws.Int32(ngs.DiskSize),
 			ScalingConfig: &ekstypes.NodegroupScalingConfig{DesiredSize: aws.Int32(ngs.DesiredSize), MinSize: aws.Int32(ngs.MinSize), MaxSize: aws.Int32(ngs.MaxSize)},
 			Labels:        ngs.Labels,
 			Taints:        ekstaints(ngs.Taints),
 			Tags:          c.tagSet(spec.Name, spec.Tags, "nodegroup-"+ngs.Name),
+		}
+		if ngs.Reservation == nil {
+			in.DiskSize = aws.Int32(ngs.DiskSize)
+		} else if in.LaunchTemplate, err = c.ensureLaunchTemplate(ctx, spec, ngs); err != nil {
+			return err
 		}
 		err := c.createRetryingIAM(ctx, "IAM role "+nodeRoleARN+" to be usable by EKS node group "+ngs.Name, func(ctx context.Context) error {
 			_, err := c.EKS.CreateNodegroup(ctx, in)
@@ -155,6 +165,11 @@ func (c *Clients) capacityAdvice(ctx context.Context, ng *ekstypes.Nodegroup) st
 		}
 		slices.Sort(zs)
 		zones = strings.Join(slices.Compact(zs), ", ")
+	}
+	if r := c.reservationOf(ctx, ng); r != "" {
+		return fmt.Sprintf(".\n\nThe node group launches into %s and EC2 had no room there for every instance (InsufficientInstanceCapacity). "+
+			"Lower gpu_node_group.desired_size to the reservation's free count, set gpu_node_group.capacity_reservation.fallback = \"on_demand\" "+
+			"(On-Demand Capacity Reservations that are open only), or, for a Capacity Block, apply again inside its window", r)
 	}
 	return fmt.Sprintf(".\n\nEC2 has no %s capacity in %s right now (InsufficientInstanceCapacity). Put the node group in another zone "+
 		"(model_storage.availability_zone moves a colocated GPU node group with the file system; networking.availability_zones chooses the zones of a created network), "+
@@ -360,4 +375,27 @@ func (c *Clients) waitNodeGroupSettled(ctx context.Context, cluster, name string
 		}
 		return nil
 	})
+}
+
+// reservationOf describes the reservation a failed node group launches
+// into, "" for none.
+func (c *Clients) reservationOf(ctx context.Context, ng *ekstypes.Nodegroup) string {
+	if ng.LaunchTemplate == nil {
+		return ""
+	}
+	have := &NodeGroup{}
+	have.Name = aws.ToString(ng.NodegroupName)
+	if c.readLaunchTemplate(ctx, have, ng.LaunchTemplate) != nil || have.Reservation == nil {
+		return ""
+	}
+	found, err := c.FindCapacityReservations(ctx, CapacityReservationSpec{ID: have.Reservation.ID}, "")
+	if err != nil || len(found) == 0 {
+		return "capacity reservation " + have.Reservation.ID
+	}
+	r := found[0]
+	out := r.String()
+	if r.Block && r.State != "active" {
+		out += fmt.Sprintf(", which is %s (window %s to %s)", r.State, r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339))
+	}
+	return out
 }

@@ -123,6 +123,13 @@ func (c *Clients) ownedEC2(ctx context.Context, owner string) ([]OwnedPart, erro
 	for _, g := range sgs.SecurityGroups {
 		add("security-group", aws.ToString(g.GroupId), g.Tags)
 	}
+	lts, err := c.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("listing launch templates of %s: %w", owner, err)
+	}
+	for _, lt := range lts.LaunchTemplates {
+		add("launch-template", aws.ToString(lt.LaunchTemplateId), lt.Tags)
+	}
 	return parts, nil
 }
 

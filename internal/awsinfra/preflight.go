@@ -34,6 +34,11 @@ type PreflightInput struct {
 	// Upgrade is a Kubernetes version change of an existing cluster: its
 	// node groups surge extra instances while they roll.
 	Upgrade bool
+	// StorageZone is the file system's zone, where colocated GPU nodes go;
+	// "" for none or not yet known (with StorageOn: the first of the
+	// cluster's zones, which the file system takes by default).
+	StorageZone string
+	StorageOn   bool
 }
 
 // Finding is one failed check: the configuration field at fault and a message naming the fix.
@@ -46,6 +51,12 @@ type Finding struct {
 type PreflightResult struct {
 	Findings []Finding
 	Skipped  []string
+	// Warnings are what will happen that the user may not expect: a
+	// reservation too small for the node group, falling back to On-Demand.
+	Warnings []Finding
+	// CapacityReservationID is the reservation the GPU node group's
+	// selection resolved to; "" without one.
+	CapacityReservationID string
 }
 
 // Preflight checks, before anything is created, what would otherwise fail
@@ -70,7 +81,11 @@ func (c *Clients) Preflight(ctx context.Context, in PreflightInput) (PreflightRe
 	if len(res.Findings) > 0 {
 		return res, nil
 	}
-	if err := c.checkOfferings(ctx, in, &res); err != nil {
+	zones, err := c.checkOfferings(ctx, in, &res)
+	if err != nil {
+		return res, err
+	}
+	if err := c.checkReservation(ctx, in, zones, &res); err != nil {
 		return res, err
 	}
 	if err := c.checkGPUQuota(ctx, in, aws.ToInt32(gpu.VCpuInfo.DefaultVCpus), &res); err != nil {
@@ -135,26 +150,28 @@ func (c *Clients) DefaultZones(ctx context.Context, instanceTypes ...string) ([]
 	return common[:min(len(common), defaultZoneCount)], nil
 }
 
-func (c *Clients) checkOfferings(ctx context.Context, in PreflightInput, res *PreflightResult) error {
+// checkOfferings returns the cluster's zones (none when they could not be told).
+func (c *Clients) checkOfferings(ctx context.Context, in PreflightInput, res *PreflightResult) ([]string, error) {
 	zones, field := in.Network.AvailabilityZones, "networking.availability_zones"
 	if !in.Network.Creates() {
 		field = "networking.subnet_ids"
 		net, err := c.existingNetwork(ctx, in.Network)
 		if err != nil {
 			res.Findings = append(res.Findings, Finding{field, err.Error()})
-			return nil
+			return nil, nil
 		}
 		zones = net.AvailabilityZones
 	}
 	if len(zones) == 0 {
-		if _, err := c.DefaultZones(ctx, in.GPU.InstanceType, in.System.InstanceType); err != nil {
+		zones, err := c.DefaultZones(ctx, in.GPU.InstanceType, in.System.InstanceType)
+		if err != nil {
 			res.Findings = append(res.Findings, Finding{field, err.Error()})
 		}
-		return nil
+		return zones, nil
 	}
 	offered, err := c.offeredZones(ctx, in.GPU.InstanceType, in.System.InstanceType)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, ng := range []struct{ group, itype string }{{"gpu_node_group", in.GPU.InstanceType}, {"system_node_group", in.System.InstanceType}} {
 		var missing []string
@@ -168,7 +185,7 @@ func (c *Clients) checkOfferings(ctx context.Context, in PreflightInput, res *Pr
 				ng.group, ng.itype, strings.Join(missing, ", "), strings.Join(offered[ng.itype], ", "))})
 		}
 	}
-	return nil
+	return zones, nil
 }
 
 // upgradeSurge is how many instances a managed node group adds while it

@@ -64,6 +64,9 @@ type NodeGroupSpec struct {
 	Taints       []Taint
 	// ColocateWithStorage places the nodes in the file system's zone only.
 	ColocateWithStorage bool
+	// Reservation is the capacity reservation the nodes run in first; nil
+	// for none. Only a node group on a reservation has a launch template.
+	Reservation *CapacityReservationSpec
 }
 
 // replacedBy reports whether going to want needs a new node group: EKS
@@ -72,7 +75,18 @@ type NodeGroupSpec struct {
 // system to be near): a node group is never moved for nothing.
 func (have NodeGroup) replacedBy(want NodeGroupSpec, subnets []string) bool {
 	return have.InstanceType != want.InstanceType || have.AMIType != want.AMIType || have.CapacityType != want.CapacityType ||
-		have.DiskSize != want.DiskSize || (subnets != nil && len(have.Subnets) > 0 && !sameStrings(have.Subnets, subnets))
+		have.DiskSize != want.DiskSize || (subnets != nil && len(have.Subnets) > 0 && !sameStrings(have.Subnets, subnets)) ||
+		!sameReservation(have.Reservation, want.Reservation)
+}
+
+// sameReservation: the launch template a node group launches with is set
+// when the node group is made; another reservation or fallback is a new
+// node group.
+func sameReservation(have, want *CapacityReservationSpec) bool {
+	if have == nil || want == nil {
+		return have == nil && want == nil
+	}
+	return have.ID == want.ID && have.Fallback == want.Fallback
 }
 
 func sameStrings(a, b []string) bool {

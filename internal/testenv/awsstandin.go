@@ -17,7 +17,7 @@ import (
 )
 
 // AWSStandIn is a stand-in for the parts of the real AWS API that moto lacks,
-// placed in front of moto: it serves EKS access entries, EKS
+// placed in front of moto: it serves EC2 capacity reservations, EKS access entries, EKS
 // DescribeClusterVersions, cluster and node group version upgrades, node
 // group tags and chosen Service Quotas values itself (keeping what it changed
 // as an overlay on moto's descriptions), injects the
@@ -45,6 +45,8 @@ type AWSStandIn struct {
 	more      standInExt
 	hard      standInHard
 	podIDs    podIdentities
+	// capacityState is the capacity reservations (awsstandin_capacity.go).
+	capacityState standInCapacity
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -480,7 +482,7 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "TagResource", "UntagResource", "ListTagsForResource":
 		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req) || s.serveAccessEntryTags(w, r, req)
 	}
-	return s.servePodIdentity(w, r, req) || s.serveMissing(w, r, req)
+	return s.servePodIdentity(w, r, req) || s.serveCapacity(w, req) || s.serveMissing(w, r, req)
 }
 
 // serveVersionUpdate records the new version in the overlay, so the next

@@ -239,6 +239,7 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 		return s.withClusterSG(clusterKey(regionOf(r), req.cluster), body)
 	case "CreateNodegroup":
 		s.noCapacity(r, req)
+		s.launchIntoReservation(r, req)
 		s.autoAccessEntries(r, req)
 	case "ListNodegroups":
 		return s.withDeletingNodegroups(req.cluster, body)
@@ -249,6 +250,7 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 		if json.Unmarshal(body, &doc) == nil {
 			s.leakENIs(r, req.cluster, doc.Nodegroup)
 		}
+		s.releaseReservation(req)
 	case "DeleteCluster":
 		key := clusterKey(regionOf(r), req.cluster)
 		s.mu.Lock()
