@@ -72,6 +72,10 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(2),
 			Validators: []validator.Int64{int64validator.Between(1, 32)},
 			MarkdownDescription: "Router pods, spread over nodes, each keeping its own full index from the KV events; default `2`, with a PodDisruptionBudget of one unavailable. " +
+				"The replicas decide as one router: each tells the others, as it happens, the speculative index entries and in-flight counts of its decisions " +
+				"(gRPC on port 9092 between the pods, found through the API server), and a starting replica (a rollout, a crash, a scale-out) takes a peer's index " +
+				"instead of replaying every engine; a replica that loses its peers decides alone. Each replica costs its CPU and memory request " +
+				"(`resources`) and follows every engine's KV events itself; the exchange adds a few kilobytes a second per replica pair at the seed's request rate. " +
 				"The default system node group has one node, so both replicas share it and the plan warns: they cover a crashed pod and a rollout, not the node's loss " +
 				"(routing stops until EKS replaces it). A second system node (`system_node_group.desired_size = 2` on the cluster, one more m6i.4xlarge) covers that."},
 		"block_size": schema.Int64Attribute{Optional: true,
@@ -117,7 +121,8 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		MarkdownDescription: "The prefix-cache-aware `llmd-router` in front of a `llmd_model_fleet`: it follows the fleet's pods through the Kubernetes API, " +
 			"subscribes to their KV-cache events and sends each request to the pod holding the longest cached prefix. Objects: ServiceAccount, a Role " +
 			"and RoleBinding that may only get, list and watch pods in the fleet's namespace, a ConfigMap with the router's configuration, the Deployment " +
-			"(pod security `restricted`, the fleet's tokenizer files mounted read-only from its claim), the Service, a PodDisruptionBudget, a ServiceMonitor, " +
+			"(pod security `restricted`, the fleet's tokenizer files mounted read-only from its claim), the Service, a PodDisruptionBudget, " +
+			"a NetworkPolicy letting only the router's own pods reach their peer port (9092, never on the Service), a ServiceMonitor, " +
 			"a PrometheusRule when the cluster serves it (`LLMDRouterDown`, `LLMDRouterPodsOut`, `LLMDRouterSilent`) and, with `api_key`, the Secret holding the key. " +
 			"With `gateway`, the router is instead the endpoint picker of the team's own Gateway, and an InferencePool over the fleet's pods names it (gateway mode).",
 		Attributes: attrs,

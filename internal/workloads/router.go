@@ -152,6 +152,7 @@ func (r Router) Config() (*config.Config, error) {
 			Topic:      t.Topic,
 		},
 		Scoring: config.Scoring{Scorers: r.Scorers},
+		Peers:   r.peers(),
 	}
 	if t.TokenizerPath != "" {
 		c.Tokenizer = config.Tokenizer{JSON: path.Join(MountPath, t.TokenizerPath), Config: path.Join(MountPath, t.TokenizerConfigPath)}
@@ -264,7 +265,9 @@ func (r Router) Objects(withServiceMonitor bool) ([]kube.Object, error) {
 		policyv1ac.PodDisruptionBudget(r.Name, r.Namespace).WithLabels(labels).
 			WithSpec(policyv1ac.PodDisruptionBudgetSpec().WithMaxUnavailable(intstr.FromInt32(1)).
 				WithSelector(metav1ac.LabelSelector().WithMatchLabels(r.Selector()))),
+		r.peerPolicy(labels),
 	)
+	acs = append(acs, r.peerRBAC(labels)...)
 	if r.Gateway != nil {
 		// After the Service it names as its endpoint picker.
 		acs = append(acs, r.inferencePool(labels))

@@ -75,7 +75,7 @@ func (r Router) roleRules() []*rbacv1ac.PolicyRuleApplyConfiguration {
 }
 
 func (r Router) containerPorts() []*corev1ac.ContainerPortApplyConfiguration {
-	ports := []*corev1ac.ContainerPortApplyConfiguration{corev1ac.ContainerPort().WithName("http").WithContainerPort(RouterPort)}
+	ports := []*corev1ac.ContainerPortApplyConfiguration{corev1ac.ContainerPort().WithName("http").WithContainerPort(RouterPort), peerContainerPort()}
 	if r.Gateway != nil {
 		ports = append(ports, corev1ac.ContainerPort().WithName("grpc-ext-proc").WithContainerPort(int32(r.Gateway.Port)),
 			corev1ac.ContainerPort().WithName("grpc-health").WithContainerPort(PickerHealthPort))

@@ -20,7 +20,8 @@ import (
 // rendered (testdata/router-proxy.golden, written then), so an upgrade of the
 // provider shows existing routers no diff and rolls no pod, but for changes
 // made on purpose and written in CHANGELOG.md: since then, the default
-// scorers' rendezvous term (its ConfigMap and checksum; LLMD_WRITE_GOLDEN=1
+// scorers' rendezvous term (its ConfigMap and checksum), and the peer
+// exchange (its config, port and NetworkPolicy; LLMD_WRITE_GOLDEN=1
 // rewrites the file).
 func TestRouterProxyModeUnchanged(t *testing.T) {
 	r := testRouter()
@@ -110,7 +111,7 @@ func TestRouterGatewayObjects(t *testing.T) {
 	for _, p := range c.Ports {
 		ports = append(ports, fmt.Sprintf("%s:%d", p.Name, p.ContainerPort))
 	}
-	if !slices.Equal(ports, []string{"http:8000", "grpc-ext-proc:9002", "grpc-health:9003"}) {
+	if !slices.Equal(ports, []string{"http:8000", "grpc-peers:9092", "grpc-ext-proc:9002", "grpc-health:9003"}) {
 		t.Fatalf("container ports %v", ports)
 	}
 

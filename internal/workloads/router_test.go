@@ -52,7 +52,7 @@ func TestRouterObjects(t *testing.T) {
 		kinds = append(kinds, o.Kind+" "+o.Namespace+"/"+o.Name)
 	}
 	want := []string{"Namespace /llmd", "ServiceAccount llmd/router", "Role llmd/router", "RoleBinding llmd/router",
-		"ConfigMap llmd/router", "Deployment llmd/router", "Service llmd/router", "PodDisruptionBudget llmd/router"}
+		"ConfigMap llmd/router", "Deployment llmd/router", "Service llmd/router", "PodDisruptionBudget llmd/router", "NetworkPolicy llmd/router-peers"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("objects %q, want %q", kinds, want)
 	}
