@@ -75,7 +75,7 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				"The replicas decide as one router: each tells the others, as it happens, the speculative index entries and in-flight counts of its decisions " +
 				"(gRPC on port 9092 between the pods, found through the API server), and a starting replica (a rollout, a crash, a scale-out) takes a peer's index " +
 				"instead of replaying every engine; a replica that loses its peers decides alone. Each replica costs its CPU and memory request " +
-				"(`resources`) and follows every engine's KV events itself; the exchange sends each peer 8 bytes per prompt block of each request (about 2 KB for a 2,048-token prompt at block size 16) and a full report each second. " +
+				"(`resources`) and follows every engine's KV events itself; the exchange sends each peer 8 bytes per prompt block of each request (1 KB for a 2,048-token prompt at block size 16) and a full report each second. " +
 				"The default system node group has one node, so both replicas share it and the plan warns: they cover a crashed pod and a rollout, not the node's loss " +
 				"(routing stops until EKS replaces it). A second system node (`system_node_group.desired_size = 2` on the cluster, one more m6i.4xlarge) covers that."},
 		"block_size": schema.Int64Attribute{Optional: true,
