@@ -212,8 +212,16 @@ func (k *kubeletStandIn) run(p *corev1.Pod, sp *standInPod) {
 	}
 	port := p.Spec.Containers[0].Ports[0].ContainerPort
 	listen := net.JoinHostPort(sp.ip, strconv.Itoa(int(port)))
+	args = append(args, "--listen", listen)
+	// A real pod has a network namespace of its own; the stand-in's share
+	// the host's, so each binds its own pod IP, the peer port too.
+	for _, cp := range p.Spec.Containers[0].Ports {
+		if cp.Name == "grpc-peers" {
+			args = append(args, "--peers-listen", net.JoinHostPort(sp.ip, strconv.Itoa(int(cp.ContainerPort))))
+		}
+	}
 	var ann []struct{ Listen string }
-	proc := start(k.t, "", 1, &ann, append(append([]string{"serve"}, args...), "--listen", listen)...)
+	proc := start(k.t, "", 1, &ann, append([]string{"serve"}, args...)...)
 	sp.r = &router{proc: proc, url: "http://" + listen}
 	k.setStatus(p.Name, func(s *corev1.PodStatus) {
 		now := metav1.Now()
@@ -647,7 +655,7 @@ func (ro *routerRollout) lastNew() (time.Duration, string) {
 // check waits until both old routers exited and their pods are gone, and
 // expects: each exited cleanly, each left the endpoints within the 5 s its
 // preStop covers, the rollout ended before the load did, no stand-in
-// failure.
+// failure, and each new replica warmed from a peer.
 func (ro *routerRollout) check(t *testing.T, loadEnd time.Time) {
 	for _, sp := range ro.old {
 		select {
@@ -681,5 +689,18 @@ func (ro *routerRollout) check(t *testing.T, loadEnd time.Time) {
 	defer ro.kubelet.mu.Unlock()
 	for _, e := range ro.kubelet.errs {
 		t.Error(e)
+	}
+	// Each new replica started beside a ready peer (maxSurge 1) and took
+	// its index instead of replaying the engines from seq 0.
+	for _, sp := range ro.kubelet.pods {
+		if slices.Contains(ro.old, sp) {
+			continue
+		}
+		fams := metrics(t, sp.r.url+"/metrics")
+		resumed, full := sum(fams, "llmd_router_kv_event_resumed_total"), sum(fams, "llmd_router_kv_event_full_replays_total")
+		t.Logf("new router pod %s: %v engines resumed from a peer's positions, %v replays from seq 0", sp.name, resumed, full)
+		if resumed != 3 || full != 0 {
+			t.Errorf("new router pod %s resumed %v engines from a peer and replayed %v from seq 0, want 3 and 0", sp.name, resumed, full)
+		}
 	}
 }
