@@ -315,9 +315,9 @@ func TestFaultSuite(t *testing.T) {
 	add := func(r faultRow) { rows = append(rows, r) }
 	t.Cleanup(func() {
 		var b strings.Builder
-		fmt.Fprintf(&b, "\n%-12s %-26s %8s %14s %10s %13s %10s  %s\n", "group", "fault", "requests", "failed before", "broke mid", "open/last s", "recover s", "index agreement after quiet")
+		fmt.Fprintf(&b, "\n%-12s %-34s %8s %14s %10s %13s %10s  %s\n", "group", "fault", "requests", "failed before", "broke mid", "open/last s", "recover s", "index agreement after quiet")
 		for _, r := range rows {
-			fmt.Fprintf(&b, "%-12s %-26s %8d %14d %10d %13s %10s  %s\n", r.group, r.fault, r.requests, r.failedBefore, r.brokeMidStream, r.eject, r.recover, r.agreement)
+			fmt.Fprintf(&b, "%-12s %-34s %8d %14d %10d %13s %10s  %s\n", r.group, r.fault, r.requests, r.failedBefore, r.brokeMidStream, r.eject, r.recover, r.agreement)
 		}
 		t.Log(b.String())
 	})
@@ -433,6 +433,7 @@ func TestFaultSuite(t *testing.T) {
 		row.agreement = agreement(t, r2, infos)
 		add(row)
 	})
+	peerFaults(t, add)
 	t.Run("routing/10% KV-event loss", func(t *testing.T) {
 		run(t, faultRow{group: "routing", fault: "10% KV-event loss"}, "kv@",
 			func(infos []sim.ReplicaInfo) []sim.ReplicaInfo {
