@@ -40,7 +40,7 @@ type replica struct {
 
 // newReplica starts an exchange serving on loopback. tune adjusts its
 // config before it starts.
-func newReplica(t *testing.T, tune func(*Config)) *replica {
+func newReplica(t testing.TB, tune func(*Config)) *replica {
 	t.Helper()
 	r := &replica{ix: index.New(index.Config{BlockSize: 4, SpeculationTTL: testTTL}), book: &positionsBook{}}
 	r.fleet = discovery.NewFleet(discovery.FleetConfig{Metrics: config.Metrics{Interval: config.Duration{Duration: time.Hour},
@@ -65,7 +65,7 @@ func newReplica(t *testing.T, tune func(*Config)) *replica {
 }
 
 // serve serves g on a loopback port until the test ends.
-func serve(t *testing.T, g *grpc.Server) string {
+func serve(t testing.TB, g *grpc.Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -389,7 +389,7 @@ func (p *positionsBook) Resume(ps []kvevents.Position) {
 
 // fill stores n chained blocks of 4 tokens on pod, the first blocks on GPU
 // and the last on CPU, and records the place seq next.
-func (r *replica) fill(t *testing.T, pod string, n int, next uint64) {
+func (r *replica) fill(t testing.TB, pod string, n int, next uint64) {
 	t.Helper()
 	hashes := make([]uint64, n)
 	tokens := make([]uint32, 4*n)

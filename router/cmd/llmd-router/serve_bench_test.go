@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
 // BenchmarkServeAddedLatency measures what the router process adds to a
@@ -42,7 +43,10 @@ import (
 // herd requests onto one pod and the engines' queues show in the figures).
 // LLMD_BENCH_CONCURRENCY (512), LLMD_BENCH_ROUNDS (requests per stream, 8),
 // LLMD_BENCH_TIME_SCALE (simulator speed-up, 100) and LLMD_BENCH_MAX_TOKENS
-// (16) change the load.
+// (16) change the load. LLMD_BENCH_PEERS=on runs the router beside an idle
+// peer replica exchanging its decisions (package peers), =off the same
+// router alone; both tokenize the prompts (the Qwen tokenizer files), so
+// that decisions write the speculative entries the exchange shares.
 func BenchmarkServeAddedLatency(b *testing.B) {
 	conc, rounds := envInt(b, "LLMD_BENCH_CONCURRENCY", 512), envInt(b, "LLMD_BENCH_ROUNDS", 8)
 	maxTokens := envInt(b, "LLMD_BENCH_MAX_TOKENS", 16)
@@ -68,6 +72,24 @@ func BenchmarkServeAddedLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 		args = append(args, "--config", path)
+	}
+	switch peers := os.Getenv("LLMD_BENCH_PEERS"); peers {
+	case "":
+	case "off", "on":
+		// Tokenized prompts, so that decisions write speculative entries.
+		files := testenv.Tokenizer(b, "qwen3")
+		args = append(args, "--tokenizer", files.TokenizerJSON, "--tokenizer-config", files.TokenizerConfig)
+	default:
+		b.Fatalf("LLMD_BENCH_PEERS=%q: want on or off", peers)
+	}
+	if os.Getenv("LLMD_BENCH_PEERS") == "on" {
+		// A peer replica, idle on CPU 1, follows the router's decisions and
+		// is followed, as two replicas are deployed.
+		addrs := peerAddrs(b, 2)
+		peer := append(slices.Clone(args), "--peers-listen", addrs[1], "--peers", strings.Join(addrs, ","))
+		var pann []struct{ Listen string }
+		start(b, "1", 1, &pann, peer...)
+		args = append(args, "--peers-listen", addrs[0], "--peers", strings.Join(addrs, ","))
 	}
 	rp := start(b, "0", 1, &ann, args...)
 	routerURL := "http://" + ann[0].Listen

@@ -18,7 +18,7 @@ import (
 // static form does.
 
 // peerAddrs are n free loopback addresses for --peers-listen.
-func peerAddrs(t *testing.T, n int) []string {
+func peerAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	out := make([]string, n)
 	for i := range out {
