@@ -7,8 +7,9 @@ type vevent struct {
 	kind    veventKind
 	pod     int // the pod, or for evRoute the connection
 	payload []byte
-	req     int     // evRoute: the request
+	req     int     // evRoute, evPeer: the request
 	sent    float64 // evRoute: when the client sent it
+	phase   phase   // evPeer: what the peers learn of the request
 }
 
 type veventKind uint8
@@ -20,6 +21,7 @@ const (
 	evSample                    // the report samples fleet gauges
 	evArrive                    // the next request arrives at the client
 	evRoute                     // the router decides a request it was sent
+	evPeer                      // a router replica's news of a request reaches its peers
 )
 
 // evQueue is a binary min-heap of events by (t, seq).

@@ -33,8 +33,24 @@ type VirtualConfig struct {
 	// keep-alive connection stays there. Each replica has its own view
 	// (in-flight counts, pending tokens, an index holding its own
 	// speculative entries, its own scrape phase and router workers); every
-	// pod's KV events and scrapes reach all of them.
+	// pod's KV events and scrapes reach all of them, and, unless NoPeers,
+	// so do the other replicas' decisions (PeerDelay).
 	Routers []Picker
+	// PeerDelay is the peer exchange between Routers (DESIGN.md decision
+	// 10), in seconds: what one replica's decision adds to its view reaches
+	// every other replica this long after it happens there. A decision
+	// adds the request to its pod's in-flight count and pending prefill
+	// (Route.Uncached) and its speculative entries (Route.Hold's keys) to
+	// the index; the request's first token settles the entries and ends the
+	// pending prefill; its end takes it out of flight. The deciding replica
+	// sees each at once and never waits on a peer; a peer applies each to
+	// its own view PeerDelay later, its entries held until the first token
+	// reaches it and then living SpeculationTTL. 0 is an instant exchange;
+	// internal/bench models the live one's batching and pod network.
+	PeerDelay float64
+	// NoPeers runs the Routers without the exchange: each knows only its
+	// own decisions, as replicas whose peers are gone decide.
+	NoPeers bool
 	// EventDelay is how long after a step ends its KV events reach the
 	// router's index, in seconds (publish, network, decode).
 	EventDelay float64
@@ -113,10 +129,11 @@ type virtualRun struct {
 	kick     []int
 	q        evQueue
 	routers  []*routerReplica
+	// peers says the routers exchange their decisions.
+	peers bool
 	// connRouter is the router replica each client connection reached
-	// (-1 before its first request); routerOf the replica of each request.
+	// (-1 before its first request).
 	connRouter []int
-	routerOf   []int
 	balance    *rand.Rand
 	route      Route
 	work       Workload
@@ -124,12 +141,10 @@ type virtualRun struct {
 	arrived    int   // requests that have arrived at the client
 	next       int   // next request to send
 	conns      []int // idle connections, most recently freed last
-	// sentAt is when the client sent each request.
-	sentAt []float64
-	// pending is each routed request's Route.Uncached until its first
-	// token, holds its Route.Hold.
-	pending []int
-	holds   []*index.Hold
+	// sentAt is when the client sent each request; flights what the
+	// routers count of it.
+	sentAt  []float64
+	flights []flight
 	res     Result
 	sampled int
 	// Buffers of delivered payloads and finished requests' tokens, reused
@@ -146,8 +161,9 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 		pickers = []Picker{cfg.Picker}
 	}
 	if cfg.Replicas <= 0 || cfg.Replicas > index.MaxEngines || cfg.Concurrency <= 0 || slices.Contains(pickers, nil) ||
-		cfg.Workload == nil || cfg.RequestRate < 0 || cfg.RouterCost < 0 || cfg.SpeculationTTL < 0 || cfg.RouterWorkers < 0 {
-		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate, router cost, router workers and speculation TTL >= 0, a workload and a picker (or routers)",
+		cfg.Workload == nil || cfg.RequestRate < 0 || cfg.RouterCost < 0 || cfg.SpeculationTTL < 0 || cfg.RouterWorkers < 0 ||
+		cfg.PeerDelay < 0 {
+		return Result{}, fmt.Errorf("virtual run: needs 1..%d replicas, concurrency > 0, a rate, router cost, router workers, speculation TTL and peer delay >= 0, a workload and a picker (or routers)",
 			index.MaxEngines)
 	}
 	if cfg.ScrapeInterval <= 0 {
@@ -162,9 +178,8 @@ func RunVirtual(cfg VirtualConfig) (Result, error) {
 	}
 	v := &virtualRun{cfg: cfg, work: work, stepping: make([]bool, cfg.Replicas),
 		arrivals: rand.New(rand.NewPCG(cfg.Seed, 0x61727276)), res: Result{Records: make([]RequestRecord, 0, work.Len())},
-		sentAt: make([]float64, work.Len()), pending: make([]int, work.Len()), holds: make([]*index.Hold, work.Len()),
-		routerOf: make([]int, work.Len()), connRouter: make([]int, cfg.Concurrency),
-		balance: rand.New(rand.NewPCG(cfg.Seed, 0x73766370))}
+		sentAt: make([]float64, work.Len()), flights: make([]flight, work.Len()), connRouter: make([]int, cfg.Concurrency),
+		balance: rand.New(rand.NewPCG(cfg.Seed, 0x73766370)), peers: len(pickers) > 1 && !cfg.NoPeers}
 	var now float64
 	clock := func() time.Time { return time.Unix(0, 0).Add(seconds(now)) }
 	pods := make([]string, cfg.Replicas)
@@ -239,6 +254,8 @@ func (v *virtualRun) handle(ev vevent) error {
 		}
 	case evRoute:
 		return v.route1(ev.pod, ev.req, ev.sent, ev.t)
+	case evPeer:
+		return v.hear(ev.req, ev.phase)
 	case evScrape:
 		view := &v.routers[ev.pod].view
 		for i, e := range v.engines {
@@ -289,24 +306,23 @@ func (v *virtualRun) stepEnd(pod int, now float64) error {
 		v.q.push(vevent{t: now + v.cfg.EventDelay, kind: evDeliver, pod: pod, payload: payload})
 	}
 	for _, r := range progress {
-		i := uint32(r.ID)
-		load := &v.routers[v.routerOf[i]].view.Load[pod]
-		if r.Output > 0 {
-			load.PendingTokens -= v.pending[i]
-			v.pending[i] = 0
-			if h := v.holds[i]; h != nil {
-				h.Settle()
-				v.holds[i] = nil
-			}
+		i := int(uint32(r.ID))
+		f := &v.flights[i]
+		if r.Output > 0 && !f.answered {
+			f.answered = true
+			v.routers[f.router].view.Load[pod].count(phaseAnswered, f.uncached, f.hold)
+			f.hold = nil
+			v.tell(i, phaseAnswered, now)
 		}
 		if !r.Finished() {
 			continue
 		}
 		conn := int(r.ID >> 32)
-		v.res.Records = append(v.res.Records, RequestRecord{Pod: pod, Conn: conn, Router: v.routerOf[i], Sent: v.sentAt[i],
+		v.res.Records = append(v.res.Records, RequestRecord{Pod: pod, Conn: conn, Router: f.router, Sent: v.sentAt[i],
 			FirstToken: r.FirstToken, Done: r.Done, PromptTokens: len(r.Prompt), OutputTokens: r.Output,
 			CachedTokens: r.HitTokens, Preemptions: r.Preemptions})
-		load.InFlight--
+		v.routers[f.router].view.Load[pod].count(phaseEnded, 0, nil)
+		v.tell(i, phaseEnded, now)
 		// The engine is done with the request; its token buffer serves the next.
 		v.spareTokens = append(v.spareTokens, r.tokens[:0])
 		v.conns = append(v.conns, conn)
@@ -340,7 +356,7 @@ func (v *virtualRun) send(conn int, now float64) error {
 		}
 		v.connRouter[conn] = k
 	}
-	v.routerOf[i] = k
+	v.flights[i].router = k
 	if v.cfg.RouterCost == 0 {
 		return v.route1(conn, i, now, now)
 	}
@@ -376,7 +392,8 @@ func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 	}
 	tokens := v.work.Prompt(i, buf)
 	v.route = Route{Conn: conn, Tokens: tokens, Uncached: len(tokens)}
-	rr := v.routers[v.routerOf[i]]
+	f := &v.flights[i]
+	rr := v.routers[f.router]
 	rr.view.Now = now
 	pod := rr.picker.Pick(&v.route, &rr.view)
 	if pod < 0 || pod >= len(v.engines) {
@@ -390,11 +407,13 @@ func (v *virtualRun) route1(conn, i int, sent, now float64) error {
 	v.res.Requests++
 	v.res.InputTokens += len(tokens)
 	v.res.PodRequests[pod]++
-	v.res.RouterRequests[v.routerOf[i]]++
-	rr.view.Load[pod].InFlight++
-	v.pending[i] = v.route.Uncached
-	v.holds[i] = v.route.Hold
-	rr.view.Load[pod].PendingTokens += v.route.Uncached
+	v.res.RouterRequests[f.router]++
+	f.pod, f.uncached, f.hold = pod, v.route.Uncached, v.route.Hold
+	rr.view.Load[pod].count(phaseDecided, f.uncached, nil)
+	if v.peers && f.hold != nil {
+		f.keys = index.Keys(nil, tokens, v.cfg.Engine.BlockSize, "", nil)
+	}
+	v.tell(i, phaseDecided, now)
 	v.kick = append(v.kick, pod)
 	return nil
 }
