@@ -41,25 +41,38 @@ func approxScorers() []config.Scorer {
 // behind: "best@2" is best behind two routers, as the provider deploys it.
 const routersSep = "@"
 
+// aloneSuffix ends "policy@N-alone": N router replicas without the peer
+// exchange, each deciding on its own view alone, as replicas decided
+// before it and as they do when their peers are gone.
+const aloneSuffix = "-alone"
+
 // Routers is how many router replicas policy runs behind: N for
-// "policy@N", else 1.
+// "policy@N" and "policy@N-alone", else 1.
 func Routers(policy string) int {
-	_, n := splitRouters(policy)
+	_, n, _ := splitRouters(policy)
 	return n
 }
 
-// splitRouters splits "policy@N" into policy and N (0 when N is not a
-// number from 1 to maxRouters); a name without "@" runs behind one router.
-func splitRouters(policy string) (string, int) {
+// alone says policy's router replicas run without the peer exchange.
+func alone(policy string) bool {
+	_, _, a := splitRouters(policy)
+	return a
+}
+
+// splitRouters splits "policy@N" and "policy@N-alone" into policy, N (0
+// when N is not a number from 1 to maxRouters, or below 2 alone) and
+// whether alone; a name without "@" runs behind one router.
+func splitRouters(policy string) (base string, n int, noPeers bool) {
 	base, count, ok := strings.Cut(policy, routersSep)
 	if !ok {
-		return policy, 1
+		return policy, 1, false
 	}
+	count, noPeers = strings.CutSuffix(count, aloneSuffix)
 	n, err := strconv.Atoi(count)
-	if err != nil || n < 1 || n > maxRouters {
-		return base, 0
+	if err != nil || n < 1 || n > maxRouters || noPeers && n < 2 {
+		return base, 0, noPeers
 	}
-	return base, n
+	return base, n, noPeers
 }
 
 // DefaultRouters is the router replicas `llmd_prefix_router` deploys by
@@ -88,7 +101,7 @@ func WithRouters(policies []string, n int) []string {
 // false for rr and random, which are placements without a router
 // (kube-proxy, or a random pod per request).
 func RouterScorers(policy string) (scorers []config.Scorer, precise, ok bool) {
-	policy, n := splitRouters(policy)
+	policy, n, _ := splitRouters(policy)
 	if n == 0 {
 		return nil, false, false
 	}
@@ -129,8 +142,8 @@ func ParsePolicies(list string) ([]string, error) {
 			continue
 		}
 		if !isPolicy(p) {
-			return nil, fmt.Errorf("unknown policy %q (want %s, or %s<tuning candidate>; a router policy may end in %sN, N from 1 to %d, to run behind N routers)",
-				p, strings.Join(AllPolicies, ", "), candidatePrefix, routersSep, maxRouters)
+			return nil, fmt.Errorf("unknown policy %q (want %s, or %s<tuning candidate>; a router policy may end in %sN, N from 1 to %d, to run behind N routers, and then in %s to run them without the peer exchange)",
+				p, strings.Join(AllPolicies, ", "), candidatePrefix, routersSep, maxRouters, aloneSuffix)
 		}
 		out = append(out, p)
 	}

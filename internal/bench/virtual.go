@@ -26,11 +26,25 @@ type RouterLag struct {
 	// Workers is how many requests the router decides at once (0 or 1: one
 	// after another, as the 2-core test machine's live router measured).
 	Workers int `json:"workers,omitempty"`
+	// PeerDelay is from one router replica's decision (its request's first
+	// token, its end) to the other replicas' views (sim.VirtualConfig.PeerDelay).
+	PeerDelay float64 `json:"peer_delay_s"`
 }
 
 // eventDelay is how long KV events take in wall time from a step's end to
 // the router's index: publish, loopback ZeroMQ and decode.
 const eventDelay = 0.01
+
+// peerDelay is how long in wall time one router replica's news (a
+// decision, its request's first byte or end) takes to reach the other
+// replicas' views: the live exchange sends its news in batches every few
+// milliseconds, so a message waits up to one batch period, then crosses
+// the pod network once, at worst between Availability Zones ("single-digit
+// millisecond latency", AWS Fault Isolation Boundaries, Availability
+// Zones; EC2 pings between zones of one Region 0.4-2.1 ms round trip).
+// Rounded up to the KV events' 10 ms: a pessimistic figure until the live
+// exchange's own is measured (BENCHMARKS.md, session 15).
+const peerDelay = 0.01
 
 // routerCostPerRequest is the live router's wall time per request on this
 // project's 2-core test machine, where client, replicas and router share
@@ -50,13 +64,15 @@ func LiveLag(timeScale float64) RouterLag { return liveLag(timeScale, routerCost
 // liveLag is LiveLag with another router cost per request (wall time).
 func liveLag(timeScale float64, perRequest time.Duration) RouterLag {
 	return RouterLag{Scrape: config.DefaultScrapeInterval.Seconds() * timeScale, EventDelay: eventDelay * timeScale,
-		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: perRequest.Seconds() * timeScale}
+		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: perRequest.Seconds() * timeScale,
+		PeerDelay: peerDelay * timeScale}
 }
 
 // OracleLag is a router that sees the fleet as it is at each decision:
 // loads scraped every millisecond, KV events in the index the moment their
-// step ends, no time spent per request (speculative entries live as in
-// LiveLag, though with events at once they are confirmed at once). No
+// step ends, router replicas' news of each other at once, no time spent
+// per request (speculative entries live as in LiveLag, though with events
+// at once they are confirmed at once). No
 // router works so; a policy's throughput under it is the ceiling of its
 // scorers on the workload, and the gap to its LiveLag run is what the
 // router's information lag costs.
@@ -150,7 +166,7 @@ func runVirtualPicker(ec sim.EngineConfig, w Workload, policy string, ps []sim.P
 	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: ec, Replicas: w.Replicas, Workload: ds,
 		Concurrency: w.MaxConcurrency, RequestRate: w.RequestRate, Picker: ps[0], Routers: ps, EventDelay: lag.EventDelay,
 		ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL, RouterCost: perRequest, RouterWorkers: lag.Workers,
-		Form: kvevents.FormMap, Seed: w.Seed})
+		PeerDelay: lag.PeerDelay, NoPeers: alone(policy), Form: kvevents.FormMap, Seed: w.Seed})
 	if err != nil {
 		for _, p := range ps {
 			if sp, ok := p.(interface{ pickErr() error }); ok && sp.pickErr() != nil {
