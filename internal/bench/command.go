@@ -46,6 +46,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&live.Tokenizer.Config, "tokenizer-config", "", "live: the model's tokenizer_config.json, for the router")
 	scaled := fs.Bool("demo-scale", false, "the seed workload scaled for `make demo` (see internal/bench doc); virtual mode then models the live router's lag at the demo's time scale")
 	routerCost := fs.Duration("router-cost", routerCostPerRequest, "virtual: the router's wall-clock processing time per request, spent in arrival order (default measured on the 2-core test machine, see internal/bench doc)")
+	peers := fs.Duration("peer-delay", peerDelay, "virtual: the wall-clock time one router replica's decisions take to reach the others (the peer exchange of policy@N; see internal/bench doc)")
 	oracle := fs.Bool("oracle", false, "virtual: route on the fleet's state at each decision (1 ms scrapes, KV events at once, no router time), the ceiling of each policy's scorers (see internal/bench doc)")
 	routers := fs.Int("routers", DefaultRouters, "also run each router policy behind this many router replicas, connections spread over them as their Service spreads them (shown as policy@N beside the one-router row; 1: one router only)")
 	engines := fs.String("engines", "", "live: run against these engines instead of simulated replicas (comma-separated base URLs); policies rr, random and router")
@@ -92,10 +93,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "virtual":
 		// Virtual time stretches the router's wall-clock lag as the live
 		// replicas' time scale does.
-		if *routerCost < 0 {
-			return fmt.Errorf("--router-cost %s: must be >= 0", *routerCost)
+		if *routerCost < 0 || *peers < 0 {
+			return fmt.Errorf("--router-cost %s, --peer-delay %s: must be >= 0", *routerCost, *peers)
 		}
-		lag := liveLag(live.TimeScale, *routerCost)
+		lag := liveLag(live.TimeScale, *routerCost, *peers)
 		if *oracle {
 			lag = OracleLag(live.TimeScale)
 		}

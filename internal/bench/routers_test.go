@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
@@ -67,5 +68,31 @@ func TestTwoRoutersSpreadConnectionsAndFinishEveryRequest(t *testing.T) {
 	}
 	if res.RouterRequests[0] != s.RouterRequests[0] {
 		t.Errorf("the simulator's router counts %v differ from the report's %v", res.RouterRequests, s.RouterRequests)
+	}
+}
+
+// TestPeersKeepFourRoutersBesideOne runs the default behind one router and
+// behind four, with and without the peer exchange, on the demo workload,
+// where the opening burst brings every prefix at once: with the exchange
+// four replicas stay within 3% of one router's output throughput (issue
+// 36's virtual target, here on the demo's 12 prompts a prefix rather than
+// the seed's 60), and without it they fall more than 5% behind.
+func TestPeersKeepFourRoutersBesideOne(t *testing.T) {
+	for _, bad := range []string{"best-alone", "best@1-alone", "best@2-alone@2", "rr@2-alone"} {
+		if _, err := ParsePolicies(bad); err == nil {
+			t.Errorf("ParsePolicies(%q) accepted it", bad)
+		}
+	}
+	four, alone := PolicyBest+routersSep+"4", PolicyBest+routersSep+"4"+aloneSuffix
+	if Routers(alone) != 4 || !isPolicy(alone) {
+		t.Fatalf("%s: %d routers, policy %v", alone, Routers(alone), isPolicy(alone))
+	}
+	rep := benchReport(t, "--mode", "virtual", "--demo-scale", "--routers", "1", "--policies", strings.Join([]string{PolicyBest, four, alone}, ","))
+	one := rep.Policy(PolicyBest).OutputThroughput
+	if got := rep.Policy(four).OutputThroughput; got < 0.97*one {
+		t.Errorf("%s: %.0f tok/s, want at least 0.97 of one router's %.0f", four, got, one)
+	}
+	if got := rep.Policy(alone).OutputThroughput; got > 0.95*one {
+		t.Errorf("%s: %.0f tok/s, more than 0.95 of one router's %.0f: does the exchange still reach the run?", alone, got, one)
 	}
 }

@@ -44,7 +44,7 @@ const eventDelay = 0.01
 // Zones; EC2 pings between zones of one Region 0.4-2.1 ms round trip).
 // Rounded up to the KV events' 10 ms: a pessimistic figure until the live
 // exchange's own is measured (BENCHMARKS.md, session 15).
-const peerDelay = 0.01
+const peerDelay = 10 * time.Millisecond
 
 // routerCostPerRequest is the live router's wall time per request on this
 // project's 2-core test machine, where client, replicas and router share
@@ -59,13 +59,14 @@ const routerCostPerRequest = time.Millisecond
 // scrapes, 2 s speculation TTL) in front of replicas running timeScale
 // simulated seconds per wall-clock second: every wall-clock delay of the
 // router stretches by the time scale in simulated time.
-func LiveLag(timeScale float64) RouterLag { return liveLag(timeScale, routerCostPerRequest) }
+func LiveLag(timeScale float64) RouterLag { return liveLag(timeScale, routerCostPerRequest, peerDelay) }
 
-// liveLag is LiveLag with another router cost per request (wall time).
-func liveLag(timeScale float64, perRequest time.Duration) RouterLag {
+// liveLag is LiveLag with another router cost per request and peer delay
+// (wall time).
+func liveLag(timeScale float64, perRequest, peers time.Duration) RouterLag {
 	return RouterLag{Scrape: config.DefaultScrapeInterval.Seconds() * timeScale, EventDelay: eventDelay * timeScale,
 		SpeculationTTL: config.DefaultSpeculationTTL.Seconds() * timeScale, PerRequest: perRequest.Seconds() * timeScale,
-		PeerDelay: peerDelay * timeScale}
+		PeerDelay: peers.Seconds() * timeScale}
 }
 
 // OracleLag is a router that sees the fleet as it is at each decision:
