@@ -48,7 +48,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	routerCost := fs.Duration("router-cost", routerCostPerRequest, "virtual: the router's wall-clock processing time per request, spent in arrival order (default measured on the 2-core test machine, see internal/bench doc)")
 	peers := fs.Duration("peer-delay", peerDelay, "virtual: the wall-clock time one router replica's decisions take to reach the others (the peer exchange of policy@N; see internal/bench doc)")
 	oracle := fs.Bool("oracle", false, "virtual: route on the fleet's state at each decision (1 ms scrapes, KV events at once, no router time), the ceiling of each policy's scorers (see internal/bench doc)")
-	routers := fs.Int("routers", DefaultRouters, "also run each router policy behind this many router replicas, connections spread over them as their Service spreads them (shown as policy@N beside the one-router row; 1: one router only)")
+	routers := fs.Int("routers", DefaultRouters, "also run each router policy behind this many router replicas, connections spread over them as their Service spreads them, exchanging their decisions (shown as policy@N beside the one-router row; policy@N-alone runs them without the exchange; 1: one router only)")
 	engines := fs.String("engines", "", "live: run against these engines instead of simulated replicas (comma-separated base URLs); policies rr, random and router")
 	routerURLs := fs.String("router-urls", "", "live, with --engines: the routers the router policy sends to (comma-separated base URLs)")
 	fs.StringVar(&live.Model, "model", live.Model, "live: the served model name")

@@ -189,7 +189,8 @@
 // Service. --routers N (default 2, DefaultRouters) runs each router
 // policy a second time behind N replicas, reported as "policy@N" beside
 // the one-router row (and its share of the ceiling under it); --routers 1
-// runs one router only, and a --policies entry may name "best@3" itself.
+// runs one router only, and a --policies entry may name "best@3" itself,
+// or "best@3-alone": the same replicas without the peer exchange below.
 // The client's connections are spread as the Service's kube-proxy spreads
 // them, the way rr models it for pods: each keep-alive connection goes to
 // a replica drawn at random on its first request and stays there
@@ -200,9 +201,16 @@
 // in-flight counts and pending prefill, its own index with only its own
 // speculative entries, its own router workers, and scrapes out of phase
 // (replica k scrapes k/N of a period after the first); every pod's KV
-// events and scrapes reach all of them. What neither replica knows is the
-// other's in-flight requests and speculation until the pods' events and
-// scrapes show them.
+// events and scrapes reach all of them. The replicas exchange their
+// decisions as the provider deploys them (DESIGN.md decision 10,
+// sim.VirtualConfig.PeerDelay): each decision's in-flight request,
+// pending prefill and speculative entries reach the other replicas'
+// views --peer-delay (10 ms, peerDelay: a batch period of the live
+// exchange and one pod-network hop, rounded up) after it, and so do its
+// first token, which settles their entries, and its end. "policy@N-alone"
+// runs the replicas without it, each knowing the others' requests only
+// once the pods' events and scrapes show them. Live mode's routers do not
+// exchange yet: live "policy@N" is today what "policy@N-alone" is.
 //
 // # Against given endpoints (--engines)
 //
@@ -238,7 +246,8 @@
 //
 // Virtual mode models the live router's information lag (RouterLag,
 // LiveLag): metric scrapes every 50 ms, KV events 10 ms after their step,
-// speculative entries living 2 s, in-flight counts exact (up at the
+// peers' decisions 10 ms after they are made, speculative entries living
+// 2 s, in-flight counts exact (up at the
 // decision, down when the response ends), and the router's processing
 // time per request, spent in arrival order, so that the opening burst of a
 // rate-inf run is decided one request after another, each on what the

@@ -214,4 +214,12 @@
 // decided one request after another as the live router forwards it, each
 // decision on what the router knows at that moment, and each request
 // reaches its engine when decided. Nothing in a View reaches an Engine.
+//
+// Several router replicas (VirtualConfig.Routers) each have their own
+// View; with the peer exchange (DESIGN.md decision 10, on unless NoPeers)
+// each learns PeerDelay late what the others' decisions added to theirs:
+// the request in its pod's in-flight count and pending prefill, its
+// blocks as speculative entries held until its first token, and that
+// token and its end. A replica never waits for that news: its own
+// decisions count at once, its peers' when the news arrives.
 package sim
