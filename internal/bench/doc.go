@@ -205,12 +205,13 @@
 // decisions as the provider deploys them (DESIGN.md decision 10,
 // sim.VirtualConfig.PeerDelay): each decision's in-flight request,
 // pending prefill and speculative entries reach the other replicas'
-// views --peer-delay (10 ms, peerDelay: a batch period of the live
-// exchange and one pod-network hop, rounded up) after it, and so do its
+// views --peer-delay (5 ms, peerDelay: router/peers' 2 ms batch period
+// and one pod-network hop, rounded up) after it, and so do its
 // first token, which settles their entries, and its end. "policy@N-alone"
 // runs the replicas without it, each knowing the others' requests only
-// once the pods' events and scrapes show them. Live mode's routers do not
-// exchange yet: live "policy@N" is today what "policy@N-alone" is.
+// once the pods' events and scrapes show them. Live mode starts its
+// routers without --peers so far: live "policy@N" is what "policy@N-alone"
+// is until it passes them.
 //
 // # Against given endpoints (--engines)
 //
@@ -246,7 +247,7 @@
 //
 // Virtual mode models the live router's information lag (RouterLag,
 // LiveLag): metric scrapes every 50 ms, KV events 10 ms after their step,
-// peers' decisions 10 ms after they are made, speculative entries living
+// peers' decisions 5 ms after they are made, speculative entries living
 // 2 s, in-flight counts exact (up at the
 // decision, down when the response ends), and the router's processing
 // time per request, spent in arrival order, so that the opening burst of a

@@ -52,7 +52,7 @@ func TestTwoRoutersSpreadConnectionsAndFinishEveryRequest(t *testing.T) {
 	lag := LiveLag(1)
 	res, err := sim.RunVirtual(sim.VirtualConfig{Engine: w.engineConfig(), Replicas: w.Replicas, Workload: ds,
 		Concurrency: w.MaxConcurrency, Picker: ps[0], Routers: ps, EventDelay: lag.EventDelay, ScrapeInterval: lag.Scrape,
-		SpeculationTTL: lag.SpeculationTTL, RouterCost: lag.PerRequest, Form: kvevents.FormMap, Seed: w.Seed})
+		SpeculationTTL: lag.SpeculationTTL, RouterCost: lag.PerRequest, PeerDelay: lag.PeerDelay, Form: kvevents.FormMap, Seed: w.Seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,14 +37,15 @@ const eventDelay = 0.01
 
 // peerDelay is how long in wall time one router replica's news (a
 // decision, its request's first byte or end) takes to reach the other
-// replicas' views: the live exchange sends its news in batches every few
-// milliseconds, so a message waits up to one batch period, then crosses
+// replicas' views: router/peers sends a replica's news in a batch at most
+// FlushEvery (2 ms by default) after it happens, then the batch crosses
 // the pod network once, at worst between Availability Zones ("single-digit
 // millisecond latency", AWS Fault Isolation Boundaries, Availability
-// Zones; EC2 pings between zones of one Region 0.4-2.1 ms round trip).
-// Rounded up to the KV events' 10 ms: a pessimistic figure until the live
-// exchange's own is measured (BENCHMARKS.md, session 15).
-const peerDelay = 10 * time.Millisecond
+// Zones; EC2 pings between zones of one Region 0.4-2.1 ms round trip, so
+// about 1 ms one way), and the peer applies it in microseconds. About 3 ms
+// at worst, rounded up: pessimistic until the live exchange's delay is
+// measured (BENCHMARKS.md, session 15).
+const peerDelay = 5 * time.Millisecond
 
 // routerCostPerRequest is the live router's wall time per request on this
 // project's 2-core test machine, where client, replicas and router share

@@ -69,12 +69,12 @@ func TestVirtualPoliciesAreDeterministicAndSeparate(t *testing.T) {
 // TestDemoScaleVirtualStretchesTheRouterLag runs the demo workload in
 // virtual mode: the report names the router lag it modelled, every
 // wall-clock delay of the live router (50 ms scrapes, 10 ms events, 2 s
-// speculation, the router's time per request, 10 ms between router
+// speculation, the router's time per request, 5 ms between router
 // replicas) stretched by the demo's time scale of 2.5, as live replicas at
 // 2.5x real time experience them.
 func TestDemoScaleVirtualStretchesTheRouterLag(t *testing.T) {
 	rep := benchReport(t, "--mode", "virtual", "--demo-scale", "--policies", "llmd", "--router-cost", "4ms")
-	want := RouterLag{Scrape: 0.125, EventDelay: 0.025, SpeculationTTL: 5, PerRequest: 0.01, PeerDelay: 0.025}
+	want := RouterLag{Scrape: 0.125, EventDelay: 0.025, SpeculationTTL: 5, PerRequest: 0.01, PeerDelay: 0.0125}
 	if rep.Lag == nil || math.Abs(rep.Lag.Scrape-want.Scrape) > 1e-9 || math.Abs(rep.Lag.EventDelay-want.EventDelay) > 1e-9 ||
 		math.Abs(rep.Lag.SpeculationTTL-want.SpeculationTTL) > 1e-9 || math.Abs(rep.Lag.PerRequest-want.PerRequest) > 1e-9 ||
 		math.Abs(rep.Lag.PeerDelay-want.PeerDelay) > 1e-9 {
