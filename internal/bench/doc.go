@@ -209,9 +209,10 @@
 // and one pod-network hop, rounded up) after it, and so do its
 // first token, which settles their entries, and its end. "policy@N-alone"
 // runs the replicas without it, each knowing the others' requests only
-// once the pods' events and scrapes show them. Live mode starts its
-// routers without --peers so far: live "policy@N" is what "policy@N-alone"
-// is until it passes them.
+// once the pods' events and scrapes show them. Live mode gives its
+// "policy@N" replicas the exchange itself (router/peers over loopback
+// gRPC, each listing every replica as peers.static) and starts
+// "policy@N-alone" replicas without it.
 //
 // # Against given endpoints (--engines)
 //

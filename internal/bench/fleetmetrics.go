@@ -78,6 +78,10 @@ var routerWanted = map[string]string{
 	// the per-request cost virtual mode's router lag models.
 	"llmd_router_overhead_seconds_sum":   "overhead_seconds_sum",
 	"llmd_router_overhead_seconds_count": "overhead_requests",
+	// Behind several replicas: the peer decisions each held, and the frames
+	// dropped for a peer too slow to take them.
+	"llmd_router_peer_speculations_total":           "peer_speculations",
+	`llmd_router_peer_frames_total{kind="dropped"}`: "peer_frames_dropped",
 }
 
 // parseRouterMetrics sums the wanted router samples over their labels; a

@@ -262,8 +262,12 @@ func liveTarget(ctx context.Context, policy string, w Workload, bases []string, 
 		return nil, nil, fmt.Errorf("unknown policy %q", policy)
 	}
 	var rps []*routerProc
-	for range Routers(policy) {
-		rp, err := startRouter(ctx, opts, dir, policy, scorers, w.BlockSize, infos)
+	peers, err := livePeers(policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range Routers(policy) {
+		rp, err := startRouter(ctx, opts, dir, policy, scorers, w.BlockSize, infos, peerConfig(peers, i))
 		if err == nil {
 			rps = append(rps, rp)
 			err = waitReady(ctx, rp)

@@ -59,6 +59,11 @@ func TestLiveModeThroughRouterProcess(t *testing.T) {
 		if n := Routers(s.Policy); n > 1 && (len(s.RouterRequests) != n || s.RouterRequests[0]+s.RouterRequests[1] != w.NumPrompts) {
 			t.Errorf("%s: router decisions %v, want %d counts summing to %d", s.Policy, s.RouterRequests, n, w.NumPrompts)
 		}
+		// ... and each holds the other's decisions (every decision of a
+		// tokenized prompt writes entries), the peer exchange on.
+		if Routers(s.Policy) > 1 && s.Router["peer_speculations"] != float64(w.NumPrompts) {
+			t.Errorf("%s: the replicas held %v of each other's %d decisions", s.Policy, s.Router["peer_speculations"], w.NumPrompts)
+		}
 		if s.MeanITL <= 0 || s.MeanTTFT <= 0 || s.PeakOutputThroughput <= 0 {
 			t.Errorf("%s: streamed timings missing: %+v", s.Policy, s)
 		}

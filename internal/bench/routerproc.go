@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,13 +27,44 @@ type routerProc struct {
 	done chan error
 }
 
+// livePeers are the peer addresses of policy's router replicas, each a
+// free loopback port: none for one router or "policy@N-alone".
+func livePeers(policy string) ([]string, error) {
+	if Routers(policy) < 2 || alone(policy) {
+		return nil, nil
+	}
+	addrs := make([]string, Routers(policy))
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("a port for router replica %d's peers: %w", i, err)
+		}
+		addrs[i] = ln.Addr().String()
+		_ = ln.Close()
+	}
+	return addrs, nil
+}
+
+// peerConfig is replica i's peer exchange over addrs (off without them):
+// each lists every replica, its own included, as the provider's static
+// form would.
+func peerConfig(addrs []string, i int) config.Peers {
+	if len(addrs) == 0 {
+		return config.Peers{}
+	}
+	return config.Peers{Listen: addrs[i], Static: addrs}
+}
+
 // startRouter runs `<bin> serve` with a config naming the fleet's replicas
 // as static pods and the policy's scorers, and waits for the address it
 // prints.
 func startRouter(ctx context.Context, opts LiveOptions, dir, policy string, scorers []config.Scorer, blockSize int,
-	fleet []sim.ReplicaInfo) (*routerProc, error) {
+	fleet []sim.ReplicaInfo, peers config.Peers) (*routerProc, error) {
 	bin := opts.Router
 	cfgPath := filepath.Join(dir, policy+"-router.json")
+	if peers.Listen != "" {
+		cfgPath = filepath.Join(dir, policy+"-router-"+strings.ReplaceAll(peers.Listen, ":", "_")+".json")
+	}
 	static := make([]config.StaticPod, len(fleet))
 	for i, info := range fleet {
 		static[i] = config.StaticPod{Name: info.Pod, HTTP: info.HTTP, KVEvents: info.KV, Replay: info.Replay}
@@ -42,7 +74,7 @@ func startRouter(ctx context.Context, opts LiveOptions, dir, policy string, scor
 	// opening burst of decisions without block keys, so without prefix
 	// scores or speculative entries.
 	cfg, err := json.Marshal(config.Config{Model: opts.Model, Tokenizer: opts.Tokenizer, BlockSize: blockSize, Discovery: config.Discovery{Static: static},
-		Scoring: config.Scoring{Scorers: scorers}})
+		Scoring: config.Scoring{Scorers: scorers}, Peers: peers})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,6 +22,10 @@ type follower struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// retry cuts a wait between streams short, and cc's reconnect
+	// backoff (retryNow).
+	retry chan struct{}
+	cc    atomic.Pointer[grpc.ClientConn]
 
 	// holds are the peer's open speculative entries, by its hold ID; only
 	// the follower's goroutine touches them.
@@ -29,7 +34,21 @@ type follower struct {
 
 func newFollower(x *Exchange, addr string) *follower {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &follower{x: x, addr: addr, ctx: ctx, cancel: cancel, done: make(chan struct{}), holds: make(map[uint64]*index.Hold)}
+	return &follower{x: x, addr: addr, ctx: ctx, cancel: cancel, done: make(chan struct{}), retry: make(chan struct{}, 1),
+		holds: make(map[uint64]*index.Hold)}
+}
+
+// retryNow ends a wait between streams, or for the peer to be
+// reachable, at once: a peer just started following this replica, so one
+// that refused a moment ago may be up.
+func (f *follower) retryNow() {
+	if cc := f.cc.Load(); cc != nil {
+		cc.ResetConnectBackoff()
+	}
+	select {
+	case f.retry <- struct{}{}:
+	default:
+	}
 }
 
 func (f *follower) close() {
@@ -56,6 +75,7 @@ func (f *follower) run() {
 		return
 	}
 	defer cc.Close()
+	f.cc.Store(cc)
 	wait := retryMin
 	for f.ctx.Err() == nil {
 		applied, err := f.follow(cc)
@@ -79,10 +99,15 @@ func (f *follower) run() {
 		} else {
 			wait = min(2*wait, retryMax)
 		}
+		var retry <-chan struct{}
+		if !errors.Is(err, errCutOff) {
+			retry = f.retry
+		}
 		select {
 		case <-f.ctx.Done():
 			return
 		case <-time.After(pause):
+		case <-retry:
 		}
 	}
 }
@@ -92,7 +117,9 @@ func (f *follower) run() {
 func (f *follower) follow(cc *grpc.ClientConn) (applied bool, err error) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	cs, err := f.x.open(ctx, cc, methodFollow)
+	// Waiting for the peer to be reachable is gRPC's reconnect backoff
+	// (retryMin to retryMax), cut short by retryNow.
+	cs, err := f.x.open(ctx, cc, methodFollow, true)
 	if err != nil {
 		return false, err
 	}

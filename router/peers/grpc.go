@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -85,16 +86,22 @@ func NewServer(x *Exchange) *grpc.Server {
 // connects lazily and reconnects by itself.
 func dial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// gRPC's own reconnect backoff (1 s doubling to 2 min by default)
+		// would outlast the follower's; keep it as short.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: retryMin, Multiplier: 2, Jitter: 0.2, MaxDelay: retryMax},
+			MinConnectTimeout: 5 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxFrameBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}))
 }
 
-// open starts method on cc with x's hello, and its token if any.
-func (x *Exchange) open(ctx context.Context, cc *grpc.ClientConn, method string) (grpc.ClientStream, error) {
+// open starts method on cc with x's hello, and its token if any. With
+// waitReady it waits while the peer cannot be reached (gRPC reconnects on
+// its backoff), else it fails at once.
+func (x *Exchange) open(ctx context.Context, cc *grpc.ClientConn, method string, waitReady bool) (grpc.ClientStream, error) {
 	if x.cfg.Token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+x.cfg.Token)
 	}
-	cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method)
+	cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method, grpc.WaitForReady(waitReady))
 	if err != nil {
 		return nil, err
 	}

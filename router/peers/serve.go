@@ -13,6 +13,14 @@ func (x *Exchange) serveFollow(ss grpc.ServerStream) error {
 	}
 	sub := x.out.subscribe()
 	defer x.out.unsubscribe(sub)
+	// A replica starting beside this one follows it first: the follower of
+	// it that a refused connection left waiting need not wait out its
+	// backoff, or this replica's first decisions would reach no one.
+	x.mu.Lock()
+	for _, f := range x.followers {
+		f.retryNow()
+	}
+	x.mu.Unlock()
 	for {
 		select {
 		case <-ss.Context().Done():

@@ -70,7 +70,7 @@ func (x *Exchange) warmFrom(ctx context.Context, a string) (w warmed, err error)
 		return w, err
 	}
 	defer cc.Close()
-	cs, err := x.open(ctx, cc, methodSnapshot)
+	cs, err := x.open(ctx, cc, methodSnapshot, false)
 	if err != nil {
 		return w, err
 	}
