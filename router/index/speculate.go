@@ -81,8 +81,12 @@ func (h *Hold) OnSettle(fn func()) {
 // Settle starts the TTL of the entries h still holds: call it when the
 // request's first response byte arrives (its prefill is done, the engine's
 // BlockStored is on its way) or its attempt ends without one. Only the first
-// call counts; a nil Hold does nothing. Entries a later Speculate held again,
-// or an event confirmed, are left alone.
+// call counts; a nil Hold does nothing. Entries an event confirmed are left
+// alone. A (key, engine) has one entry, however many Holds hold it: the
+// first of them to settle starts its TTL, while a later request for the
+// same prefix on the same engine may still be waiting (a Speculate after
+// that Settle holds it again). The first request's own BlockStored usually
+// confirms the entry within the TTL.
 func (h *Hold) Settle() {
 	if h == nil || !h.settled.CompareAndSwap(false, true) {
 		return
