@@ -67,6 +67,7 @@ func (ix *Index) Import(e Engine, s EngineSnapshot) error {
 	var d delta
 	err := ix.withEngine(e, true, func(es *engine) {
 		ix.purgeBlocks(es, &d)
+		es.blocks.reserve(len(s.Blocks))
 		before := d.pairs
 		ix.learnBlockSize(es, s.BlockSize, &d)
 		for _, b := range s.Blocks {

@@ -144,9 +144,22 @@ func (t *table) insert(cur slot) int {
 	}
 }
 
-func (t *table) grow() {
+func (t *table) grow() { t.resize(max(minTableSize, len(t.slots)+len(t.slots)/2)) }
+
+// reserve makes room for n entries without growing. Keys inserted in
+// another table's slot order (an imported snapshot) arrive sorted by home:
+// into a table that grows on the way, each early prefix of them homes into
+// the start of the smaller table and probes grow quadratically
+// (BENCHMARKS.md, the warm start at 256 pods).
+func (t *table) reserve(n int) {
+	if need := n*8/7 + 1; need > len(t.slots) {
+		t.resize(need)
+	}
+}
+
+func (t *table) resize(size int) {
 	old := t.slots
-	t.slots = make([]slot, max(minTableSize, len(old)+len(old)/2))
+	t.slots = make([]slot, size)
 	t.n = 0
 	for _, s := range old {
 		if s.key != 0 {

@@ -68,3 +68,22 @@ func TestTableMatchesGoMap(t *testing.T) {
 }
 
 func hasKey(m map[uint64]uint64, k uint64) bool { _, ok := m[k]; return ok }
+
+// TestTableReserve: a reserved table takes n entries without growing, and
+// keeps every one.
+func TestTableReserve(t *testing.T) {
+	var tb table
+	tb.reserve(1000)
+	size := len(tb.slots)
+	for k := uint64(1); k <= 1000; k++ {
+		tb.put(k*0x9e3779b97f4a7c15, k)
+	}
+	if len(tb.slots) != size {
+		t.Errorf("grew from %d to %d slots for the 1000 entries reserved", size, len(tb.slots))
+	}
+	for k := uint64(1); k <= 1000; k++ {
+		if v, ok := tb.get(k * 0x9e3779b97f4a7c15); !ok || v != k {
+			t.Fatalf("key %d: %d, %v", k, v, ok)
+		}
+	}
+}

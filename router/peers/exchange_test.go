@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"math/rand/v2"
 	"log/slog"
 	"net"
 	"sync"
@@ -393,11 +394,13 @@ func (r *replica) fill(t testing.TB, pod string, n int, next uint64) {
 	t.Helper()
 	hashes := make([]uint64, n)
 	tokens := make([]uint32, 4*n)
+	seed := uint32(len(r.book.have)) << 20 // each pod its own prefixes
 	for i := range hashes {
-		hashes[i] = uint64(1000*len(pod) + i + 1)
+		// Engine hashes look random, as vLLM's (sha256 or xxhash) do.
+		hashes[i] = rand.Uint64() | 1
 	}
 	for i := range tokens {
-		tokens[i] = uint32(i)
+		tokens[i] = seed + uint32(i)
 	}
 	e := index.Engine{Pod: pod}
 	if err := r.ix.Store(e, &index.Stored{Hashes: hashes, Tokens: tokens, BlockSize: 4}); err != nil {
