@@ -69,6 +69,8 @@ func createAnchored[M any, P interface {
 		return
 	}
 	f := P(&plan).fields()
+	// Before the apply's waits (staging, rollout).
+	resp.Diagnostics.Append(setInClusterIdentity(ctx, resp.Identity, f)...)
 	timeout, diags := f.timeouts.Create(ctx, k.createTimeout)
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {
@@ -98,6 +100,7 @@ func updateAnchored[M any, P interface {
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	resp.Diagnostics.Append(setInClusterIdentity(ctx, resp.Identity, P(&plan).fields())...)
 	timeout, diags := P(&plan).fields().timeouts.Update(ctx, k.updateTimeout)
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {
@@ -169,6 +172,7 @@ func readAnchored[M any, P interface {
 		return
 	}
 	f := P(&state).fields()
+	resp.Diagnostics.Append(setInClusterIdentity(ctx, resp.Identity, f)...)
 	conn, err := decodeConnection(ctx, *f.cluster, *f.kubernetes)
 	if err != nil {
 		resp.Diagnostics.AddError("Reading "+k.what, err.Error())

@@ -18,6 +18,7 @@ import (
 var (
 	_ resource.Resource                   = (*inferenceClusterResource)(nil)
 	_ resource.ResourceWithConfigure      = (*inferenceClusterResource)(nil)
+	_ resource.ResourceWithIdentity       = (*inferenceClusterResource)(nil)
 	_ resource.ResourceWithImportState    = (*inferenceClusterResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*inferenceClusterResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*inferenceClusterResource)(nil)
@@ -41,6 +42,15 @@ type inferenceClusterResource struct {
 
 func (r *inferenceClusterResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_inference_cluster"
+}
+
+func (r *inferenceClusterResource) IdentitySchema(ctx context.Context, req resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	clusterIdentitySchema(ctx, req, resp)
+}
+
+// identity is the cluster's identity: its name in the provider's region.
+func (r *inferenceClusterResource) identity(name types.String) clusterIdentityModel {
+	return clusterIdentityModel{Region: types.StringValue(r.data.AWS.Config.Region), Name: name}
 }
 
 func (r *inferenceClusterResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -99,6 +109,8 @@ func (r *inferenceClusterResource) Create(ctx context.Context, req resource.Crea
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// Before the create's long waits: a failed create records state too.
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, r.identity(plan.Name))...)
 	r.apply(ctx, plan, nil, req.Config, plan.Timeouts.Create, defaultCreateTimeout, "Creating", (*awsinfra.Clients).CreateCluster,
 		&resp.State, resp.Private, &resp.Diagnostics)
 }
@@ -200,6 +212,7 @@ func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRe
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, r.identity(state.Name))...)
 	c := r.clients()
 	name := state.Name.ValueString()
 	gpu, system := nodeGroupNames(ctx, state)
@@ -276,6 +289,7 @@ func (r *inferenceClusterResource) Update(ctx context.Context, req resource.Upda
 		return
 	}
 	plan.AdminPrincipalARN = prior.AdminPrincipalARN
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, r.identity(plan.Name))...)
 	if incomplete(ctx, req.Private) {
 		// Untainted after a failed create: resume it, adopting what exists.
 		r.apply(ctx, plan, nil, req.Config, plan.Timeouts.Update, defaultCreateTimeout, "Creating", (*awsinfra.Clients).CreateCluster,
@@ -309,8 +323,15 @@ func (r *inferenceClusterResource) Delete(ctx context.Context, req resource.Dele
 	}
 }
 
-// ImportState takes the cluster name; Read fills in the rest from AWS.
+// ImportState takes the cluster name, as the import id or the identity's
+// name; Read fills in the rest from AWS.
 func (r *inferenceClusterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	target, diags := clusterImportTarget(ctx, r.data, req)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), target.cluster)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), target.cluster)...)
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, r.identity(types.StringValue(target.cluster)))...)
 }

@@ -24,6 +24,7 @@ import (
 var (
 	_ resource.Resource                   = (*modelFleetResource)(nil)
 	_ resource.ResourceWithConfigure      = (*modelFleetResource)(nil)
+	_ resource.ResourceWithIdentity       = (*modelFleetResource)(nil)
 	_ resource.ResourceWithImportState    = (*modelFleetResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*modelFleetResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*modelFleetResource)(nil)
@@ -47,6 +48,10 @@ type modelFleetResource struct {
 
 func (r *modelFleetResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_model_fleet"
+}
+
+func (r *modelFleetResource) IdentitySchema(ctx context.Context, req resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	inClusterIdentitySchema(ctx, req, resp)
 }
 
 func (r *modelFleetResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -381,7 +386,8 @@ func leftovers(ctx context.Context, inventory types.List, objs []kube.Object, f 
 	return left
 }
 
-// ImportState takes `<cluster>/<namespace>/<name>`: the EKS cluster's name
+// ImportState takes `<cluster>/<namespace>/<name>` (or the identity's
+// parts): the EKS cluster's name
 // (in the provider's region) tells the refresh how to reach it, as the
 // cluster's own `kubernetes` object would. A refresh has no configuration to
 // read a connection from, so a fleet on a cluster made elsewhere cannot be
@@ -390,31 +396,35 @@ func (r *modelFleetResource) ImportState(ctx context.Context, req resource.Impor
 	importInCluster(ctx, r.data, "model fleet", req, resp)
 }
 
-// importInCluster sets `cluster` and `id` from an import id
-// `<cluster>/<namespace>/<name>`, finding the EKS cluster by name in the
-// provider's region; the refresh that follows reads the rest.
+// importInCluster sets `cluster`, `id` and the identity from an import id
+// `<cluster>/<namespace>/<name>` or an identity, finding the EKS cluster by
+// name in the provider's region; the refresh that follows reads the rest.
 func importInCluster(ctx context.Context, data *providerData, what string, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	parts := strings.Split(req.ID, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		resp.Diagnostics.AddError("Importing "+what, fmt.Sprintf("import id %q: want <cluster>/<namespace>/<name>, e.g. prod/llmd/qwen", req.ID))
+	target, diags := inClusterImportTarget(ctx, data, what, req)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
 		return
 	}
 	if data == nil {
 		resp.Diagnostics.AddError("Importing "+what, "the provider is not configured")
 		return
 	}
-	cluster, err := data.AWS.FindClusterByName(ctx, parts[0], gpuDefaults.name, systemDefaults.name)
+	ref := target.cluster + "/" + target.namespace + "/" + target.name
+	cluster, err := data.AWS.FindClusterByName(ctx, target.cluster, gpuDefaults.name, systemDefaults.name)
 	if err == nil && cluster == nil {
-		err = fmt.Errorf("no EKS cluster %q in %s", parts[0], data.AWS.Config.Region)
+		err = fmt.Errorf("no EKS cluster %q in %s", target.cluster, data.AWS.Config.Region)
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("Importing "+what+" "+req.ID, err.Error())
+		resp.Diagnostics.AddError("Importing "+what+" "+ref, err.Error())
 		return
 	}
 	k := kubernetesObject(inferenceClusterModel{Name: types.StringValue(cluster.Name), Endpoint: types.StringValue(cluster.Endpoint),
 		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, data.AWS.Config.Region, cluster.GPU, cluster.System)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), k)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), parts[1]+"/"+parts[2])...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), target.namespace+"/"+target.name)...)
+	id, diags := inClusterIdentity(ctx, k, types.StringValue(target.namespace), types.StringValue(target.name))
+	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, id)...)
 }
 
 // fullyKnown reports whether a value holds no unknown anywhere inside.

@@ -22,6 +22,7 @@ import (
 var (
 	_ resource.Resource                   = (*prefixRouterResource)(nil)
 	_ resource.ResourceWithConfigure      = (*prefixRouterResource)(nil)
+	_ resource.ResourceWithIdentity       = (*prefixRouterResource)(nil)
 	_ resource.ResourceWithImportState    = (*prefixRouterResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*prefixRouterResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*prefixRouterResource)(nil)
@@ -45,6 +46,10 @@ type prefixRouterResource struct {
 
 func (r *prefixRouterResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_prefix_router"
+}
+
+func (r *prefixRouterResource) IdentitySchema(ctx context.Context, req resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	inClusterIdentitySchema(ctx, req, resp)
 }
 
 func (r *prefixRouterResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -361,7 +366,8 @@ func (r *prefixRouterResource) refresh(ctx context.Context, c *kube.Client, _ *a
 	return objs, d.hash, err
 }
 
-// ImportState takes `<cluster>/<namespace>/<name>`, as llmd_model_fleet does.
+// ImportState takes `<cluster>/<namespace>/<name>` or the identity's parts,
+// as llmd_model_fleet does.
 func (r *prefixRouterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importInCluster(ctx, r.data, "prefix router", req, resp)
 }
