@@ -17,7 +17,7 @@ func Prepare(w io.Writer) error {
 		{"npm test packages", func() error { _, err := installNodeModules(); return err }},
 		{"prometheus-operator CRDs " + prometheusOperatorVersion, func() error { _, err := prometheusOperatorCRDDir(); return err }},
 		{"InferencePool CRD " + GIEVersion, func() error { _, err := gieDir(); return err }},
-		{"terraform " + TerraformVersion, func() error { _, err := terraformPath(); return err }},
+		{"terraform " + TerraformVersion, func() error { _, err := TerraformPath(); return err }},
 		{"vLLM " + VLLMVersion + " and its tiny model", func() error { _, err := installVLLM(); return err }},
 	}
 	for _, s := range steps {

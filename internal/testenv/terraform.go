@@ -37,19 +37,19 @@ var (
 // where `make testenv` builds it.
 func Terraform(t testing.TB) string {
 	t.Helper()
-	terraformOnce.Do(func() { terraformBin, terraformErr = terraformPath() })
+	terraformOnce.Do(func() { terraformBin, terraformErr = TerraformPath() })
 	if terraformErr != nil {
 		unavailable(t, "terraform "+TerraformVersion, terraformErr, "make testenv")
 	}
 	return terraformBin
 }
 
-// terraformPath builds Terraform from its module (the Go module proxy serves
+// TerraformPath builds Terraform from its module (the Go module proxy serves
 // it; `go install` refuses a module with replace directives) into the cache:
 // a copy of the module source without the remote-state backends, built with
 // release linker flags, so `terraform version` says 1.15.9 and not -dev. A
 // cold build takes about 3 minutes of CPU on 2 cores.
-func terraformPath() (string, error) {
+func TerraformPath() (string, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err

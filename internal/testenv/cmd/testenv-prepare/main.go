@@ -1,9 +1,13 @@
 // Command testenv-prepare builds or fetches every part internal/testenv starts
-// (control-plane binary, kwok, npm test data) into the cache, printing how long
-// each took, so a test run never spends its own timeout on a cold build.
+// (control-plane binary, kwok, npm test data, Terraform) into the cache,
+// printing how long each took, so a test run never spends its own timeout on
+// a cold build. With -terraform it prepares only Terraform and prints its
+// path (for `make docs`, whose tfplugindocs needs Terraform 1.12+ to read
+// identity schemas).
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -11,6 +15,17 @@ import (
 )
 
 func main() {
+	terraform := flag.Bool("terraform", false, "prepare only Terraform "+testenv.TerraformVersion+" and print its path")
+	flag.Parse()
+	if *terraform {
+		path, err := testenv.TerraformPath()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testenv-prepare:", err)
+			os.Exit(1)
+		}
+		fmt.Println(path)
+		return
+	}
 	if err := testenv.Prepare(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv-prepare:", err)
 		os.Exit(1)
