@@ -24,22 +24,7 @@ func TestAccIdentity(t *testing.T) {
 	t.Setenv("TF_ACC_TERRAFORM_PATH", testenv.Terraform(t))
 	g := newInClusterGround(t, "identity", 1, 2)
 	const cluster, ns = "acc-identity", "llmd-identity"
-	config := g.config(cluster, "  addons = { monitoring = { enabled = false } }", fmt.Sprintf(`
-resource "llmd_model_fleet" "test" {
-  cluster   = llmd_inference_cluster.test.kubernetes
-  name      = "qwen"
-  namespace = %q
-  replicas  = 1
-  storage   = llmd_inference_cluster.test.model_storage
-}
-
-resource "llmd_prefix_router" "test" {
-  cluster = llmd_inference_cluster.test.kubernetes
-  fleet   = llmd_model_fleet.test.router_target
-  name    = "router"
-  image   = %q
-}
-`, ns, devRouterImage))
+	config := g.config(cluster, "  addons = { monitoring = { enabled = false } }", fleetAndRouterConfig(ns, ""))
 	inCluster := func(name string) map[string]knownvalue.Check {
 		return map[string]knownvalue.Check{"cluster_region": knownvalue.StringExact(testenv.Region), "cluster_name": knownvalue.StringExact(cluster),
 			"namespace": knownvalue.StringExact(ns), "name": knownvalue.StringExact(name)}
@@ -80,4 +65,27 @@ resource "llmd_prefix_router" "test" {
 			importByIdentity(routerRes),
 		},
 	})
+}
+
+// fleetAndRouterConfig is a one-replica fleet "qwen" in ns on
+// llmd_inference_cluster.test and a router "router" in front of it, extra
+// added inside the router's block.
+func fleetAndRouterConfig(ns, extra string) string {
+	return fmt.Sprintf(`
+resource "llmd_model_fleet" "test" {
+  cluster   = llmd_inference_cluster.test.kubernetes
+  name      = "qwen"
+  namespace = %q
+  replicas  = 1
+  storage   = llmd_inference_cluster.test.model_storage
+}
+
+resource "llmd_prefix_router" "test" {
+  cluster = llmd_inference_cluster.test.kubernetes
+  fleet   = llmd_model_fleet.test.router_target
+  name    = "router"
+  image   = %q
+%s
+}
+`, ns, devRouterImage, extra)
 }

@@ -63,26 +63,11 @@ func TestAccPrefixRouterSystemNodes(t *testing.T) {
     max_size     = 1
     labels       = { "example.com/role" = "router" }
     taints       = [{ key = "dedicated", value = "router", effect = "NO_SCHEDULE" }]
-  }`, fmt.Sprintf(`
-resource "llmd_model_fleet" "test" {
-  cluster   = llmd_inference_cluster.test.kubernetes
-  name      = "qwen"
-  namespace = %q
-  replicas  = 1
-  storage   = llmd_inference_cluster.test.model_storage
-}
-
-resource "llmd_prefix_router" "test" {
-  cluster  = llmd_inference_cluster.test.kubernetes
-  fleet    = llmd_model_fleet.test.router_target
-  name     = "router"
-  image    = %q
+  }`, fleetAndRouterConfig(ns, `
   replicas = 2
   timeouts {
     create = "2m"
-  }
-}
-`, ns, devRouterImage))
+  }`))
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
