@@ -2,8 +2,8 @@ package peers
 
 import (
 	"context"
-	"math/rand/v2"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
