@@ -1,7 +1,7 @@
 // Package config is the schema of the router's YAML configuration file: which
 // pods to route to and how to reach their HTTP, metrics and KV-event sockets,
-// how often to scrape load, how the block index is bounded, and which scorers
-// decide with which weights.
+// how often to scrape load, how the block index is bounded, which scorers
+// decide with which weights, and where the router's peer replicas are.
 //
 // The Terraform provider renders this file from the llmd_prefix_router
 // resource, so the package is cgo-free and depends on nothing but
