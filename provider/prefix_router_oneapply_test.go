@@ -129,6 +129,11 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 		_, port, _ := strings.Cut(cfg.Listen, ":")
 		podCfg := *cfg
 		podCfg.Listen = p.Status.PodIP + ":" + port
+		// Each pod has its own network namespace; the played pods share the
+		// host's, so each binds its peer port on its own pod IP.
+		if _, peerPort, ok := strings.Cut(cfg.Peers.Listen, ":"); ok {
+			podCfg.Peers.Listen = p.Status.PodIP + ":" + peerPort
+		}
 		yaml, err := podCfg.Marshal()
 		if err != nil {
 			t.Fatal(err)

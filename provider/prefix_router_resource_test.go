@@ -133,7 +133,8 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 						knownvalue.StringExact("rbac.authorization.k8s.io/v1/Role/" + ns + "/router"),
 						knownvalue.StringExact("rbac.authorization.k8s.io/v1/RoleBinding/" + ns + "/router"),
 						knownvalue.StringExact("core/v1/ConfigMap/" + ns + "/router"), knownvalue.StringExact("apps/v1/Deployment/" + ns + "/router"),
-						knownvalue.StringExact("core/v1/Service/" + ns + "/router"), knownvalue.StringExact("policy/v1/PodDisruptionBudget/" + ns + "/router")})),
+						knownvalue.StringExact("core/v1/Service/" + ns + "/router"), knownvalue.StringExact("policy/v1/PodDisruptionBudget/" + ns + "/router"),
+						knownvalue.StringExact("networking.k8s.io/v1/NetworkPolicy/" + ns + "/router-peers")})),
 				},
 				Check: func(*terraform.State) error {
 					svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "router", metav1.GetOptions{})
