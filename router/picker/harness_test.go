@@ -396,7 +396,11 @@ func (r *rig) queued() float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == "llmd_router_queued_requests" {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+			n := 0.0
+			for _, m := range mf.GetMetric() {
+				n += m.GetGauge().GetValue()
+			}
+			return n
 		}
 	}
 	r.t.Fatal("no llmd_router_queued_requests")

@@ -1,11 +1,14 @@
 package picker
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
 )
 
 // Outcomes of a picker request, the values of
@@ -62,12 +65,14 @@ func (m *Metrics) outcome(o string) {
 	}
 }
 
-// outcomeFor names the outcome of a refusal with HTTP status code.
-func outcomeFor(code int) string {
-	switch code {
-	case http.StatusTooManyRequests:
+// outcomeFor names the outcome of a refusal for err, answered with HTTP
+// status code.
+func outcomeFor(err error, code int) string {
+	var shed *proxy.ShedError
+	switch {
+	case errors.As(err, &shed):
 		return outcomeShed
-	case http.StatusServiceUnavailable:
+	case code == http.StatusServiceUnavailable:
 		return outcomeNoPods
 	}
 	return outcomeInvalid

@@ -84,7 +84,9 @@ type exchange struct {
 	stream extprocv3.ExternalProcessor_ProcessServer
 
 	path    string
-	subset  []string // the hint's endpoints, when hinted
+	flow    proxy.Flow // the class and tenant the request's headers name
+	flowErr error      // an unknown class, answered 400 at the decision
+	subset  []string   // the hint's endpoints, when hinted
 	hinted  bool
 	body    []byte
 	gotBody bool
@@ -125,6 +127,9 @@ func (x *exchange) handle(req *extprocv3.ProcessingRequest) (done bool, err erro
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		x.began = time.Now()
 		x.path = pathOf(v.RequestHeaders.GetHeaders())
+		// Authentication is the gateway's (api_key is refused in gateway
+		// mode), so the headers alone name the flow.
+		x.flow, x.flowErr = x.s.cfg.Proxy.Flow(func(name string) string { return headerOf(v.RequestHeaders.GetHeaders(), name) }, nil)
 		x.subset, x.hinted = subsetOf(req.GetMetadataContext())
 		if v.RequestHeaders.GetEndOfStream() {
 			return x.decide()
@@ -186,14 +191,18 @@ func (x *exchange) decide() (bool, error) {
 	var endpoints []string
 	switch x.path {
 	case chat.PathCompletions, chat.PathChatCompletions:
-		p, err := x.s.cfg.Proxy.Decide(x.stream.Context(), x.path, x.body, allowed)
+		var p *proxy.Pick
+		err := x.flowErr
+		if err == nil {
+			p, err = x.s.cfg.Proxy.Decide(x.stream.Context(), x.path, x.body, allowed, x.flow)
+		}
 		if err != nil {
 			code := proxy.DecisionStatus(err)
 			if x.stream.Context().Err() != nil {
 				x.s.cfg.Metrics.outcome(outcomeLeft)
 				return true, nil // the gateway's client left while queued
 			}
-			x.s.cfg.Metrics.outcome(outcomeFor(code))
+			x.s.cfg.Metrics.outcome(outcomeFor(err, code))
 			x.s.log.Info("refused", "path", x.path, "code", code, "reason", err)
 			return true, x.immediate(code, err.Error())
 		}
@@ -337,7 +346,7 @@ func (x *exchange) immediate(code int, msg string) error {
 	b := proxy.ErrorBody(code, msg)
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
 	if code == 429 || code == 503 {
-		set = append(set, header("retry-after", "1"))
+		set = append(set, header("retry-after", proxy.RetryAfter))
 	}
 	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode(code)},
@@ -356,16 +365,22 @@ func streamed(b []byte, eos bool) *extprocv3.CommonResponse {
 
 // pathOf is the request's :path without its query.
 func pathOf(h *corev3.HeaderMap) string {
+	v := headerOf(h, ":path")
+	if i := strings.IndexByte(v, '?'); i >= 0 {
+		v = v[:i]
+	}
+	return v
+}
+
+// headerOf is the value of h's header name (lower case, as HTTP/2 and
+// Envoy carry names), "" when absent.
+func headerOf(h *corev3.HeaderMap, name string) string {
 	for _, hv := range h.GetHeaders() {
-		if hv.GetKey() == ":path" {
-			v := string(hv.GetRawValue())
-			if v == "" {
-				v = hv.GetValue()
+		if hv.GetKey() == name {
+			if v := string(hv.GetRawValue()); v != "" {
+				return v
 			}
-			if i := strings.IndexByte(v, '?'); i >= 0 {
-				v = v[:i]
-			}
-			return v
+			return hv.GetValue()
 		}
 	}
 	return ""

@@ -2,7 +2,7 @@ package proxy
 
 import (
 	"context"
-	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +16,7 @@ import (
 // acquire, else wait for a handed-over slot): at no moment may a pod hold
 // more than 2, and every request must get through as slots free up.
 func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
-	a := newAdmission(2, 64)
+	a := newAdmission(2, 64, 1, testClasses, nil)
 	var held [2]atomic.Int64
 	var peak [2]atomic.Int64
 	var served atomic.Int64
@@ -28,7 +28,7 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 			for pod == "" {
 				cands := a.underCap([]scoring.Pod{{Name: "a"}, {Name: "b"}})
 				if len(cands) == 0 {
-					p, err := a.wait(context.Background(), nil, deadline)
+					p, err := a.wait(context.Background(), Flow{Class: 1}, nil, deadline.Add(-10*time.Second))
 					if err != nil {
 						t.Error(err)
 						return
@@ -63,7 +63,7 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 	before := a.queued()
 	got := make(chan string, 1)
 	go func() {
-		pod, err := a.wait(ctx, skip, time.Now().Add(d))
+		pod, err := a.wait(ctx, Flow{Class: 1}, skip, time.Now().Add(d-time.Minute))
 		if err != nil {
 			pod = "error: " + err.Error()
 		}
@@ -79,7 +79,7 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 // the oldest that may use the pod, and that the slot is its own: no other
 // request can take it in between.
 func TestAdmissionFIFO(t *testing.T) {
-	a := newAdmission(1, 8)
+	a := newAdmission(1, 8, 1, testClasses, nil)
 	a.acquire("a")
 	a.acquire("b")
 	first := queue(t, a, context.Background(), nil, time.Minute)
@@ -114,15 +114,15 @@ func TestAdmissionFIFO(t *testing.T) {
 // TestAdmissionSheds checks both shedding reasons, a client leaving the
 // queue, and that a waiter leaving as its slot arrives passes it on.
 func TestAdmissionSheds(t *testing.T) {
-	a := newAdmission(1, 1)
+	a := newAdmission(1, 1, 1, testClasses, nil)
 	if !a.acquire("a") || a.acquire("a") {
 		t.Fatal("cap of 1 not enforced")
 	}
 	timed := queue(t, a, context.Background(), nil, 300*time.Millisecond)
-	if _, err := a.wait(context.Background(), nil, time.Now().Add(time.Second)); !errors.Is(err, errQueueFull) {
+	if _, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "b"}, nil, time.Now()); DecisionStatus(err) != 503 {
 		t.Errorf("second waiter: %v, want queue full", err)
 	}
-	if got := <-timed; got != "error: "+errQueueTimeout.Error() {
+	if got := <-timed; !strings.Contains(got, "time-to-live") {
 		t.Errorf("first waiter: %s, want timeout", got)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,3 +136,6 @@ func TestAdmissionSheds(t *testing.T) {
 		t.Errorf("after the last release: slots %v, %d queued", a.open, a.queued())
 	}
 }
+
+// testClasses are three classes with a minute's time-to-live.
+var testClasses = []Class{{"high", time.Minute}, {"standard", time.Minute}, {"low", time.Minute}}

@@ -20,7 +20,7 @@ var passthroughPaths = map[string]string{
 	"/detokenize": http.MethodPost,
 }
 
-// keyCheck compares presented bearer tokens with one configured key in
+// keyCheck compares presented bearer tokens with the admin token in
 // constant time (over digests, so neither length leaks).
 type keyCheck struct{ sum [32]byte }
 
@@ -41,18 +41,25 @@ func (k *keyCheck) ok(r *http.Request) bool {
 // guard wraps h with the router's authentication:
 //   - /v1/route (and any admin endpoint) needs the admin token when one is
 //     set, else the API key;
-//   - with an API key, every other /v1 path needs it except for OPTIONS, as
+//   - with API keys, every other /v1 path needs one of them except for OPTIONS, as
 //     vLLM's own --api-key middleware checks; the header still reaches the
 //     pods, which check it again.
 //
 // /healthz, /readyz and /metrics stay open for probes and scrapers.
 func (s *Server) guard(admin bool, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		check := s.apiKey
-		if admin && s.adminToken != nil {
-			check = s.adminToken
+		var ok bool
+		switch {
+		case r.Method == http.MethodOptions || !admin && !strings.HasPrefix(r.URL.Path, "/v1"):
+			ok = true
+		case admin && s.adminToken != nil:
+			ok = s.adminToken.ok(r)
+		case len(s.keys) == 0:
+			ok = true
+		default:
+			_, ok = s.keyFor(r)
 		}
-		if check != nil && r.Method != http.MethodOptions && (admin || strings.HasPrefix(r.URL.Path, "/v1")) && !check.ok(r) {
+		if !ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			w.WriteHeader(http.StatusUnauthorized)

@@ -15,7 +15,7 @@ type Collector struct{ Server *Server }
 var _ prometheus.Collector = Collector{}
 
 var (
-	descQueued   = cm.Desc("llmd_router_queued_requests", "Requests waiting for a pod under its in-flight cap.")
+	descQueued   = cm.Desc("llmd_router_queued_requests", "Requests waiting for a pod under its capacity, by priority class.", "class")
 	descCircuit  = cm.Desc("llmd_router_pod_circuit", "1 for the pod's circuit-breaker state (closed, open: out of scoring, half-open: one probe).", "pod", "state")
 	descOpenings = cm.Desc("llmd_router_circuit_openings_total", "Times a pod's circuit breaker opened.")
 	descFailed   = cm.Desc("llmd_router_pod_failed_attempts_total", "Attempts on the pod that failed: refused connections, timeouts, 5xx, broken responses (the circuit breaker's input).", "pod")
@@ -29,7 +29,9 @@ func (Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	e, s := cm.Emitter(ch), c.Server
-	e.Gauge(descQueued, float64(s.adm.queued()))
+	for c, n := range s.adm.depths() {
+		e.Gauge(descQueued, float64(n), s.cfg.Classes[c].Name)
+	}
 	states, opened := s.br.states()
 	e.Counter(descOpenings, opened)
 	for _, p := range s.cfg.Fleet.Pods(nil) {

@@ -72,8 +72,8 @@ var ErrInvalidRequest = errors.New("invalid request")
 // taken and the index holds the speculation until Release or Started.
 // allowed, when not nil, restricts the candidates (the gateway's subset).
 // Errors map to an HTTP status with DecisionStatus. ctx bounds a wait in
-// the queue.
-func (s *Server) Decide(ctx context.Context, path string, body []byte, allowed func(pod string) bool) (*Pick, error) {
+// the queue, where the request waits in flow's class and tenant (Flow).
+func (s *Server) Decide(ctx context.Context, path string, body []byte, allowed func(pod string) bool, flow Flow) (*Pick, error) {
 	if int64(len(body)) > s.cfg.MaxBodyBytes {
 		s.cfg.Metrics.decision(outcomeInvalid)
 		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, s.cfg.MaxBodyBytes)
@@ -92,7 +92,7 @@ func (s *Server) Decide(ctx context.Context, path string, body []byte, allowed f
 			}
 		}
 	}
-	sl, err := s.routeChooser(req)(ctx, excluded)
+	sl, err := s.routeChooser(req, flow)(ctx, excluded)
 	if err != nil {
 		return nil, err
 	}
@@ -120,18 +120,20 @@ func fallbacks(d *scoring.Decision) []string {
 	return out
 }
 
-// DecisionStatus is the HTTP status the proxy answers for a Decide error:
-// 400 for a body the engine would refuse, 413 over MaxBodyBytes, 429 when
-// shedding (caps and queue full, or the queue wait ran out), 503 when no
-// pod is eligible.
+// DecisionStatus is the HTTP status the proxy answers for a Decide (or
+// Flow) error: 400 for a body the engine would refuse or an unknown
+// priority class, 413 over MaxBodyBytes, a *ShedError's code when shedding
+// (429 for a tenant over its share, 503 when no slot freed in time), 503
+// when no pod is eligible.
 func DecisionStatus(err error) int {
+	var se *ShedError
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrInvalidRequest):
+	case errors.Is(err, ErrInvalidRequest), errors.Is(err, errUnknownClass):
 		return http.StatusBadRequest
-	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):
-		return http.StatusTooManyRequests
+	case errors.As(err, &se):
+		return se.Code
 	}
 	return http.StatusServiceUnavailable
 }

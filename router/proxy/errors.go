@@ -31,9 +31,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", fmt.Sprint(len(b)))
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-		// Shedding is momentary; say so, so well-behaved clients back off
-		// briefly instead of giving up.
-		h.Set("Retry-After", "1")
+		h.Set("Retry-After", RetryAfter)
 	}
 	w.WriteHeader(code)
 	_, _ = w.Write(b)

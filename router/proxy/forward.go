@@ -137,9 +137,9 @@ func (s *Server) answerChoice(w http.ResponseWriter, r *http.Request, err error,
 	switch {
 	case r.Context().Err() != nil:
 		// The client left while queued: nobody to answer.
-	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):
+	case isShed(err):
 		s.log.Info("shed", "path", r.URL.Path, "reason", err)
-		writeError(w, http.StatusTooManyRequests, err.Error())
+		writeError(w, DecisionStatus(err), err.Error())
 	case errors.Is(err, errRequestTimeout):
 		writeError(w, http.StatusGatewayTimeout, err.Error())
 	default:

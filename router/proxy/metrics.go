@@ -20,7 +20,7 @@ const (
 	outcomeUntokenizable = "untokenizable" // routed on load alone
 	outcomeInvalid       = "invalid"       // refused with 400 or 413
 	outcomeNoPods        = "no_pods"       // nothing ready (or left) to try
-	outcomeShed          = "shed"          // 429: caps and queue full
+	outcomeShed          = "shed"          // 429 or 503 from admission (ShedError)
 )
 
 // Metrics are the serving front's Prometheus series. A nil *Metrics
@@ -36,6 +36,7 @@ type Metrics struct {
 	responses *prometheus.CounterVec
 	overheads *prometheus.HistogramVec
 	waits     *prometheus.HistogramVec
+	sheds     *prometheus.CounterVec
 }
 
 // latencyBuckets span a cached short answer (ms) to a long stream queued
@@ -70,10 +71,14 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmd_router_upstream_responses_total",
 			Help: "Responses passed on from pods, by endpoint and status code."}, []string{"endpoint", "code"}),
 		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmd_router_queue_wait_seconds",
-			Help:    "Time a request waited for a pod under its in-flight cap, by how the wait ended (admitted, shed, left).",
-			Buckets: latencyBuckets}, []string{"outcome"}),
+			Help:    "Time a request waited for a pod under its capacity, by priority class and how the wait ended (admitted, shed, left).",
+			Buckets: latencyBuckets}, []string{"class", "outcome"}),
+		sheds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmd_router_shed_total",
+			Help: "Requests admission refused, by priority class and reason (over_share: 429, the tenant held its share of " +
+				"the class's queue; no_capacity: 503, the queue was full or no slot freed within the class's time-to-live)."},
+			[]string{"class", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.matched, m.untok, m.retries, m.upstream, m.ttft, m.responses, m.overheads, m.waits} {
+	for _, c := range []prometheus.Collector{m.decisions, m.matched, m.untok, m.retries, m.upstream, m.ttft, m.responses, m.overheads, m.waits, m.sheds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering serving metrics: %w", err)
 		}
@@ -151,17 +156,19 @@ func (m *Metrics) overhead(path string, d time.Duration) {
 	}
 }
 
-// queueWait records one wait for a slot and how it ended.
-func (m *Metrics) queueWait(err error, d time.Duration) {
+// queueWait records one wait for a slot in class and how it ended.
+func (m *Metrics) queueWait(class string, err error, d time.Duration) {
 	if m == nil {
 		return
 	}
 	outcome := "admitted"
+	var se *ShedError
 	switch {
-	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):
+	case errors.As(err, &se):
 		outcome = "shed"
+		m.sheds.WithLabelValues(class, se.shedReason()).Inc()
 	case err != nil:
 		outcome = "left"
 	}
-	m.waits.WithLabelValues(outcome).Observe(d.Seconds())
+	m.waits.WithLabelValues(class, outcome).Observe(d.Seconds())
 }

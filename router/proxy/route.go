@@ -21,11 +21,18 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, err)
 		return
 	}
+	key, _ := s.keyFor(r)
+	flow, err := s.Flow(r.Header.Get, key)
+	if err != nil {
+		s.cfg.Metrics.decision(outcomeInvalid)
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	req, ok := s.prompt(w, r.URL.Path, body)
 	if !ok {
 		return
 	}
-	s.forward(w, r, arrived, body, req.Stream, s.routeChooser(req))
+	s.forward(w, r, arrived, body, req.Stream, s.routeChooser(req, flow))
 }
 
 // prompt turns body into a routing request, answering 400 for a body the
@@ -55,12 +62,13 @@ func (s *Server) parse(path string, body []byte) (*scoring.Request, error) {
 }
 
 // routeChooser picks with the scorers among the untried pods under their
-// in-flight cap, queueing while every one is at it. The slot is taken
+// in-flight cap, queueing in flow's class and tenant while every one is at
+// it. The slot is taken
 // before the picker commits its decision, so the index's speculative
 // "this pod holds the prefix" is only ever recorded for the pod the
 // request goes to.
-func (s *Server) routeChooser(req *scoring.Request) chooser {
-	var deadline time.Time
+func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
+	var since time.Time // the first wait: the class's TTL runs from it
 	var buf []scoring.Pod
 	return func(ctx context.Context, tried []string) (slot, error) {
 		held := "" // a slot handed over while queued
@@ -88,12 +96,12 @@ func (s *Server) routeChooser(req *scoring.Request) chooser {
 				open = append(open, heldPod...)
 			}
 			if len(open) == 0 {
-				if deadline.IsZero() {
-					deadline = time.Now().Add(s.cfg.QueueTimeout)
-				}
 				queued := time.Now()
-				pod, err := s.adm.wait(ctx, tried, deadline)
-				s.cfg.Metrics.queueWait(err, time.Since(queued))
+				if since.IsZero() {
+					since = queued
+				}
+				pod, err := s.adm.wait(ctx, flow, tried, since)
+				s.cfg.Metrics.queueWait(s.cfg.Classes[flow.Class].Name, err, time.Since(queued))
 				if err != nil {
 					if ctx.Err() == nil {
 						s.cfg.Metrics.decision(outcomeShed)

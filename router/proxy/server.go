@@ -56,14 +56,26 @@ type Config struct {
 	// BodyTimeout bounds reading one request body (default 60s); a slower
 	// client gets 408. Header and idle timeouts belong to the http.Server.
 	BodyTimeout time.Duration
-	// MaxInFlightPerPod caps the requests this router has open on one pod;
-	// 0 means no cap (and no queue).
+	// MaxInFlightPerPod is each pod's capacity: the requests every replica
+	// of this router together keep open on it (this replica's and the
+	// peers' as last exchanged), the engine's max_num_seqs by default
+	// (package config); 0 means no cap (and no queue).
 	MaxInFlightPerPod int
 	// MaxQueue bounds the requests waiting for a pod under its cap
-	// (default 1024); a full queue sheds with 429.
+	// (default 1024); a full queue sheds its lowest class's newest waiter
+	// for a higher class's request, else the newcomer, with 503.
 	MaxQueue int
-	// QueueTimeout bounds the wait for a slot (default 30s).
+	// QueueTimeout is the time-to-live of a class that sets none (default
+	// 30s): a request that waits longer for a slot gets 503.
 	QueueTimeout time.Duration
+	// Classes are the priority classes, highest first (default
+	// DefaultClasses); DefaultClass is the class of a request naming none
+	// (default DefaultClass, or the middle class).
+	Classes      []Class
+	DefaultClass string
+	// TenantShare is the share of MaxQueue one tenant may hold in one
+	// class (default DefaultTenantShare); beyond it 429.
+	TenantShare float64
 	// MaxAttempts bounds the pods one request is tried on (default 3).
 	MaxAttempts int
 	// Upstream holds the timeouts of requests to pods and the per-pod
@@ -76,6 +88,9 @@ type Config struct {
 	// every /v1 path, as vLLM's --api-key requires it (the pods, started
 	// with the same key, check it again).
 	APIKey string
+	// APIKeys are more accepted keys, each naming its requests' tenant and
+	// default class.
+	APIKeys []APIKey
 	// AdminToken, when set, is required as a bearer token on the router's
 	// own endpoints that reveal routing state (/v1/route) instead of
 	// APIKey.
@@ -100,7 +115,9 @@ type Server struct {
 	log   *slog.Logger
 	drain atomic.Bool
 
-	apiKey, adminToken *keyCheck
+	adminToken   *keyCheck
+	keys         []APIKey
+	defaultClass int
 }
 
 // New returns a Server; Fleet, Picker and Prompter are required.
@@ -133,8 +150,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	cfg.Upstream.Default()
-	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
-		br: newBreakers(cfg.Upstream.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
+	s := &Server{cfg: cfg, log: cfg.Logger, br: newBreakers(cfg.Upstream.Breaker), adminToken: newKeyCheck(cfg.AdminToken)}
+	if err := s.setupFlow(); err != nil {
+		return nil, err
+	}
+	s.adm = newAdmission(s.cfg.MaxInFlightPerPod, s.cfg.MaxQueue, s.cfg.TenantShare, s.cfg.Classes,
+		func() []scoring.Pod { return s.br.filter(s.cfg.Fleet.Pods(nil)) })
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
 	s.mux.HandleFunc("POST "+chat.PathChatCompletions, s.guard(false, s.routed))

@@ -84,10 +84,10 @@ func TestServeLimits(t *testing.T) {
 	queue()
 	resp := post(t, r.url+"/v1/completions", short)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("queue full: status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	if code := <-queued; code != http.StatusTooManyRequests || time.Since(queuedAt) < 600*time.Millisecond {
+	if code := <-queued; code != http.StatusServiceUnavailable || time.Since(queuedAt) < 600*time.Millisecond {
 		t.Errorf("queue timeout: status %d after %v", code, time.Since(queuedAt))
 	}
 	if shed := r.gauge(t, "llmd_router_decisions_total", "outcome", "shed"); shed != 2 {
