@@ -204,10 +204,10 @@ func TestNothingEligibleIs503(t *testing.T) {
 	}
 }
 
-// TestShedIs429: with every pod at its in-flight cap and the queue wait
-// running out, the picker sheds with 429 as the HTTP front does; the held
-// request's end frees the slot for the next.
-func TestShedIs429(t *testing.T) {
+// TestShedIs503: with every pod at its in-flight cap and the class's
+// time-to-live running out, the picker sheds with 503 as the HTTP front
+// does; the held request's end frees the slot for the next.
+func TestShedIs503(t *testing.T) {
 	r := newRig(t, map[string]load{"a": idle}, proxy.Config{MaxInFlightPerPod: 1, QueueTimeout: time.Millisecond})
 	body := []byte(completion("hello ", 3))
 	holder := r.open()
@@ -215,8 +215,8 @@ func TestShedIs429(t *testing.T) {
 		t.Fatalf("first request refused: %v", p.immediate)
 	}
 	p := r.open().request(chat.PathCompletions, body, 1<<14, nil)
-	if p.immediate == nil || p.immediate.GetStatus().GetCode() != 429 {
-		t.Fatalf("at the cap: got %+v, want 429", p)
+	if p.immediate == nil || p.immediate.GetStatus().GetCode() != 503 {
+		t.Fatalf("at the cap: got %+v, want 503", p)
 	}
 	holder.respond(r.endpoint("a"), "{}")
 	holder.close()
