@@ -62,12 +62,14 @@ func (s *Server) keyFor(r *http.Request) (k *APIKey, ok bool) {
 // error naming the header and the classes.
 func (s *Server) Flow(get func(name string) string, key *APIKey) (Flow, error) {
 	f := Flow{Class: s.defaultClass, Tenant: get(TenantHeader)}
+	ceiling := 0 // the highest class the request may name
 	if key != nil {
 		if key.Tenant != "" {
 			f.Tenant = key.Tenant
 		}
 		if key.Class != "" {
 			f.Class = s.classIndex(key.Class)
+			ceiling = f.Class
 		}
 	}
 	if name := get(PriorityHeader); name != "" {
@@ -75,7 +77,7 @@ func (s *Server) Flow(get func(name string) string, key *APIKey) (Flow, error) {
 		if c < 0 {
 			return Flow{}, fmt.Errorf("%w: %s: %q is not one of %s", errUnknownClass, PriorityHeader, name, strings.Join(s.classNames(), ", "))
 		}
-		f.Class = max(f.Class, c) // a key's class is its ceiling
+		f.Class = max(ceiling, c) // a key's class is its ceiling
 	}
 	return f, nil
 }
