@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -99,6 +100,7 @@ type Server struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	drain atomic.Bool
+	cpu   cpuGate
 
 	apiKey, adminToken *keyCheck
 }
@@ -133,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	cfg.Upstream.Default()
-	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
+	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue), cpu: newCPUGate(runtime.GOMAXPROCS(0)),
 		br: newBreakers(cfg.Upstream.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
