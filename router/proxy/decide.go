@@ -78,10 +78,7 @@ func (s *Server) Decide(ctx context.Context, path string, body []byte, allowed f
 		s.cfg.Metrics.decision(outcomeInvalid)
 		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, s.cfg.MaxBodyBytes)
 	}
-	req, err := s.parse(ctx, path, body)
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
+	req, err := s.parse(path, body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}

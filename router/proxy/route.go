@@ -21,7 +21,7 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, err)
 		return
 	}
-	req, ok := s.prompt(r.Context(), w, r.URL.Path, body)
+	req, ok := s.prompt(w, r.URL.Path, body)
 	if !ok {
 		return
 	}
@@ -29,13 +29,9 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 }
 
 // prompt turns body into a routing request, answering 400 for a body the
-// engine would refuse. An untokenizable request routes on load alone. A
-// client gone while its request waited for a turn gets no answer.
-func (s *Server) prompt(ctx context.Context, w http.ResponseWriter, path string, body []byte) (*scoring.Request, bool) {
-	req, err := s.parse(ctx, path, body)
-	if ctx.Err() != nil {
-		return nil, false
-	}
+// engine would refuse. An untokenizable request routes on load alone.
+func (s *Server) prompt(w http.ResponseWriter, path string, body []byte) (*scoring.Request, bool) {
+	req, err := s.parse(path, body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return nil, false
@@ -44,14 +40,9 @@ func (s *Server) prompt(ctx context.Context, w http.ResponseWriter, path string,
 }
 
 // parse is prompt without the answer, shared with Decide: an error means
-// the engine would refuse the body, or ctx ended while it waited for a
-// turn at the router's cores (cpuGate).
-func (s *Server) parse(ctx context.Context, path string, body []byte) (*scoring.Request, error) {
-	if err := s.cpu.enter(ctx); err != nil {
-		return nil, err
-	}
+// the engine would refuse the body.
+func (s *Server) parse(path string, body []byte) (*scoring.Request, error) {
 	req, err := s.cfg.Prompter.Prompt(path, body)
-	s.cpu.leave()
 	switch {
 	case err == nil:
 	case errors.Is(err, scoring.ErrUntokenizable) && req != nil:

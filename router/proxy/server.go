@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -100,7 +99,6 @@ type Server struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	drain atomic.Bool
-	cpu   cpuGate
 
 	apiKey, adminToken *keyCheck
 }
@@ -135,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	cfg.Upstream.Default()
-	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue), cpu: newCPUGate(runtime.GOMAXPROCS(0)),
+	s := &Server{cfg: cfg, log: cfg.Logger, adm: newAdmission(cfg.MaxInFlightPerPod, cfg.MaxQueue),
 		br: newBreakers(cfg.Upstream.Breaker), apiKey: newKeyCheck(cfg.APIKey), adminToken: newKeyCheck(cfg.AdminToken)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
