@@ -133,6 +133,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stderr, "bench: %s mode took %s of wall time\n", *mode, time.Since(start).Round(time.Millisecond))
+	rep.LeadWithDeployed()
 	if err := WriteTable(stdout, rep); err != nil {
 		return err
 	}

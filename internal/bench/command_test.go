@@ -52,13 +52,13 @@ func TestCommandWritesTableJSONAndPlot(t *testing.T) {
 		doc.Workload["max_concurrency"] != 16.0 || doc.Workload["seed"] != 3.0 {
 		t.Errorf("workload echo: %v", doc.Workload)
 	}
-	// Each router policy runs behind one router, then behind the provider's
-	// default two (--routers).
+	// Each router policy runs behind one router and behind the provider's
+	// default two (--routers); the report leads with the deployed two.
 	var names []any
 	for _, p := range doc.Policies {
 		names = append(names, p["policy"])
 	}
-	if want := []any{"rr", "llmd", "llmd@2", "best", "best@2"}; !reflect.DeepEqual(names, want) {
+	if want := []any{"best@2", "best", "rr", "llmd", "llmd@2"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("policies %v, want %v: %v", names, want, doc.Policies)
 	}
 	for _, p := range doc.Policies {

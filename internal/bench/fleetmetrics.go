@@ -82,6 +82,12 @@ var routerWanted = map[string]string{
 	// dropped for a peer too slow to take them.
 	"llmd_router_peer_speculations_total":           "peer_speculations",
 	`llmd_router_peer_frames_total{kind="dropped"}`: "peer_frames_dropped",
+	// How late the peers' decisions reached each replica (sum over count is
+	// the mean; the buckets the decisions within 16 and 128 ms).
+	"llmd_router_peer_delay_seconds_sum":                "peer_delay_seconds_sum",
+	"llmd_router_peer_delay_seconds_count":              "peer_delay_decisions",
+	`llmd_router_peer_delay_seconds_bucket{le="0.016"}`: "peer_delay_within_16ms",
+	`llmd_router_peer_delay_seconds_bucket{le="0.128"}`: "peer_delay_within_128ms",
 }
 
 // parseRouterMetrics sums the wanted router samples over their labels; a

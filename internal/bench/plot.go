@@ -16,8 +16,23 @@ import (
 var palette = []string{"#999999", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#0072B2", "#000000",
 	"#882255", "#44AA99", "#999933", "#332288"}
 
-// colour is policy i's colour.
-func colour(i int) string { return palette[i%len(palette)] }
+// colours gives each of the report's policies its colour: the rr
+// baseline the palette's grey wherever it stands, the others the rest of
+// the palette in report order (the deployed configuration first, as the
+// command orders it), so the policy the eye should find is never grey.
+func colours(rep Report) []string {
+	out := make([]string, len(rep.Policies))
+	next := 1
+	for i, s := range rep.Policies {
+		if s.Policy == PolicyRR {
+			out[i] = palette[0]
+			continue
+		}
+		out[i] = palette[next%len(palette)]
+		next++
+	}
+	return out
+}
 
 // Plot geometry: two panels side by side.
 const (
@@ -41,15 +56,16 @@ func WritePlot(w io.Writer, rep Report) error {
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotW, plotH)
 	text(&b, plotW/2, 22, "middle", 15, fmt.Sprintf("%s mode, %s: %d prompts, concurrency %d, %d replicas",
 		rep.Mode, rep.Workload.Dataset, rep.Workload.NumPrompts, rep.Workload.MaxConcurrency, rep.Workload.Replicas))
-	cdf(&b, rep)
-	bars(&b, rep)
+	colour := colours(rep)
+	cdf(&b, rep, colour)
+	bars(&b, rep, colour)
 	b.WriteString("</svg>\n")
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
 // cdf draws the TTFT distributions on a log axis spanning the data's decades.
-func cdf(b *bytes.Buffer, rep Report) {
+func cdf(b *bytes.Buffer, rep Report, colour []string) {
 	lo, hi := math.Inf(1), 0.0
 	for _, s := range rep.Policies {
 		if len(s.TTFTs) > 0 {
@@ -80,7 +96,7 @@ func cdf(b *bytes.Buffer, rep Report) {
 		if len(s.TTFTs) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, colour(i))
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, colour[i])
 		// At most ~400 points per curve: the shape, not every request.
 		step := max(1, len(s.TTFTs)/400)
 		for j := 0; j < len(s.TTFTs); j += step {
@@ -88,7 +104,7 @@ func cdf(b *bytes.Buffer, rep Report) {
 		}
 		fmt.Fprintf(b, "%.1f,%.1f\"/>\n", x(s.TTFTs[len(s.TTFTs)-1]), y(1))
 		ly, lx := panelTop+panelH+56+18*(i/legendPerRow), cdfLeft+(i%legendPerRow)*legendW
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/>`+"\n", lx, ly-4, colour(i))
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/>`+"\n", lx, ly-4, colour[i])
 		text(b, lx+18, ly, "start", 12, s.Policy)
 	}
 }
@@ -96,7 +112,7 @@ func cdf(b *bytes.Buffer, rep Report) {
 // bars draws output throughput per policy, each bar's value above it and
 // its policy slanted under the axis, so that neither runs into its
 // neighbour's however many policies share the panel.
-func bars(b *bytes.Buffer, rep Report) {
+func bars(b *bytes.Buffer, rep Report, colour []string) {
 	top := 0.0
 	for _, s := range rep.Policies {
 		top = max(top, s.OutputThroughput)
@@ -111,7 +127,7 @@ func bars(b *bytes.Buffer, rep Report) {
 		h := s.OutputThroughput / top * (panelH - 20)
 		bx := barLeft + float64(i)*slot + slot*0.15
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n",
-			bx, panelTop+panelH-h, slot*0.7, h, colour(i))
+			bx, panelTop+panelH-h, slot*0.7, h, colour[i])
 		cx := int(bx + slot*0.35)
 		// A value wider than its slot (about 6.5 px a digit at 11 px) stands upright.
 		value := fmt.Sprintf("%.0f", s.OutputThroughput)

@@ -8,13 +8,13 @@ import (
 )
 
 // TestPlotGivesEveryDemoPolicyItsOwnColour draws the demo's eight policies
-// (five, then three behind two routers) and reads the SVG back as XML:
+// in the command's order (the deployed two routers first) and reads the SVG back as XML:
 // every bar has a colour of its own, the same as its distribution's curve,
 // and every policy's name under the bars is slanted so that neighbours do
 // not overlap.
 func TestPlotGivesEveryDemoPolicyItsOwnColour(t *testing.T) {
 	var rep Report
-	for i, p := range []string{"rr", "random", "approx", "llmd", "best", "approx@2", "llmd@2", "best@2"} {
+	for i, p := range []string{"best@2", "best", "rr", "random", "approx", "approx@2", "llmd", "llmd@2"} {
 		rep.Policies = append(rep.Policies, Summary{Policy: p, OutputThroughput: 1000 + 700*float64(i), TTFTs: []float64{10, 100, 1000}})
 	}
 	var b bytes.Buffer
@@ -61,6 +61,12 @@ func TestPlotGivesEveryDemoPolicyItsOwnColour(t *testing.T) {
 	for _, s := range rep.Policies {
 		if !slanted[s.Policy] {
 			t.Errorf("policy %s: no slanted label under its bar", s.Policy)
+		}
+	}
+	// The baseline is grey wherever it stands, and nothing else is.
+	for i, c := range colours(rep) {
+		if (rep.Policies[i].Policy == PolicyRR) != (c == palette[0]) {
+			t.Errorf("policy %s has colour %s; only rr is %s", rep.Policies[i].Policy, c, palette[0])
 		}
 	}
 }

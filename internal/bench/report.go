@@ -1,7 +1,13 @@
 package bench
 
+import (
+	"slices"
+	"strconv"
+)
+
 // Report is the JSON the bench command writes: the workload and one
-// summary per policy, in the order they ran.
+// summary per policy, in the order they ran (the command then leads
+// with the deployed configuration: LeadWithDeployed).
 type Report struct {
 	Mode     string    `json:"mode"`
 	Workload Workload  `json:"workload"`
@@ -35,4 +41,30 @@ func (r *Report) Policy(name string) *Summary {
 		}
 	}
 	return nil
+}
+
+// Deployed is the configuration `llmd_prefix_router` deploys by default:
+// the default scorers behind DefaultRouters replicas that exchange their
+// decisions.
+var Deployed = PolicyBest + routersSep + strconv.Itoa(DefaultRouters)
+
+// LeadWithDeployed puts the deployed configuration first and the same
+// scorers behind one router second, so the table and the picture open with
+// what a user gets beside what one router gives; the other policies follow
+// in the order they ran. A report without the deployed configuration is
+// left as it is.
+func (r *Report) LeadWithDeployed() {
+	if r.Policy(Deployed) == nil {
+		return
+	}
+	rank := func(s Summary) int {
+		switch s.Policy {
+		case Deployed:
+			return 0
+		case PolicyBest:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(r.Policies, func(a, b Summary) int { return rank(a) - rank(b) })
 }

@@ -28,6 +28,11 @@ func WriteTable(w io.Writer, rep Report) error {
 			return err
 		}
 	}
+	if rep.Policy(Deployed) != nil {
+		_, err := fmt.Fprintf(w, "%s is what llmd_prefix_router deploys by default: the default scorers (%s) behind %d replicas that exchange their decisions.\n",
+			Deployed, PolicyBest, DefaultRouters)
+		return err
+	}
 	return nil
 }
 

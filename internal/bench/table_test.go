@@ -27,3 +27,34 @@ func TestWriteCeilingReadsEachRoutedPolicyAgainstIt(t *testing.T) {
 		t.Errorf("without a ceiling: %q, %v", out.String(), err)
 	}
 }
+
+func TestReportLeadsWithTheDeployedConfiguration(t *testing.T) {
+	rep := Report{Policies: []Summary{{Policy: PolicyRR}, {Policy: PolicyLLMD}, {Policy: PolicyLLMD + "@2"},
+		{Policy: PolicyBest}, {Policy: Deployed}}}
+	rep.LeadWithDeployed()
+	var got []string
+	for _, s := range rep.Policies {
+		got = append(got, s.Policy)
+	}
+	if want := []string{Deployed, PolicyBest, PolicyRR, PolicyLLMD, PolicyLLMD + "@2"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	var out strings.Builder
+	if err := WriteTable(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(out.String(), "\n")
+	if !strings.HasPrefix(rows[2], "| "+Deployed+" |") || !strings.Contains(out.String(), Deployed+" is what llmd_prefix_router deploys") {
+		t.Errorf("table does not open with and name the deployed configuration:\n%s", out.String())
+	}
+
+	alone := Report{Policies: []Summary{{Policy: PolicyRR}, {Policy: PolicyBest}}}
+	alone.LeadWithDeployed()
+	if alone.Policies[0].Policy != PolicyRR {
+		t.Errorf("a report without %s was reordered: %v", Deployed, alone.Policies)
+	}
+	out.Reset()
+	if err := WriteTable(&out, alone); err != nil || strings.Contains(out.String(), "deploys") {
+		t.Errorf("a report without %s names it: %q %v", Deployed, out.String(), err)
+	}
+}

@@ -23,12 +23,14 @@ var (
 )
 
 // Describe implements prometheus.Collector.
-func (Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c Collector) Describe(ch chan<- *prometheus.Desc) {
 	cm.Describe(ch, descPeers, descFrames, descSpecs, descUnshared, descLost, descCutOffs, descRejected, descSkipped)
+	c.Exchange.delay.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (c Collector) Collect(ch chan<- prometheus.Metric) {
+	c.Exchange.delay.Collect(ch)
 	e, s := cm.Emitter(ch), c.Exchange.Stats()
 	e.Gauge(descPeers, float64(s.Peers))
 	e.Kinds(descFrames, map[string]int64{"sent": s.Sent, "dropped": s.Dropped, "received": s.Received})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
@@ -70,6 +72,9 @@ type Exchange struct {
 	cfg Config
 	id  string
 	c   counters
+	// delay is how late peers' decisions reach this replica: from each
+	// decision, in the peer's clock, to its entries held here.
+	delay prometheus.Histogram
 
 	out outbox
 
@@ -106,7 +111,11 @@ func New(cfg Config) *Exchange {
 	if len(id) > maxReplicaID {
 		id = id[len(id)-maxReplicaID:]
 	}
-	x := &Exchange{cfg: cfg, id: id, followers: make(map[string]*follower), peerLoads: make(map[string]map[string]load)}
+	x := &Exchange{cfg: cfg, id: id, followers: make(map[string]*follower), peerLoads: make(map[string]map[string]load),
+		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmd_router_peer_delay_seconds",
+			Help: "How late peer replicas' decisions are held here: from each decision, in the deciding replica's clock (across nodes the clocks' skew adds), to its entries held.",
+			// 0.5 ms to ~4 s.
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})}
 	x.out.init(x)
 	return x
 }

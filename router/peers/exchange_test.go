@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
@@ -151,6 +152,15 @@ func TestPeerSeesDecisionsAsTheyHappen(t *testing.T) {
 	eventually(t, "b sees the request end", func() bool { in, _, _ := b.load("pod-b"); return in == 0 })
 	if s := b.x.Stats(); s.Speculations != 1 || s.Received == 0 {
 		t.Errorf("b's stats %+v: want 1 speculation applied and batches received", s)
+	}
+	// The decision's delay was measured once, and it is no more than the
+	// time the test waited for it.
+	var m dto.Metric
+	if err := b.x.delay.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if h := m.GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() < 0 || h.GetSampleSum() > 5 {
+		t.Errorf("b's peer delay histogram: %d samples summing to %v s, want 1 of at most 5 s", h.GetSampleCount(), h.GetSampleSum())
 	}
 }
 

@@ -161,6 +161,9 @@ func (f *follower) apply(m *batch) {
 	} else {
 		for i := range m.Specs {
 			f.speculate(&m.Specs[i])
+			if m.SpecsSince > 0 {
+				x.delay.Observe(max(time.Since(time.Unix(0, m.SpecsSince).Add(m.Specs[i].After)).Seconds(), 0))
+			}
 		}
 	}
 	for _, id := range m.Settles {

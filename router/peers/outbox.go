@@ -17,6 +17,7 @@ type outbox struct {
 	nextHold uint64
 	open     map[uint64]struct{} // holds shared and not settled
 	specs    []spec
+	since    time.Time // when the oldest of specs was decided
 	settles  []uint64
 	dirty    map[string]struct{} // pods whose own load changed
 	subs     map[*subscriber]struct{}
@@ -67,7 +68,11 @@ func (o *outbox) speculated(e index.Engine, keys []uint64) uint64 {
 	o.nextHold++
 	id := o.nextHold
 	o.open[id] = struct{}{}
-	o.specs = append(o.specs, spec{Hold: id, Pod: e.Pod, Rank: e.Rank, Keys: append([]uint64(nil), keys...)})
+	now := time.Now()
+	if len(o.specs) == 0 {
+		o.since = now
+	}
+	o.specs = append(o.specs, spec{Hold: id, Pod: e.Pod, Rank: e.Rank, Keys: append([]uint64(nil), keys...), After: now.Sub(o.since)})
 	o.mu.Unlock()
 	o.wake()
 	return id
@@ -129,7 +134,7 @@ func (o *outbox) run() {
 // when the specs' keys would not fit one.
 func (o *outbox) cut(full bool) [][]byte {
 	o.mu.Lock()
-	specs, settles, dirty := o.specs, o.settles, o.dirty
+	specs, settles, dirty, since := o.specs, o.settles, o.dirty, o.since
 	o.specs, o.settles, o.dirty = nil, nil, make(map[string]struct{})
 	var open []uint64
 	if full {
@@ -144,6 +149,9 @@ func (o *outbox) cut(full bool) [][]byte {
 		return nil
 	}
 	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Settles: settles, Open: open}
+	if len(specs) > 0 {
+		m.SpecsSince = since.UnixNano()
+	}
 	if full {
 		m.Loads = o.x.ownLoads(nil)
 	} else {
@@ -167,7 +175,7 @@ func (o *outbox) cut(full bool) [][]byte {
 			return frames
 		}
 		// Loads, settles and the open list went with the first frame.
-		m = batch{ID: o.x.id, BlockSize: m.BlockSize}
+		m = batch{ID: o.x.id, BlockSize: m.BlockSize, SpecsSince: m.SpecsSince}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // The wire form of every peer message is a frame of our own: a kind byte
@@ -15,7 +16,7 @@ import (
 
 const (
 	// wireVersion changes with any change of the frame layout.
-	wireVersion = 1
+	wireVersion = 2
 	// keyScheme names the router's block-key hash (index.BlockKey): peers
 	// exchange keys, so replicas of versions that key blocks differently
 	// must not (a rollout from such a version runs them independently).
@@ -65,19 +66,25 @@ type spec struct {
 	Pod  string
 	Rank int
 	Keys []uint64
+	// After is how long after its batch's SpecsSince it was decided.
+	After time.Duration
 }
 
 // batch is what a replica tells its peers since its last batch. A full
 // batch carries every pod's load and the IDs of every hold not settled,
 // which replace what the receiver kept of the sender.
 type batch struct {
-	ID        string
-	Full      bool
-	BlockSize int
-	Loads     []load
-	Specs     []spec
-	Settles   []uint64
-	Open      []uint64
+	ID   string
+	Full bool
+	// SpecsSince is when the oldest of Specs was decided, in the sender's
+	// clock (Unix nanoseconds; 0 without specs), each spec's After counting
+	// from it: how late the receiver learns each decision.
+	SpecsSince int64
+	BlockSize  int
+	Loads      []load
+	Specs      []spec
+	Settles    []uint64
+	Open       []uint64
 }
 
 // chunk is part of one engine's index in a snapshot, with the sender's
@@ -121,6 +128,7 @@ func (m *batch) encode(b []byte) []byte {
 	b = append(b, kindBatch)
 	b = appendString(b, m.ID)
 	b = appendBool(b, m.Full)
+	b = binary.AppendUvarint(b, uint64(max(m.SpecsSince, 0)))
 	b = binary.AppendUvarint(b, uint64(m.BlockSize))
 	b = binary.AppendUvarint(b, uint64(len(m.Loads)))
 	for _, l := range m.Loads {
@@ -133,6 +141,7 @@ func (m *batch) encode(b []byte) []byte {
 		b = binary.AppendUvarint(b, s.Hold)
 		b = appendString(b, s.Pod)
 		b = binary.AppendUvarint(b, uint64(s.Rank))
+		b = binary.AppendUvarint(b, uint64(max(s.After, 0)))
 		b = binary.AppendUvarint(b, uint64(len(s.Keys)))
 		for _, k := range s.Keys {
 			b = binary.LittleEndian.AppendUint64(b, k)
@@ -290,6 +299,7 @@ func decodeBatch(b []byte) (batch, error) {
 	var m batch
 	m.ID = r.string("id", maxReplicaID)
 	m.Full = r.bool("full")
+	m.SpecsSince = int64(r.uvarint("specs since", math.MaxInt64))
 	m.BlockSize = int(r.uvarint("block size", maxBlockSize))
 	m.Loads = make([]load, r.count("loads", maxPods, 3))
 	for i := range m.Loads {
@@ -302,6 +312,7 @@ func decodeBatch(b []byte) (batch, error) {
 		s.Hold = r.uvarint("hold", math.MaxUint64)
 		s.Pod = r.name("spec pod")
 		s.Rank = int(r.uvarint("rank", maxRank))
+		s.After = time.Duration(r.uvarint("decided after", math.MaxInt64))
 		s.Keys = make([]uint64, r.count("keys", maxKeys, 8))
 		for j := range s.Keys {
 			s.Keys[j] = r.u64("key")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
@@ -39,6 +40,8 @@ type Chat struct {
 	// Cache is the served model's tokenizer prefix cache, for Collector;
 	// nil when off.
 	Cache *tokenizer.PrefixCache
+
+	turns turns // ChatFromConfig's: one per core
 }
 
 // engineTokenizeTimeout bounds a request's wait for a pod's tokenizer on the
@@ -50,19 +53,22 @@ var _ scoring.Prompter = (*Chat)(nil)
 // Prompt implements Prompter. A body vLLM would refuse is an error wrapping
 // chat.ErrInvalidRequest.
 func (c *Chat) Prompt(path string, body []byte) (*scoring.Request, error) {
+	release := c.turns.take()
+	defer release()
 	r, err := chat.ParseRequest(path, body)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s request: %w", path, err)
 	}
-	req, err := c.prompt(path, r)
+	req, err := c.prompt(path, r, release)
 	if req != nil {
 		req.Stream = r.Stream
 	}
 	return req, err
 }
 
-func (c *Chat) prompt(path string, r *chat.Request) (*scoring.Request, error) {
-	toks, err := c.tokenize(r)
+// prompt is Prompt after the body is read; release gives up the CPU turn.
+func (c *Chat) prompt(path string, r *chat.Request, release func()) (*scoring.Request, error) {
+	toks, err := c.tokenize(r, release)
 	var limit *chat.LimitError
 	switch {
 	case errors.As(err, &limit):
@@ -89,11 +95,13 @@ func (c *Chat) prompt(path string, r *chat.Request) (*scoring.Request, error) {
 
 // tokenize returns r's ids: in process, or from one pod while the canary
 // holds the model on the engine path. An engine that cannot answer makes the
-// request untokenizable rather than failing it.
-func (c *Chat) tokenize(r *chat.Request) (*chat.Tokens, error) {
+// request untokenizable rather than failing it. The engine path gives up
+// the CPU turn (release) before it waits on the network.
+func (c *Chat) tokenize(r *chat.Request, release func()) (*chat.Tokens, error) {
 	if c.Guard == nil || !c.Guard.OnEnginePath() || r.Untokenizable != nil {
 		return c.Catalog.Tokenize(r)
 	}
+	release()
 	base, lora, _, err := c.Catalog.Resolve(r.Model)
 	if err != nil {
 		return nil, err
@@ -111,7 +119,7 @@ func (c *Chat) tokenize(r *chat.Request) (*chat.Tokens, error) {
 // model's tokenizer files and its LoRA adapters. Without tokenizer files
 // every request routes on load alone (reason "unknown_model").
 func ChatFromConfig(cfg *config.Config) (*Chat, error) {
-	c := &Chat{Catalog: chat.NewCatalog()}
+	c := &Chat{Catalog: chat.NewCatalog(), turns: newTurns(runtime.GOMAXPROCS(0))}
 	if cfg.Tokenizer.JSON != "" {
 		opts := chat.Options{TokenCacheBytes: config.DefaultTokenizerCacheBytes}
 		if n := cfg.Tokenizer.CacheBytes; n != nil {
