@@ -215,8 +215,8 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 			"max_in_flight_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Requests one router keeps open on one pod; `0` (default) no cap."},
 			"max_queue": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1024),
-				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Requests waiting while every pod is at its cap; beyond it 429. Default `1024`."},
-			"queue_timeout": duration("30s", "Longest wait for a pod under its cap before 429; default `30s`."),
+				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Requests waiting while every pod is at its cap; beyond it 503 with `Retry-After`. Default `1024`."},
+			"queue_timeout": duration("30s", "Longest wait for a pod under its cap before 503 with `Retry-After`; default `30s`."),
 			"drain_timeout": duration("2m", "On termination, how long open requests and streams may take to finish; default `2m`. The pod's grace period covers it."),
 		}}
 }

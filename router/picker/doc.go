@@ -22,7 +22,8 @@
 // cluster keyed on the header, needs none). It then re-sends the buffered body
 // in chunks of at most 62,000 bytes. A subset hint in the request's filter
 // metadata envoy.lb.subset_hint (x-gateway-destination-endpoint-subset)
-// restricts the choice. Nothing eligible answers 503, shedding 429, a body
+// restricts the choice. Nothing eligible answers 503, admission's shedding
+// 503 (or 429 for a tenant over its share), a body
 // the engine would refuse 400, an oversized one 413, as immediate
 // responses. The endpoint that served, reported in metadata envoy.lb
 // x-gateway-destination-endpoint-served, moves the request's in-flight

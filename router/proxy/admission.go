@@ -212,15 +212,17 @@ func (a *admission) remove(w *waiter) {
 }
 
 // push queues w, or says why it cannot wait: its tenant holds its share of
-// the class already (429), or the queue is full of requests of its class
-// or higher (503). A full queue makes room by shedding the newest waiter
-// of the lowest class below w's, from its tenant with the most waiters.
+// the class already while another tenant waits in it (429; a tenant alone
+// in its class may fill the queue, so fairness never idles room), or the
+// queue is full of requests of its class or higher (503). A full queue
+// makes room by shedding the newest waiter of the lowest class below w's,
+// from its tenant with the most waiters.
 // a.mu held.
 func (a *admission) push(w *waiter) error {
 	b := &a.bands[w.flow.Class]
 	name := a.classes[w.flow.Class].Name
 	q := b.tenants[w.flow.Tenant]
-	if q != nil && q.Len() >= a.share {
+	if q != nil && q.Len() >= a.share && len(b.ring) > 1 {
 		return &ShedError{Code: http.StatusTooManyRequests, Class: name, Reason: fmt.Sprintf(
 			"tenant %q holds its share of class %s's queue (%d waiting)", w.flow.Tenant, name, q.Len())}
 	}

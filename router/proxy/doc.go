@@ -61,10 +61,14 @@
 // Bodies are read whole (the routing decision needs the prompt) up to
 // MaxBodyBytes, else 413. A pod takes at most MaxInFlightPerPod requests
 // from this router; when every pod is at its cap a request waits in a
-// queue of MaxQueue for QueueTimeout, and is shed with 429 when the queue is
-// full or the wait runs out. Waiters are served first in, first out: a
-// freed slot goes to the oldest waiter that may use it, and the slot is
-// taken before the picker records its decision. A body that is not a
+// queue of MaxQueue. Requests carry a priority class (Limits.Classes, by
+// header or API key) and a tenant: a freed slot goes to the highest class
+// with a waiter, and within a class round-robin over tenants, oldest first.
+// A waiter whose class time-to-live (QueueTimeout by default) runs out gets
+// 503 with Retry-After; a full queue sheds its newest lowest-class waiter
+// with 503 to admit a higher class, else refuses the newcomer with 503; a
+// tenant past its share of the queue gets 429 while another tenant waits in
+// its class. The slot is taken before the picker records its decision. A body that is not a
 // request vLLM would accept, or that breaks one of package chat's bounds,
 // gets 400 with the reason. A client that goes away cancels the upstream
 // request, which frees the engine's slot.

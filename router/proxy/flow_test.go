@@ -90,22 +90,24 @@ func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
 
 // TestFlowAnswersOverShareWith429AndFullQueueByShedding: a tenant holding
 // its share of a class's queue is refused with 429 while another tenant
-// still queues; a full queue sheds the newest waiter of the lowest class
+// waits in that class, and not while it waits alone; a full queue sheds the newest waiter of the lowest class
 // for a higher newcomer (503), and refuses a newcomer with nothing below
 // it (503).
 func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
-	a := newAdmission(1, 4, 0.5, testClasses, nil) // a share of 2 waiters
+	a := newAdmission(1, 7, 0.5, testClasses, nil) // a share of 3 waiters
 	a.acquire("p")
-	queueFlow(t, a, Flow{Class: 1, Tenant: "a"})
-	queueFlow(t, a, Flow{Class: 1, Tenant: "a"})
+	for range 4 { // alone in standard, a may pass its share
+		queueFlow(t, a, Flow{Class: 1, Tenant: "a"})
+	}
+	queueFlow(t, a, Flow{Class: 1, Tenant: "b"})
 	_, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "a"}, nil, time.Now())
 	var shed *ShedError
 	if !errors.As(err, &shed) || shed.Code != http.StatusTooManyRequests || shed.Class != "standard" || DecisionStatus(err) != http.StatusTooManyRequests {
-		t.Fatalf("a's third waiter: %v, want 429 over its share of standard", err)
+		t.Fatalf("a's fifth waiter, b waiting beside it: %v, want 429 over its share of standard", err)
 	}
 	lowOld := queueFlow(t, a, Flow{Class: 2, Tenant: "b"})
 	lowNew := queueFlow(t, a, Flow{Class: 2, Tenant: "b"})
-	// The queue is full (4): a high newcomer sheds b's newest low waiter.
+	// The queue is full (7): a high newcomer sheds b's newest low waiter.
 	high := queueFlow(t, a, Flow{Class: 0, Tenant: "c"})
 	if r := <-lowNew; !errors.As(r.err, &shed) || shed.Code != http.StatusServiceUnavailable || shed.Class != "low" {
 		t.Fatalf("the newest low waiter: %+v, want 503 shed from class low", r)

@@ -63,6 +63,12 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	lim := o.limits
+	lim.Classes = o.classes
+	if o.apiKeysFile != "" {
+		if lim.APIKeys, err = loadAPIKeys(o.apiKeysFile); err != nil {
+			return err
+		}
+	}
 	lim.Fleet, lim.Picker, lim.Prompter, lim.Metrics, lim.Logger = core.fleet, core.picker, core.prompter, metrics, log
 	lim.Upstream = cfg.Upstream
 	srv, err := proxy.New(lim)

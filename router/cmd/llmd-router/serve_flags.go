@@ -23,6 +23,8 @@ type serveOptions struct {
 	blockSize, dataParallel                                   int
 	podsFile                                                  string
 	peersListen, peers                                        string
+	apiKeysFile                                               string
+	classes                                                   classesFlag
 
 	limits                                proxy.Config
 	picker                                pickerOptions
@@ -61,8 +63,12 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&o.peers, "peers", "", "comma-separated host:port of the other replicas' --peers-listen (peers.static; this replica's own may be among them)")
 	fs.Int64Var(&o.limits.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body; larger gets 413")
 	fs.IntVar(&o.limits.MaxInFlightPerPod, "max-in-flight-per-pod", 0, "requests this router keeps open on one pod (0: no cap)")
-	fs.IntVar(&o.limits.MaxQueue, "max-queue", proxy.DefaultMaxQueue, "requests waiting while every pod is at its cap; beyond it 429")
-	fs.DurationVar(&o.limits.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "longest wait for a pod under its cap before 429")
+	fs.IntVar(&o.limits.MaxQueue, "max-queue", proxy.DefaultMaxQueue, "requests waiting while every pod is at its cap; when full, the lowest class's newest waiter (or the newcomer) gets 503")
+	fs.DurationVar(&o.limits.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "time-to-live of a class --priority-classes gives none: the longest wait for a pod under its cap before 503")
+	fs.Var(&o.classes, "priority-classes", "priority classes, highest first, each NAME or NAME=TTL, e.g. high=60s,standard,low=10s (default high,standard,low); requests name one in the x-llmd-priority header")
+	fs.StringVar(&o.limits.DefaultClass, "default-class", "", "class of a request naming none (default standard, else the middle class)")
+	fs.Float64Var(&o.limits.TenantShare, "tenant-share", proxy.DefaultTenantShare, "share of --max-queue one tenant (x-llmd-tenant, or its API key's) may hold in one class; beyond it 429")
+	fs.StringVar(&o.apiKeysFile, "api-keys-file", "", "more accepted API keys, one a line: the key's SHA-256 in hex, then optional tenant=NAME and class=NAME (the highest class its requests may take)")
 	fs.IntVar(&o.limits.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "pods one request is tried on")
 
 	fs.StringVar(&o.limits.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1 paths, as vLLM's --api-key does (prefer LLMD_API_KEY: flags show in ps)")

@@ -15,8 +15,8 @@ import (
 
 // TestServeLimits checks each documented refusal against the real router
 // process: 413 for a body over the limit, 400 with the reason for malformed
-// JSON, the per-pod in-flight cap, 429 when the queue is full and when the
-// queue wait runs out, a queued request admitted when a slot frees, client
+// JSON, the per-pod in-flight cap, 503 with Retry-After when the queue is full and
+// when the queue wait runs out, a queued request admitted when a slot frees, client
 // cancellation reaching the replicas, and the header, body and idle
 // timeouts.
 func TestServeLimits(t *testing.T) {
