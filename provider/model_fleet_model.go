@@ -301,7 +301,8 @@ func routerTargetObject(t workloads.RouterTarget) types.Object {
 		"kv_events_port": types.Int64Value(int64(t.KVEventsPort)), "replay_port": types.Int64Value(int64(t.ReplayPort)),
 		"topic": types.StringValue(t.Topic), "block_size": types.Int64Value(int64(t.BlockSize)), "served_model": types.StringValue(t.ServedModel),
 		"claim_name": types.StringValue(t.ClaimName), "model_path": types.StringValue(t.ModelPath),
-		"tokenizer_path": types.StringValue(t.TokenizerPath), "tokenizer_config_path": types.StringValue(t.TokenizerConfigPath)})
+		"tokenizer_path": types.StringValue(t.TokenizerPath), "tokenizer_config_path": types.StringValue(t.TokenizerConfigPath),
+		"max_num_seqs": types.Int64Value(int64(t.MaxNumSeqs))})
 }
 
 // baselineEndpoint is the in-cluster URL of the baseline Service.

@@ -53,7 +53,7 @@ var (
 	routerTargetTypes = map[string]attr.Type{"namespace": types.StringType, "selector": types.StringType, "http_port": types.Int64Type,
 		"kv_events_port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType, "block_size": types.Int64Type,
 		"served_model": types.StringType, "claim_name": types.StringType, "model_path": types.StringType,
-		"tokenizer_path": types.StringType, "tokenizer_config_path": types.StringType}
+		"tokenizer_path": types.StringType, "tokenizer_config_path": types.StringType, "max_num_seqs": types.Int64Type}
 )
 
 func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -115,7 +115,7 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 		"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 			MarkdownDescription: "Wait until every replica is ready; default `true`. The wait fails early with the reason (unschedulable, image pull, crash loop with the last log lines)."},
 		"router_target": schema.SingleNestedAttribute{Computed: true,
-			MarkdownDescription: "Everything `llmd_prefix_router` needs (pass it as `fleet`): namespace, pod selector, ports, KV-event topic template, block size, served model, claim and tokenizer paths.",
+			MarkdownDescription: "Everything `llmd_prefix_router` needs (pass it as `fleet`): namespace, pod selector, ports, KV-event topic template, block size, served model, claim and tokenizer paths, and each pod's batch limit.",
 			Attributes: map[string]schema.Attribute{
 				"namespace": computedString("Namespace of the pods."), "selector": computedString("Label selector of the pods."),
 				"http_port": computedInt("vLLM's HTTP port."), "kv_events_port": computedInt("KV-event publisher port."),
@@ -124,6 +124,7 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 				"claim_name": computedString("Claim holding the weights."), "model_path": computedString("Model directory on the volume."),
 				"tokenizer_path":        computedString("tokenizer.json on the volume."),
 				"tokenizer_config_path": computedString("tokenizer_config.json on the volume."),
+				"max_num_seqs":          computedInt("vLLM's `--max-num-seqs` (`vllm.max_num_seqs`): the requests one pod runs at once, the router's default capacity of a pod."),
 			}},
 		"baseline_endpoint": schema.StringAttribute{Computed: true,
 			MarkdownDescription: "In-cluster URL of the round-robin baseline Service, for the A/B benchmark; empty when disabled."},

@@ -29,6 +29,7 @@ type prefixRouterModel struct {
 	Image                types.String   `tfsdk:"image"`
 	APIKey               types.String   `tfsdk:"api_key"`
 	APIKeyVersion        types.String   `tfsdk:"api_key_version"`
+	APIKeys              types.List     `tfsdk:"api_keys"`
 	Replicas             types.Int64    `tfsdk:"replicas"`
 	BlockSize            types.Int64    `tfsdk:"block_size"`
 	ServedModel          types.String   `tfsdk:"served_model"`
@@ -65,6 +66,7 @@ type routerFleet struct {
 	ModelPath           string `json:"model_path,omitempty"`
 	TokenizerPath       string `json:"tokenizer_path,omitempty"`
 	TokenizerConfigPath string `json:"tokenizer_config_path,omitempty"`
+	MaxNumSeqs          *int64 `json:"max_num_seqs,omitempty"`
 }
 
 type routerScorer struct {
@@ -88,11 +90,16 @@ type routerSettings struct {
 		Scorers []routerScorer `json:"scorers,omitempty"`
 	} `json:"scoring"`
 	Limits struct {
-		MaxInFlightPerPod int64  `json:"max_in_flight_per_pod"`
-		MaxQueue          int64  `json:"max_queue"`
-		QueueTimeout      string `json:"queue_timeout"`
-		DrainTimeout      string `json:"drain_timeout"`
+		// MaxInFlightPerPod nil takes the fleet's max_num_seqs.
+		MaxInFlightPerPod *int64        `json:"max_in_flight_per_pod"`
+		MaxQueue          int64         `json:"max_queue"`
+		QueueTimeout      string        `json:"queue_timeout"`
+		DrainTimeout      string        `json:"drain_timeout"`
+		Classes           []routerClass `json:"priority_classes,omitempty"`
+		DefaultClass      *string       `json:"default_class,omitempty"`
+		TenantShare       *float64      `json:"tenant_share,omitempty"`
 	} `json:"limits"`
+	APIKeys []routerAPIKey `json:"api_keys,omitempty"`
 	Service struct {
 		Type         string            `json:"type"`
 		Internal     bool              `json:"internal"`
@@ -122,6 +129,19 @@ type routerSettings struct {
 	Gateway *routerGateway `json:"gateway,omitempty"`
 }
 
+// routerClass is one of `limits.priority_classes` in plain Go.
+type routerClass struct {
+	Name string  `json:"name"`
+	TTL  *string `json:"ttl,omitempty"`
+}
+
+// routerAPIKey is one of `api_keys` in plain Go: a digest, not a key.
+type routerAPIKey struct {
+	SHA256 string  `json:"sha256"`
+	Tenant *string `json:"tenant,omitempty"`
+	Class  *string `json:"class,omitempty"`
+}
+
 // routerGateway is `gateway` in plain Go.
 type routerGateway struct {
 	FailureMode string            `json:"failure_mode"`
@@ -135,7 +155,7 @@ const routerSettingsAnnotation = "llmd.dev/router-settings"
 
 // known reports whether every input is known.
 func (m prefixRouterModel) known() bool {
-	for _, v := range []attr.Value{m.Fleet, m.Name, m.Namespace, m.Image, m.APIKeyVersion, m.Replicas, m.BlockSize, m.ServedModel, m.Scoring, m.Limits,
+	for _, v := range []attr.Value{m.Fleet, m.Name, m.Namespace, m.Image, m.APIKeyVersion, m.APIKeys, m.Replicas, m.BlockSize, m.ServedModel, m.Scoring, m.Limits,
 		m.Service, m.Resources, m.Scheduling, m.LogLevel, m.Metrics, m.ForceConflicts, m.WaitForRollout, m.Gateway} {
 		if !fullyKnown(v) {
 			return false
@@ -156,6 +176,9 @@ func (m prefixRouterModel) settings() (routerSettings, diag.Diagnostics) {
 		into any
 	}{{m.Fleet, &s.Fleet}, {m.Scoring, &s.Scoring}, {m.Limits, &s.Limits}, {m.Service, &s.Service}} {
 		diags.Append(decodeObject(part.v, part.into)...)
+	}
+	if !m.APIKeys.IsNull() {
+		diags.Append(decodeObject(m.APIKeys, &s.APIKeys)...)
 	}
 	if !m.Resources.IsNull() {
 		diags.Append(decodeObject(m.Resources, &s.Resources)...)
@@ -228,7 +251,7 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			KVEventsPort: int(s.Fleet.KVEventsPort), ReplayPort: int(s.Fleet.ReplayPort), Topic: s.Fleet.Topic, BlockSize: int(s.Fleet.BlockSize),
 			ServedModel: s.Fleet.ServedModel, ClaimName: s.Fleet.ClaimName, ModelPath: s.Fleet.ModelPath,
 			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath},
-		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.Limits.MaxInFlightPerPod), MaxQueue: int(s.Limits.MaxQueue)},
+		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()), MaxQueue: int(s.Limits.MaxQueue)},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,
 			SourceRanges: s.Service.SourceRanges, Annotations: s.Service.Annotations},
 		Resources: workloads.RouterResources{CPU: "1", Memory: "1Gi", MemoryLimit: "2Gi"},
@@ -238,6 +261,9 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 	}
 	if r.Limits.Drain, err = time.ParseDuration(s.Limits.DrainTimeout); err != nil {
 		return r, fmt.Errorf("limits.drain_timeout: %w", err)
+	}
+	if err := s.flow(&r); err != nil {
+		return r, err
 	}
 	if s.Scoring.Preset != nil {
 		r.Scorers = scoringPresets[*s.Scoring.Preset]
@@ -321,6 +347,9 @@ func (m *prefixRouterModel) restore(ctx context.Context, raw string) diag.Diagno
 	m.BlockSize, m.ServedModel = types.Int64PointerValue(s.BlockSize), types.StringPointerValue(s.ServedModel)
 	m.APIKeyVersion = types.StringPointerValue(s.APIKeyVersion)
 	m.InferencePool = s.inferencePoolName()
+	var d diag.Diagnostics
+	m.APIKeys, d = encodeObjects(s.APIKeys, routerAPIKeyTypes)
+	diags.Append(d...)
 	for _, part := range []struct {
 		from  any
 		types map[string]attr.Type

@@ -2,13 +2,17 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/defaults"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
@@ -112,5 +116,54 @@ func TestRouterFleetIsRouterTarget(t *testing.T) {
 	}
 	if len(fleet) != len(routerTargetTypes) {
 		t.Errorf("fleet has %d attributes, router_target %d", len(fleet), len(routerTargetTypes))
+	}
+}
+
+// TestRouterCapacityFromFleet: each pod's capacity is the fleet's
+// max_num_seqs unless limits.max_in_flight_per_pod sets one (0: no cap),
+// and a hand-made fleet that reports none has no cap.
+func TestRouterCapacityFromFleet(t *testing.T) {
+	s := testRouterSettings()
+	for _, tc := range []struct {
+		fleet, limit *int64
+		want         int
+	}{{ptr.To[int64](256), nil, 256}, {ptr.To[int64](256), ptr.To[int64](32), 32}, {ptr.To[int64](256), ptr.To[int64](0), 0}, {nil, nil, 0}} {
+		s.Fleet.MaxNumSeqs, s.Limits.MaxInFlightPerPod = tc.fleet, tc.limit
+		r, err := s.router(context.Background(), connection{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Limits.MaxInFlightPerPod != tc.want || flagValue(r.Args(), "--max-in-flight-per-pod") != fmt.Sprint(tc.want) {
+			t.Errorf("fleet %v, limit %v: capacity %d (args %q), want %d", tc.fleet, tc.limit, r.Limits.MaxInFlightPerPod, r.Args(), tc.want)
+		}
+	}
+}
+
+// TestRouterFlowSettings: classes with their TTLs, the default class, the
+// share and the keys (digests lower-cased) reach the workloads spec, and a
+// key's class that is no class is an error naming it.
+func TestRouterFlowSettings(t *testing.T) {
+	s := testRouterSettings()
+	s.Limits.Classes = []routerClass{{Name: "gold", TTL: ptr.To("60s")}, {Name: "bronze"}}
+	s.Limits.DefaultClass, s.Limits.TenantShare = ptr.To("bronze"), ptr.To(0.25)
+	digest := strings.Repeat("AB", 32)
+	s.APIKeys = []routerAPIKey{{SHA256: digest, Tenant: ptr.To("acme"), Class: ptr.To("gold")}}
+	r, err := s.router(context.Background(), connection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := workloads.RouterLimits{Classes: []workloads.RouterClass{{Name: "gold", TTL: time.Minute}, {Name: "bronze"}}, DefaultClass: "bronze", TenantShare: 0.25}
+	if !reflect.DeepEqual(r.Limits.Classes, want.Classes) || r.Limits.DefaultClass != want.DefaultClass || r.Limits.TenantShare != want.TenantShare {
+		t.Errorf("limits %+v", r.Limits)
+	}
+	if len(r.APIKeys) != 1 || r.APIKeys[0] != (workloads.RouterAPIKey{SHA256: strings.ToLower(digest), Tenant: "acme", Class: "gold"}) {
+		t.Errorf("keys %+v", r.APIKeys)
+	}
+	if err := r.Validate(); err != nil {
+		t.Error(err)
+	}
+	s.APIKeys[0].Class = ptr.To("standard")
+	if r, _ = s.router(context.Background(), connection{}); r.Validate() == nil || !strings.Contains(r.Validate().Error(), "api_keys[0].class") {
+		t.Errorf("a key of class standard among gold, bronze: %v", r.Validate())
 	}
 }

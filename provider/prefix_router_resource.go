@@ -198,6 +198,9 @@ func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.Modi
 		conn.cluster = &kubernetesModel{} // a cluster still to be made: its placement is checked at apply
 	}
 	rt, err := s.router(ctx, conn)
+	if err == nil {
+		err = rt.Validate()
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid prefix router", err.Error())
 		return

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -29,12 +30,18 @@ import (
 
 var (
 	durationText = regexp.MustCompile(`^\d+(ms|s|m|h)$`)
+	flowName     = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	sha256Hex    = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
 	routerScorerTypes  = map[string]attr.Type{"type": types.StringType, "weight": types.Float64Type, "params": types.MapType{ElemType: types.Float64Type}}
 	routerScoringTypes = map[string]attr.Type{"preset": types.StringType,
 		"scorers": types.ListType{ElemType: types.ObjectType{AttrTypes: routerScorerTypes}}}
+	routerClassTypes  = map[string]attr.Type{"name": types.StringType, "ttl": types.StringType}
 	routerLimitsTypes = map[string]attr.Type{"max_in_flight_per_pod": types.Int64Type, "max_queue": types.Int64Type,
-		"queue_timeout": types.StringType, "drain_timeout": types.StringType}
+		"queue_timeout": types.StringType, "drain_timeout": types.StringType,
+		"priority_classes": types.ListType{ElemType: types.ObjectType{AttrTypes: routerClassTypes}}, "default_class": types.StringType,
+		"tenant_share": types.Float64Type}
+	routerAPIKeyTypes = map[string]attr.Type{"sha256": types.StringType, "tenant": types.StringType, "class": types.StringType}
 	routerServiceTypes = map[string]attr.Type{"type": types.StringType, "internal": types.BoolType, "port": types.Int64Type,
 		"annotations": types.MapType{ElemType: types.StringType}, "load_balancer_source_ranges": types.ListType{ElemType: types.StringType}}
 	routerResourcesTypes  = map[string]attr.Type{"cpu": types.StringType, "memory": types.StringType, "memory_limit": types.StringType}
@@ -67,6 +74,19 @@ func (r *prefixRouterResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		"api_key": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
 			MarkdownDescription: "Key clients must present as `Authorization: Bearer <key>` on `/v1` paths (as vLLM's `--api-key`). Write-only: never in state or plan; " +
 				"kept in the Secret `<name>-api-key` and read by the pods at start. Requires `api_key_version` and Terraform 1.11."},
+		"api_keys": schema.ListNestedAttribute{Optional: true, Validators: []validator.List{listvalidator.SizeBetween(1, 1000)},
+			MarkdownDescription: "More accepted keys, each by its SHA-256 (`sha256(random_password.team_a.result)`: only digests reach the plan, the state and the router's ConfigMap), " +
+				"each naming its requests' tenant and class. A request presenting one takes its tenant (fairness and `tenant_share` count per tenant) and its class, " +
+				"also the highest its `x-llmd-priority` header may ask for. With `api_key` both are accepted. Use random keys: a digest of a guessable key can be searched.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"sha256": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.RegexMatches(sha256Hex, "must be 64 hex digits: give sha256(key)")},
+					MarkdownDescription: "The key's SHA-256 in hex."},
+				"tenant": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthBetween(1, 63),
+					stringvalidator.RegexMatches(flowName, "must be letters, digits, '-', '_' or '.'")},
+					MarkdownDescription: "Tenant of the key's requests; unset, the `x-llmd-tenant` header's."},
+				"class": schema.StringAttribute{Optional: true,
+					MarkdownDescription: "Class of the key's requests and the highest they may name; unset, `default_class` and no ceiling."},
+			}}},
 		"api_key_version": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Set with `api_key`, any value; change it to roll the router pods to a new key (a write-only value is never compared, so only this shows a new key in the plan)."},
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(2),
@@ -151,6 +171,8 @@ func routerFleetAttribute() schema.SingleNestedAttribute {
 			"block_size":   schema.Int64Attribute{Required: true, Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "vLLM block size."},
 			"served_model": req("Served model name."), "claim_name": optS("Claim holding the tokenizer files."), "model_path": optS("Model directory on the volume."),
 			"tokenizer_path": optS("tokenizer.json on the volume."), "tokenizer_config_path": optS("tokenizer_config.json on the volume."),
+			"max_num_seqs": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{int64validator.AtLeast(1)},
+				MarkdownDescription: "vLLM's `--max-num-seqs`: each pod's capacity unless `limits.max_in_flight_per_pod` sets one; unset (a fleet deployed another way), no cap."},
 		}}
 }
 
@@ -208,12 +230,33 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 	}
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(routerLimitsTypes, map[string]attr.Value{
-			"max_in_flight_per_pod": types.Int64Value(0), "max_queue": types.Int64Value(1024),
-			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m")})),
-		MarkdownDescription: "Admission and shutdown.",
+			"max_in_flight_per_pod": types.Int64Null(), "max_queue": types.Int64Value(1024),
+			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m"),
+			"priority_classes": types.ListNull(types.ObjectType{AttrTypes: routerClassTypes}), "default_class": types.StringNull(),
+			"tenant_share": types.Float64Null()})),
+		MarkdownDescription: "Admission (flow control) and shutdown. While every pod is at its capacity, requests wait in the router, where they can be ordered, " +
+			"placed late on the pod that frees first and shed, instead of inside vLLM. A freed slot goes to the highest priority class with a waiter and, " +
+			"within a class, to its tenants in turn. A request names its class in the `x-llmd-priority` header and its tenant in `x-llmd-tenant`, " +
+			"or takes both from its API key (`api_keys`). `/metrics` has `llmd_router_queued_requests`, `llmd_router_queue_wait_seconds` and `llmd_router_shed_total` by class.",
 		Attributes: map[string]schema.Attribute{
-			"max_in_flight_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(0),
-				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Requests one router keeps open on one pod; `0` (default) no cap."},
+			"max_in_flight_per_pod": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{int64validator.AtLeast(0)},
+				MarkdownDescription: "Each pod's capacity: the requests all router replicas together keep open on one pod (each replica counts its peers'). " +
+					"Unset (default): the fleet's `max_num_seqs` (`fleet.max_num_seqs`, vLLM's batch limit), so requests beyond what a pod runs at once wait in the router; " +
+					"`0`: no cap and no queue (requests queue inside vLLM)."},
+			"priority_classes": schema.ListNestedAttribute{Optional: true, Validators: []validator.List{listvalidator.SizeBetween(1, 16)},
+				MarkdownDescription: "Priority classes, highest first; default `high`, `standard`, `low`, each with `queue_timeout` as its time-to-live.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthBetween(1, 63),
+						stringvalidator.RegexMatches(flowName, "must be letters, digits, '-', '_' or '.'")},
+						MarkdownDescription: "Class name, as requests give it in `x-llmd-priority`."},
+					"ttl": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.RegexMatches(durationText, "must be a duration such as 30s")},
+						MarkdownDescription: "How long the class's requests wait for a slot before 503 with `Retry-After`; default `queue_timeout`. " +
+							"With a fleet that scales from zero, longer than a pod's start (weights from FSx and vLLM's start-up)."},
+				}}},
+			"default_class": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Class of a request that names none; default `standard`, or the middle class of `priority_classes`."},
+			"tenant_share": schema.Float64Attribute{Optional: true, Validators: []validator.Float64{float64validator.Between(0.01, 1)},
+				MarkdownDescription: "Share of `max_queue` one tenant may hold in one class while another tenant waits there; beyond it 429 with `Retry-After`. Default `0.5`."},
 			"max_queue": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1024),
 				Validators: []validator.Int64{int64validator.AtLeast(0)}, MarkdownDescription: "Requests waiting while every pod is at its cap; beyond it 503 with `Retry-After`. Default `1024`."},
 			"queue_timeout": duration("30s", "Longest wait for a pod under its cap before 503 with `Retry-After`; default `30s`."),

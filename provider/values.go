@@ -13,9 +13,10 @@ import (
 )
 
 // decodeObject fills a plain Go struct (with json tags named as the
-// attributes) from a Terraform object: null attributes are left out, so
-// pointer fields tell "unset" from a zero value.
-func decodeObject(v types.Object, into any) diag.Diagnostics {
+// attributes) from a Terraform object, or a slice of them from a list of
+// objects: null attributes are left out, so pointer fields tell "unset"
+// from a zero value.
+func decodeObject(v attr.Value, into any) diag.Diagnostics {
 	var diags diag.Diagnostics
 	plain, err := plainValue(v)
 	if err == nil {
@@ -88,22 +89,39 @@ func plainAttributes(attrs map[string]attr.Value) (any, error) {
 // encodeObject is decodeObject's inverse: a plain Go value (through its JSON
 // form) as a Terraform object of the given attribute types; absent keys are null.
 func encodeObject(ctx context.Context, from any, attrTypes map[string]attr.Type) (types.Object, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	b, err := json.Marshal(from)
-	var m map[string]any
-	if err == nil {
-		err = json.Unmarshal(b, &m)
-	}
-	if err != nil {
-		diags.AddError("Encoding a nested attribute", err.Error()+": this is a bug in the provider")
-		return types.ObjectNull(attrTypes), diags
-	}
-	v, err := terraformValue(m, types.ObjectType{AttrTypes: attrTypes})
-	if err != nil {
-		diags.AddError("Encoding a nested attribute", err.Error()+": this is a bug in the provider")
+	v, diags := encodeValue(from, types.ObjectType{AttrTypes: attrTypes})
+	if diags.HasError() {
 		return types.ObjectNull(attrTypes), diags
 	}
 	return v.(types.Object), diags
+}
+
+// encodeObjects is encodeObject for a slice: a list of objects of the given
+// attribute types, null for a nil slice.
+func encodeObjects(from any, attrTypes map[string]attr.Type) (types.List, diag.Diagnostics) {
+	t := types.ObjectType{AttrTypes: attrTypes}
+	v, diags := encodeValue(from, types.ListType{ElemType: t})
+	if diags.HasError() {
+		return types.ListNull(t), diags
+	}
+	return v.(types.List), diags
+}
+
+func encodeValue(from any, t attr.Type) (attr.Value, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	b, err := json.Marshal(from)
+	var plain any
+	if err == nil {
+		err = json.Unmarshal(b, &plain)
+	}
+	var v attr.Value
+	if err == nil {
+		v, err = terraformValue(plain, t)
+	}
+	if err != nil {
+		diags.AddError("Encoding a nested attribute", err.Error()+": this is a bug in the provider")
+	}
+	return v, diags
 }
 
 func terraformValue(p any, t attr.Type) (attr.Value, error) {

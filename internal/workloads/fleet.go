@@ -243,6 +243,9 @@ type RouterTarget struct {
 	ServedModel                        string
 	ClaimName, ModelPath               string
 	TokenizerPath, TokenizerConfigPath string
+	// MaxNumSeqs is vLLM's --max-num-seqs: the most requests one pod runs
+	// at once, the router's default capacity of a pod.
+	MaxNumSeqs int
 }
 
 // Target reports the fleet as the router sees it.
@@ -250,7 +253,8 @@ func (f Fleet) Target() RouterTarget {
 	return RouterTarget{Namespace: f.Namespace, Selector: selectorString(f.Selector()), HTTPPort: HTTPPort,
 		KVEventsPort: f.KVEvents.Port, ReplayPort: f.KVEvents.ReplayPort, Topic: f.KVEvents.Topic, BlockSize: f.VLLM.BlockSize,
 		ServedModel: f.ServedName, ClaimName: f.ClaimName(), ModelPath: f.ServedPath(),
-		TokenizerPath: path.Join(f.ServedPath(), "tokenizer.json"), TokenizerConfigPath: path.Join(f.ServedPath(), "tokenizer_config.json")}
+		TokenizerPath: path.Join(f.ServedPath(), "tokenizer.json"), TokenizerConfigPath: path.Join(f.ServedPath(), "tokenizer_config.json"),
+		MaxNumSeqs: f.VLLM.MaxNumSeqs}
 }
 
 func selectorString(m map[string]string) string {

@@ -41,7 +41,10 @@ type Router struct {
 	// the Secret APIKeySecretName (see APIKeySecret); a new version rolls
 	// the pods, which read the key once at start.
 	APIKeyVersion string
-	Resources     RouterResources
+	// APIKeys are more accepted keys, by digest, each naming its requests'
+	// tenant and highest class (serve --api-keys-file).
+	APIKeys   []RouterAPIKey
+	Resources RouterResources
 	// NodeSelector and Tolerations place the pods (the system node group by default).
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
@@ -86,12 +89,37 @@ var InferencePoolGVK = kube.Ref{Group: "inference.networking.k8s.io", Version: "
 
 // RouterLimits are serve's admission and shutdown flags.
 type RouterLimits struct {
-	// MaxInFlightPerPod caps the requests one router keeps open on one pod (0: no cap).
+	// MaxInFlightPerPod is each pod's capacity, counted over every router
+	// replica (0: no cap, no queue).
 	MaxInFlightPerPod int
 	MaxQueue          int
-	QueueTimeout      time.Duration
+	// QueueTimeout is the time-to-live of a class that sets none.
+	QueueTimeout time.Duration
+	// Classes are the priority classes, highest first (none: the router's
+	// default high, standard, low); DefaultClass is a request's class when
+	// it names none (empty: the router's default).
+	Classes      []RouterClass
+	DefaultClass string
+	// TenantShare is the share of MaxQueue one tenant may hold in one class
+	// (0: the router's default).
+	TenantShare float64
 	// Drain is how long open requests (streams) may take after SIGTERM.
 	Drain time.Duration
+}
+
+// RouterClass is one priority class: its name and how long its requests
+// may wait for a slot (0: QueueTimeout).
+type RouterClass struct {
+	Name string
+	TTL  time.Duration
+}
+
+// RouterAPIKey is one accepted API key, by the hex SHA-256 of the key (the
+// key itself is never rendered), with the tenant its requests count
+// against (empty: the x-llmd-tenant header's) and its requests' class,
+// also the highest they may name (empty: the default class, no ceiling).
+type RouterAPIKey struct {
+	SHA256, Tenant, Class string
 }
 
 // RouterResources are one router pod's requests and limits.
@@ -103,9 +131,11 @@ type RouterResources struct {
 // claim is mounted at MountPath, as in the fleet's pods, so the fleet's
 // tokenizer paths resolve the same way.
 const (
-	RouterPort        = 8000
-	RouterConfigDir   = "/etc/llmd-router"
-	RouterConfigFile  = "router.yaml"
+	RouterPort       = 8000
+	RouterConfigDir  = "/etc/llmd-router"
+	RouterConfigFile = "router.yaml"
+	// RouterAPIKeysFile, beside the configuration file, lists APIKeys.
+	RouterAPIKeysFile = "api-keys"
 	ConfigChecksumKey = "llmd.dev/config-checksum"
 	// APIKeyVersionKey on the pod template rolls the pods to a new API key.
 	APIKeyVersionKey = "llmd.dev/api-key-version"
@@ -167,7 +197,9 @@ func (r Router) Config() (*config.Config, error) {
 	return c, nil
 }
 
-// ConfigFile is the rendered configuration file and its checksum.
+// ConfigFile is the rendered configuration file and the checksum of
+// everything the router's ConfigMap carries (the file, and the API keys'
+// digests when there are any), which rolls the pods when it changes.
 func (r Router) ConfigFile() ([]byte, string, error) {
 	cfg, err := r.Config()
 	if err != nil {
@@ -177,8 +209,13 @@ func (r Router) ConfigFile() ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	sum := sha256.Sum256(yaml)
-	return yaml, "sha256:" + hex.EncodeToString(sum[:]), nil
+	h := sha256.New()
+	h.Write(yaml)
+	if keys := r.apiKeysFile(); keys != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(keys))
+	}
+	return yaml, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Validate checks the spec, naming the Terraform attribute at fault.
@@ -201,7 +238,10 @@ func (r Router) Validate() error {
 	default:
 		return fmt.Errorf("service.type: %q is not ClusterIP or LoadBalancer", r.Service.Type)
 	}
-	if err := r.Service.validate("service", r.APIKeyVersion != "", "set api_key (with api_key_version)"); err != nil {
+	if err := r.Service.validate("service", r.APIKeyVersion != "" || len(r.APIKeys) > 0, "set api_key (with api_key_version) or api_keys"); err != nil {
+		return err
+	}
+	if err := r.validateFlow(); err != nil {
 		return err
 	}
 	if err := r.validateGateway(); err != nil {
@@ -227,6 +267,7 @@ func (r Router) Args() []string {
 		"--queue-timeout", r.Limits.QueueTimeout.String(),
 		"--shutdown-timeout", r.Limits.Drain.String(),
 	}
+	args = append(args, r.flowArgs()...)
 	if r.Gateway != nil {
 		args = append(args, "--picker-listen", fmt.Sprintf(":%d", r.Gateway.Port),
 			"--picker-health-listen", fmt.Sprintf(":%d", PickerHealthPort), "--picker-only")
@@ -259,7 +300,7 @@ func (r Router) Objects(withServiceMonitor bool) ([]kube.Object, error) {
 		rbacv1ac.RoleBinding(r.Name, r.Target.Namespace).WithLabels(labels).
 			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(r.Name)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(r.Name).WithNamespace(r.Namespace)),
-		corev1ac.ConfigMap(r.Name, r.Namespace).WithLabels(labels).WithData(map[string]string{RouterConfigFile: string(yaml)}),
+		corev1ac.ConfigMap(r.Name, r.Namespace).WithLabels(labels).WithData(r.configMapData(yaml)),
 		r.deployment(labels, checksum),
 		r.service(labels),
 		policyv1ac.PodDisruptionBudget(r.Name, r.Namespace).WithLabels(labels).

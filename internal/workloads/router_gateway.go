@@ -37,6 +37,10 @@ func (r Router) validateGateway() error {
 	if r.APIKeyVersion != "" {
 		return fmt.Errorf("api_key: in gateway mode the router serves no client requests, so it checks no key: authentication is the gateway's job; remove api_key and api_key_version")
 	}
+	if len(r.APIKeys) > 0 {
+		return fmt.Errorf("api_keys: in gateway mode the router serves no client requests, so it checks no key: authentication is the gateway's job, " +
+			"which passes the tenant and class as the x-llmd-tenant and x-llmd-priority headers; remove api_keys")
+	}
 	if g.Pool == "" {
 		return fmt.Errorf("gateway: the InferencePool needs a name")
 	}

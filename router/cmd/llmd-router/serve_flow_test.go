@@ -11,10 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
 )
 
@@ -84,21 +89,28 @@ func TestAPIKeysFile(t *testing.T) {
 	}
 }
 
-// TestServeFlowFlags runs a router with the flow flags over two replica
-// processes (time scale 1, so a 200-token stream holds its pod's one slot
-// for seconds): a key from the file is accepted and another refused, an
-// unknown priority header is 400 naming the classes, and a request in the
-// class the flag gives a 300 ms TTL gets 503 once that TTL runs out while
-// both slots are taken, counted under its class.
+// TestServeFlowFlags runs a router with the flow flags and keys file the
+// provider renders (workloads.Router: its args and its ConfigMap's keys
+// file, as the pod would mount it) over two replica processes (time scale
+// 1, so a 200-token stream holds its pod's one slot for seconds): a key
+// from the file is accepted and another refused, an unknown priority
+// header is 400 naming the classes, and a request in the class given a
+// 300 ms TTL gets 503 once that TTL runs out while both slots are taken,
+// counted under its class.
 func TestServeFlowFlags(t *testing.T) {
 	sum := sha256.Sum256([]byte("key-of-acme"))
-	path := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(path, []byte(hex.EncodeToString(sum[:])+" tenant=acme class=standard\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	spec := workloads.Router{Name: "router", Namespace: "llmd", Image: "ghcr.io/llmd-dev/llmd-router:test", Replicas: 1,
+		Target:  workloads.RouterTarget{Namespace: "llmd", Selector: "app=vllm", HTTPPort: 8000, KVEventsPort: 5557, ServedModel: simModelName},
+		Scorers: config.DefaultScorers(),
+		Limits: workloads.RouterLimits{MaxInFlightPerPod: 1, MaxQueue: 16, QueueTimeout: 30 * time.Second, Drain: time.Minute,
+			Classes: []workloads.RouterClass{{Name: "gold", TTL: 20 * time.Second}, {Name: "standard"}, {Name: "batch", TTL: 300 * time.Millisecond}}},
+		APIKeys:   []workloads.RouterAPIKey{{SHA256: hex.EncodeToString(sum[:]), Tenant: "acme", Class: "standard"}},
+		LogLevel:  "info",
+		Service:   workloads.Exposure{Type: "ClusterIP", Port: 8000},
+		Resources: workloads.RouterResources{CPU: "100m", Memory: "128Mi", MemoryLimit: "512Mi"}}
+	args := renderedFlowArgs(t, spec)
 	infos, _ := startReplicas(t, 2)
-	r := startRouter(t, infos, "--api-keys-file", path, "--priority-classes", "gold=20s,standard,batch=300ms",
-		"--max-in-flight-per-pod", "1")
+	r := startRouter(t, infos, args...)
 	auth := []string{"Authorization", "Bearer key-of-acme"}
 	answer := func(body []byte, header ...string) (*http.Response, string) {
 		resp := post(t, r.url+"/v1/completions", body, header...)
@@ -139,4 +151,41 @@ func TestServeFlowFlags(t *testing.T) {
 	if n := r.gauge(t, "llmd_router_shed_total", "class", "batch", "reason", "no_capacity"); n != 1 {
 		t.Errorf("batch sheds %v, want 1", n)
 	}
+}
+
+// renderedFlowArgs are spec's admission flags as its Deployment passes them,
+// with the keys file its ConfigMap carries written where the test can
+// mount it.
+func renderedFlowArgs(t *testing.T, spec workloads.Router) []string {
+	t.Helper()
+	objs, err := spec.Objects(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	for _, o := range objs {
+		if o.Kind == "ConfigMap" && o.Name == spec.Name {
+			if err := o.Into(&cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys := filepath.Join(t.TempDir(), workloads.RouterAPIKeysFile)
+	if err := os.WriteFile(keys, []byte(cm.Data[workloads.RouterAPIKeysFile]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	rendered := spec.Args()
+	for i := 0; i+1 < len(rendered); i += 2 {
+		switch flag, value := rendered[i], rendered[i+1]; flag {
+		case "--api-keys-file":
+			out = append(out, flag, keys)
+		case "--max-in-flight-per-pod", "--max-queue", "--queue-timeout", "--priority-classes", "--default-class", "--tenant-share":
+			out = append(out, flag, value)
+		}
+	}
+	if !slices.Contains(out, "--api-keys-file") || !slices.Contains(out, "--priority-classes") {
+		t.Fatalf("the rendered args %q lack the flow flags", rendered)
+	}
+	return out
 }
