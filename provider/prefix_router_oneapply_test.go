@@ -3,6 +3,8 @@ package provider
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,7 +46,7 @@ type playedRouter struct {
 
 // playRouterPods starts, for every running router pod, the router image's
 // entrypoint from the image's own root filesystem exactly as the pod spec
-// says: its args and env, the ConfigMap's file at its mount path, the Qwen
+// says: its args and env, the ConfigMap's files at its mount path, the Qwen
 // tokenizer files testenv provides at the fleet's paths under the claim's
 // mount, and the pod's own ServiceAccount token (minted through the
 // TokenRequest API) where the kubelet mounts it, so the router's in-cluster
@@ -144,10 +146,17 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 		if err != nil {
 			t.Fatalf("minting pod %s's ServiceAccount token: %v", p.Name, err)
 		}
-		podFiles := map[string][]byte{configPath: yaml,
+		podFiles := map[string][]byte{}
+		for k, v := range cm.Data { // a ConfigMap volume projects every key as a file
+			podFiles[filepath.Join(mounts["config"], k)] = []byte(v)
+		}
+		podFiles[configPath] = yaml
+		for k, v := range map[string][]byte{
 			"/var/run/secrets/kubernetes.io/serviceaccount/token":     []byte(tok.Status.Token),
 			"/var/run/secrets/kubernetes.io/serviceaccount/ca.crt":    c.CAData,
-			"/var/run/secrets/kubernetes.io/serviceaccount/namespace": []byte(ns)}
+			"/var/run/secrets/kubernetes.io/serviceaccount/namespace": []byte(ns)} {
+			podFiles[k] = v
+		}
 		for k, v := range files {
 			podFiles[k] = v
 		}
@@ -280,6 +289,17 @@ resource "llmd_prefix_router" "picker" {
 `, ns, devRouterImage, scoring, devRouterImage))
 }
 
+// oneApplyFlow gives the router its own priority classes; its pods'
+// capacity is the fleet's max_num_seqs (256) by default.
+const oneApplyFlow = `
+  limits = {
+    priority_classes = [{ name = "interactive", ttl = "60s" }, { name = "standard" }, { name = "batch", ttl = "10s" }]
+  }`
+
+// oneApplyKeys adds a tenant's key, by its digest.
+const oneApplyKeys = `
+  api_keys = [{ sha256 = sha256("key-of-acme"), tenant = "acme", class = "standard" }]`
+
 // pickerRes is the one-apply test's second router, in gateway mode.
 const pickerRes = "llmd_prefix_router.picker"
 
@@ -320,7 +340,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 		CheckDestroy:             resource.ComposeTestCheckFunc(checkNothingOwned(t, aws, cluster), checkNamespaceEmpty(c, ns)),
 		Steps: []resource.TestStep{
 			{
-				Config: oneApplyConfig(g, repo, cluster, ns, ""),
+				Config: oneApplyConfig(g, repo, cluster, ns, oneApplyFlow),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("url"), knownvalue.StringExact("http://router."+ns+".svc.cluster.local:8000")),
 					statecheck.ExpectKnownValue(routerRes, tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
@@ -379,6 +399,9 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 						if len(pods) != 1 {
 							return fmt.Errorf("prefix %d went to %v through the router, want one pod", prefix, pods)
 						}
+					}
+					if err := checkRouterFlow(t, c, ns, routers[0].url, model); err != nil {
+						return err
 					}
 					// /v1/route explains a fresh request of prefix 0 as cached on that pod, on both router pods
 					// (each follows the KV events on its own).
@@ -440,7 +463,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 				},
 			},
 			{
-				Config:   oneApplyConfig(g, repo, cluster, ns, ""),
+				Config:   oneApplyConfig(g, repo, cluster, ns, oneApplyFlow),
 				PlanOnly: true,
 			},
 			{
@@ -451,7 +474,7 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 				ImportStateVerifyIgnore: []string{"timeouts"},
 			},
 			{
-				Config: oneApplyConfig(g, repo, cluster, ns, `
+				Config: oneApplyConfig(g, repo, cluster, ns, oneApplyFlow+oneApplyKeys+`
   scoring = {
     scorers = [
       { type = "prefix", weight = 1 },
@@ -490,10 +513,54 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 					if len(cfg.Scoring.Scorers) != 2 || cfg.Scoring.Scorers[1].Type != "queue" {
 						return fmt.Errorf("the ConfigMap scores with %+v", cfg.Scoring.Scorers)
 					}
+					acme := sha256.Sum256([]byte("key-of-acme"))
+					if keys := cm.Data[workloads.RouterAPIKeysFile]; keys != hex.EncodeToString(acme[:])+" tenant=acme class=standard\n" ||
+						flagValue(router.Spec.Template.Spec.Containers[0].Args, "--api-keys-file") != workloads.RouterConfigDir+"/"+workloads.RouterAPIKeysFile {
+						return fmt.Errorf("api_keys: the ConfigMap lists %q for %q", keys, router.Spec.Template.Spec.Containers[0].Args)
+					}
 					t.Logf("scoring change: router generation %d -> %d, fleet generation %d unchanged", routerGeneration, router.Generation, fleet.Generation)
 					return nil
 				},
 			},
+			{
+				ResourceName:            routerRes,
+				ImportState:             true,
+				ImportStateId:           cluster + "/" + ns + "/router",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
 		},
 	})
+}
+
+// checkRouterFlow checks the router pod at url admits as its limits say:
+// each pod's capacity is the fleet's max_num_seqs, its classes are the
+// configuration's, a request naming one is served and one naming another
+// class is 400 listing them.
+func checkRouterFlow(t *testing.T, c *testenv.Cluster, ns, url, model string) error {
+	t.Helper()
+	dep, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), "router", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	args := dep.Spec.Template.Spec.Containers[0].Args
+	if flagValue(args, "--max-in-flight-per-pod") != "256" || flagValue(args, "--priority-classes") != "interactive=1m0s,standard,batch=10s" {
+		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod and the configured classes", args)
+	}
+	body := completionBody(t, model, prefixPrompt(7, 1))
+	for class, want := range map[string]int{"interactive": http.StatusOK, "premium": http.StatusBadRequest} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-llmd-priority", class)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusBadRequest && !strings.Contains(string(b), "interactive, standard, batch")) {
+			return fmt.Errorf("x-llmd-priority %s: status %d: %s", class, resp.StatusCode, b)
+		}
+	}
+	return nil
 }

@@ -81,6 +81,10 @@ resource "llmd_prefix_router" "test" {
 		{"claim in another namespace", directRouterConfig(c, moto, "plan-errors", "", image+`  namespace = "edge"`),
 			`namespace:\s+"edge"\s+is\s+not\s+fleet.namespace\s+"plan-errors"`},
 		{"hand-made fleet", handFleet(8000), `fleet.kv_events_port\s+=\s+8000\s+is\s+fleet.http_port\s+too`},
+		{"key digest", directRouterConfig(c, moto, "plan-errors", "", image+`  api_keys = [{ sha256 = "key-of-acme" }]`),
+			`(?s)api_keys\[0\].sha256.*must\s+be\s+64\s+hex\s+digits:\s+give\s+sha256\(key\)`},
+		{"key of no class", directRouterConfig(c, moto, "plan-errors", "", image+`  api_keys = [{ sha256 = sha256("k"), class = "gold" }]`),
+			`api_keys\[0\].class:\s+"gold"\s+is\s+not\s+one\s+of\s+the\s+classes\s+high,\s+standard,\s+low`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{

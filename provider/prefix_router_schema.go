@@ -41,7 +41,7 @@ var (
 		"queue_timeout": types.StringType, "drain_timeout": types.StringType,
 		"priority_classes": types.ListType{ElemType: types.ObjectType{AttrTypes: routerClassTypes}}, "default_class": types.StringType,
 		"tenant_share": types.Float64Type}
-	routerAPIKeyTypes = map[string]attr.Type{"sha256": types.StringType, "tenant": types.StringType, "class": types.StringType}
+	routerAPIKeyTypes  = map[string]attr.Type{"sha256": types.StringType, "tenant": types.StringType, "class": types.StringType}
 	routerServiceTypes = map[string]attr.Type{"type": types.StringType, "internal": types.BoolType, "port": types.Int64Type,
 		"annotations": types.MapType{ElemType: types.StringType}, "load_balancer_source_ranges": types.ListType{ElemType: types.StringType}}
 	routerResourcesTypes  = map[string]attr.Type{"cpu": types.StringType, "memory": types.StringType, "memory_limit": types.StringType}

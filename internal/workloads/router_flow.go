@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // validateFlow checks the priority classes, the default class, the tenant
@@ -28,9 +28,7 @@ func (r Router) validateFlow() error {
 		names = append(names, c.Name)
 	}
 	if len(names) == 0 {
-		for _, c := range proxy.DefaultClasses {
-			names = append(names, c.Name)
-		}
+		names = config.DefaultPriorityClasses
 	}
 	known := func(name string) bool { return slices.Contains(names, name) }
 	if l.DefaultClass != "" && !known(l.DefaultClass) {

@@ -64,6 +64,14 @@ const (
 	DefaultBreakerMaxOpenFor     = 30 * time.Second
 )
 
+// DefaultPriorityClasses are the router's priority classes, highest first,
+// when none are configured (serve --priority-classes, the provider's
+// limits.priority_classes); a request naming none is DefaultPriorityClass.
+var DefaultPriorityClasses = []string{"high", "standard", "low"}
+
+// DefaultPriorityClass is the class of a request that names none.
+const DefaultPriorityClass = "standard"
+
 // MaxEngines is how many engines (pods x data-parallel ranks) the block
 // index tracks: index.MaxEngines, restated here so this package stays free
 // of the router's other packages (a test in package index holds them equal).

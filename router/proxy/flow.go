@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // Headers naming a request's flow. A key mapped to a tenant fixes the
@@ -18,12 +20,19 @@ const (
 )
 
 // DefaultClasses are the priority classes when none are configured,
-// highest first; each takes Config.QueueTimeout as its time-to-live.
-var DefaultClasses = []Class{{Name: "high"}, {Name: "standard"}, {Name: "low"}}
+// highest first (config.DefaultPriorityClasses); each takes
+// Config.QueueTimeout as its time-to-live.
+var DefaultClasses = func() []Class {
+	out := make([]Class, len(config.DefaultPriorityClasses))
+	for i, name := range config.DefaultPriorityClasses {
+		out[i] = Class{Name: name}
+	}
+	return out
+}()
 
 // Default flow settings.
 const (
-	DefaultClass       = "standard"
+	DefaultClass       = config.DefaultPriorityClass
 	DefaultTenantShare = 0.5
 )
 
