@@ -63,7 +63,9 @@ func TestRouterFlowErrors(t *testing.T) {
 		{"default class", func(r *Router) { r.Limits.DefaultClass = "gold" }, `limits.default_class: "gold" is not one of the classes high, standard, low`},
 		{"share", func(r *Router) { r.Limits.TenantShare = 1.5 }, "limits.tenant_share: 1.5"},
 		{"digest", func(r *Router) { r.APIKeys = []RouterAPIKey{{SHA256: "secret"}} }, `api_keys[0].sha256: "secret" is not 64 hex digits`},
-		{"same key", func(r *Router) { r.APIKeys = []RouterAPIKey{{SHA256: acmeDigest}, {SHA256: strings.ToLower(acmeDigest)}} }, "api_keys[1].sha256: the same key"},
+		{"same key", func(r *Router) {
+			r.APIKeys = []RouterAPIKey{{SHA256: acmeDigest}, {SHA256: strings.ToLower(acmeDigest)}}
+		}, "api_keys[1].sha256: the same key"},
 		{"key class", func(r *Router) {
 			r.Limits.Classes = []RouterClass{{Name: "gold"}, {Name: "bronze"}}
 			r.APIKeys = []RouterAPIKey{{SHA256: acmeDigest, Class: "standard"}}
