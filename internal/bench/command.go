@@ -52,6 +52,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	engines := fs.String("engines", "", "live: run against these engines instead of simulated replicas (comma-separated base URLs); policies rr, random and router")
 	routerURLs := fs.String("router-urls", "", "live, with --engines: the routers the router policy sends to (comma-separated base URLs)")
 	fs.StringVar(&live.Model, "model", live.Model, "live: the served model name")
+	var mix PriorityMix
+	fs.Var(mixFlag{&mix}, "priority-mix", "live: the priority classes the requests name in the x-llmd-priority header, drawn from --seed with these shares, e.g. high=0.2,low=0.8 (the router's class names; default none: the router's default class); the report adds a row per class")
+	fs.Var(listFlag{&live.RouterArgs}, "router-arg", "live: one more argument for every `llmd-router serve` the bench starts, repeatable, e.g. --router-arg=--max-in-flight-per-pod=32 (flow control is on only with a cap)")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,7 +70,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// (the engines are what they are).
 		w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
 			SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
-			RequestRate: *rate, Seed: *seedFlag, Prompts: *prompts, BlockSize: *blockSize}
+			RequestRate: *rate, Seed: *seedFlag, Prompts: *prompts, BlockSize: *blockSize, PriorityMix: mix}
+		if len(live.RouterArgs) > 0 {
+			return fmt.Errorf("--router-arg: with --engines the bench starts no router (configure the routers at --router-urls)")
+		}
 		return runEndpoints(ctx, w, endpointPolicies(fs, *policies), Endpoints{Engines: splitList(*engines), Routers: splitList(*routerURLs)},
 			*mode, live, *jsonPath, stdout, stderr)
 	}
@@ -81,7 +87,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	pols = WithRouters(pols, *routers)
 	w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
 		SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
-		RequestRate: *rate, Seed: *seedFlag, Replicas: *replicas, Prompts: *prompts, BlockSize: *blockSize}
+		RequestRate: *rate, Seed: *seedFlag, Replicas: *replicas, Prompts: *prompts, BlockSize: *blockSize, PriorityMix: mix}
 	if *scaled {
 		w, live.TimeScale = DemoWorkload(w), DemoTimeScale
 	}
@@ -93,6 +99,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "virtual":
 		// Virtual time stretches the router's wall-clock lag as the live
 		// replicas' time scale does.
+		if len(mix) > 0 || len(live.RouterArgs) > 0 {
+			return fmt.Errorf("--priority-mix, --router-arg: live mode only (virtual mode has no router process or admission)")
+		}
 		if *routerCost < 0 || *peers < 0 {
 			return fmt.Errorf("--router-cost %s, --peer-delay %s: must be >= 0", *routerCost, *peers)
 		}
@@ -140,6 +149,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := WriteCeiling(stdout, rep); err != nil {
 		return err
 	}
+	if err := WriteClassTable(stdout, rep); err != nil {
+		return err
+	}
 	if err := writeJSON(*jsonPath, rep); err != nil {
 		return err
 	}
@@ -169,6 +181,9 @@ func runEndpoints(ctx context.Context, w Workload, policies []string, ep Endpoin
 		return err
 	}
 	if err := WriteCeiling(stdout, rep); err != nil {
+		return err
+	}
+	if err := WriteClassTable(stdout, rep); err != nil {
 		return err
 	}
 	return writeJSON(jsonPath, rep)

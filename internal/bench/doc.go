@@ -43,6 +43,23 @@
 // waiting, running and KV use over the run ("pods_over_time", sampled
 // every second of simulated time).
 //
+// # Priority classes under overload (--priority-mix, --router-arg)
+//
+// --priority-mix high=0.2,low=0.8 names a priority class in each request's
+// x-llmd-priority header, drawn per request number from --seed with the
+// given shares (the router's class names; default none: no header, the
+// router's default class). --router-arg adds one argument to every
+// `llmd-router serve` the bench starts (repeatable): flow control holds
+// requests only under a cap, --router-arg=--max-in-flight-per-pod=N. A
+// request refused with 429 or 503 (the router's admission) is shed, not
+// failed, and the run goes on; a request with no answer (a transport error
+// or a stream cut short) is lost. With a mix the table gains one row per
+// policy and class ("classes" in the JSON): requests sent, served, shed
+// with 429 and with 503 (and how many of those carried Retry-After),
+// failed, lost, and the served requests' mean and P99 TTFT. The router's
+// time-to-live (--queue-timeout) is wall-clock time: at --demo-scale's
+// 2.5x, --router-arg=--queue-timeout=12s is 30 s of simulated time.
+//
 // # Herding
 //
 // Every run gets a verdict ("herd", the table's "max pod / mean"): a run

@@ -42,6 +42,9 @@ type LiveOptions struct {
 	// APIKey, when set, goes with every request as a bearer token (a
 	// router or engines that require one; never logged or reported).
 	APIKey string
+	// RouterArgs are added to every `llmd-router serve` the bench starts,
+	// e.g. --max-in-flight-per-pod=32 (its admission).
+	RouterArgs []string
 }
 
 // DefaultLiveOptions are real time, the 5% lag limit, this binary.
@@ -55,7 +58,7 @@ func DefaultLiveOptions() LiveOptions {
 // and best go through a real `llmd-router serve` process configured with
 // the policy's scorers. Progress goes to progress.
 func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOptions, progress io.Writer) (Report, error) {
-	rep := Report{Mode: "live", Workload: w.Normalize(), Live: &LiveInfo{TimeScale: opts.TimeScale}}
+	rep := Report{Mode: "live", Workload: w.Normalize(), Live: &LiveInfo{TimeScale: opts.TimeScale, RouterArgs: opts.RouterArgs}}
 	if opts.TimeScale <= 0 {
 		return rep, fmt.Errorf("time scale %g: must be > 0", opts.TimeScale)
 	}

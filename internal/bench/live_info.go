@@ -9,4 +9,7 @@ type LiveInfo struct {
 	MaxLagSeconds float64 `json:"max_lag_s"`
 	LagShare      float64 `json:"lag_share"`
 	WallSeconds   float64 `json:"wall_s"`
+	// RouterArgs are the arguments added to every router the bench
+	// started (--router-arg).
+	RouterArgs []string `json:"router_args,omitempty"`
 }

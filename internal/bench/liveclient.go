@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
 )
 
 // client is the live load generator: MaxConcurrency workers, each one
@@ -30,15 +32,18 @@ type client struct {
 	http   *http.Client
 	// start is the wall time the run began; times are reported from it.
 	start time.Time
+	// classes is request i's priority class at index i (nil: none named).
+	classes []string
 
-	done, failed, outTokens atomic.Int64
-	mu                      sync.Mutex
-	recs                    []Record
-	firstErr                error
+	done, shed, failed, outTokens atomic.Int64
+	mu                            sync.Mutex
+	recs                          []Record
+	tallies                       map[string]*tally // by class
+	firstErr                      error
 }
 
 func newClient(w Workload, reqs requests, model string, target func(conn, i int) string) *client {
-	return &client{w: w, reqs: reqs, model: model, target: target,
+	return &client{w: w, reqs: reqs, model: model, target: target, tallies: map[string]*tally{},
 		http: &http.Client{Transport: &http.Transport{MaxIdleConns: w.MaxConcurrency, MaxIdleConnsPerHost: w.MaxConcurrency,
 			DisableCompression: true}}}
 }
@@ -93,39 +98,61 @@ type chunk struct {
 	} `json:"usage"`
 }
 
-// one sends request i to base and records it, or counts it failed; it
-// returns the reply's text when the requests want it.
+// one sends request i to base and records how it ended; it returns the
+// reply's text, and whether it was served, when the requests want it.
 func (c *client) one(ctx context.Context, base string, i int) (string, bool) {
 	path, body, err := c.reqs.body(i, c.model)
 	if err != nil {
-		c.fail(err)
-		return "", false
+		return c.end(i, outFailed, false, err)
 	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 	if err != nil {
-		c.fail(fmt.Errorf("building a request to %s: %w", base, err))
-		return "", false
+		return c.end(i, outFailed, false, fmt.Errorf("building a request to %s: %w", base, err))
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	if c.apiKey != "" {
 		hr.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
+	if class := c.class(i); class != "" {
+		hr.Header.Set(proxy.PriorityHeader, class)
+	}
 	sent := time.Now()
 	resp, err := c.http.Do(hr)
 	if err != nil {
-		c.fail(fmt.Errorf("sending to %s: %w", base, err))
-		return "", false
+		return c.end(i, outLost, false, fmt.Errorf("sending to %s: %w", base, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		o := outcomeOf(resp.StatusCode)
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		c.fail(fmt.Errorf("%s answered %s: %s", base, resp.Status, strings.TrimSpace(string(msg))))
-		return "", false
+		if o.shed() {
+			err = nil // admission's answer, not a failure
+		} else {
+			err = fmt.Errorf("%s answered %s: %s", base, resp.Status, strings.TrimSpace(string(msg)))
+		}
+		return c.end(i, o, resp.Header.Get("Retry-After") != "", err)
 	}
-	rec := Record{Sent: c.since(sent), Streamed: true}
+	rec := Record{Sent: c.since(sent), Streamed: true, Class: c.class(i)}
+	reply, o, err := c.stream(resp.Body, base, &rec)
+	if o != outServed {
+		return c.end(i, o, false, err)
+	}
+	rec.Done = c.since(time.Now())
+	c.outTokens.Add(int64(rec.OutputTokens))
+	c.mu.Lock()
+	c.recs = append(c.recs, rec)
+	c.mu.Unlock()
+	c.end(i, outServed, false, nil)
+	return reply, true
+}
+
+// stream reads a streamed answer from base into rec (first-token and token
+// times, token counts), returning the reply's text when the requests want
+// it; an outcome other than outServed says why it was not served.
+func (c *client) stream(body io.Reader, base string, rec *Record) (string, outcome, error) {
 	var reply strings.Builder
 	chunks := 0
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
@@ -134,8 +161,7 @@ func (c *client) one(ctx context.Context, base string, i int) (string, bool) {
 		}
 		var ch chunk
 		if err := json.Unmarshal(data, &ch); err != nil {
-			c.fail(fmt.Errorf("decoding a chunk from %s: %w", base, err))
-			return "", false
+			return "", outFailed, fmt.Errorf("decoding a chunk from %s: %w", base, err)
 		}
 		if ch.Usage != nil {
 			rec.PromptTokens, rec.OutputTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
@@ -159,30 +185,48 @@ func (c *client) one(ctx context.Context, base string, i int) (string, bool) {
 		chunks++
 	}
 	if err := sc.Err(); err != nil || chunks == 0 {
-		c.fail(fmt.Errorf("reading the stream from %s: %d chunks, %v", base, chunks, err))
-		return "", false
+		return "", outLost, fmt.Errorf("reading the stream from %s: %d chunks, %v", base, chunks, err)
 	}
 	if rec.OutputTokens == 0 {
 		rec.OutputTokens = chunks
 	}
-	rec.Done = c.since(time.Now())
-	c.outTokens.Add(int64(rec.OutputTokens))
-	c.done.Add(1)
-	c.mu.Lock()
-	c.recs = append(c.recs, rec)
-	c.mu.Unlock()
-	return reply.String(), true
+	return reply.String(), outServed, nil
 }
 
 func (c *client) since(t time.Time) float64 { return t.Sub(c.start).Seconds() }
 
-func (c *client) fail(err error) {
-	c.failed.Add(1)
+// class is request i's priority class, "" for none.
+func (c *client) class(i int) string {
+	if c.classes == nil {
+		return ""
+	}
+	return c.classes[i]
+}
+
+// end counts request i's outcome o (retryAfter: its answer carried
+// Retry-After) and keeps the run's first error; it returns what one
+// returns for a request not served.
+func (c *client) end(i int, o outcome, retryAfter bool, err error) (string, bool) {
+	switch {
+	case o == outServed:
+		c.done.Add(1)
+	case o.shed():
+		c.shed.Add(1)
+	default:
+		c.failed.Add(1)
+	}
 	c.mu.Lock()
-	if c.firstErr == nil {
+	defer c.mu.Unlock()
+	t := c.tallies[c.class(i)]
+	if t == nil {
+		t = &tally{}
+		c.tallies[c.class(i)] = t
+	}
+	t.add(o, retryAfter)
+	if err != nil && c.firstErr == nil {
 		c.firstErr = err
 	}
-	c.mu.Unlock()
+	return "", false
 }
 
 // progress prints a one-line status to w every interval until ctx ends,
@@ -197,8 +241,8 @@ func (c *client) progress(ctx context.Context, w io.Writer, label string, timeSc
 			return
 		case <-t.C:
 			el := time.Since(c.start).Seconds()
-			fmt.Fprintf(w, "\r%-8s %5d/%d done, %d failed, %6.1f s wall (%7.1f s simulated), %6.0f output tok/s simulated   ",
-				label, c.done.Load(), c.reqs.Len(), c.failed.Load(), el, el*timeScale,
+			fmt.Fprintf(w, "\r%-8s %5d/%d done, %d shed, %d failed, %6.1f s wall (%7.1f s simulated), %6.0f output tok/s simulated   ",
+				label, c.done.Load(), c.reqs.Len(), c.shed.Load(), c.failed.Load(), el, el*timeScale,
 				float64(c.outTokens.Load())/(el*timeScale))
 		}
 	}

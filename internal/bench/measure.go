@@ -41,7 +41,7 @@ func measureLive(ctx context.Context, w Workload, reqs requests, side liveSide, 
 		return Summary{}, lagReport{}, err
 	}
 	c := newClient(w, reqs, opts.Model, side.target)
-	c.apiKey = opts.APIKey
+	c.apiKey, c.classes = opts.APIKey, w.PriorityMix.assign(w.Seed, reqs.Len())
 	start := time.Now()
 	c.start = start
 	reqs.begin(ctx, start)
@@ -117,6 +117,7 @@ func measureLive(ctx context.Context, w Workload, reqs requests, side liveSide, 
 		fmt.Fprintf(progress, "%s: %d requests failed, the first with: %v\n", side.policy, c.failed.Load(), c.firstErr)
 	}
 	s := Summarize(side.policy, c.recs, int(c.failed.Load()), fl)
+	s.Shed, s.Classes = int(c.shed.Load()), classSummaries(w.PriorityMix, c.tallies, c.recs)
 	s.Router = routersAfter.since(routersBefore)
 	return s, lag, sampler.err
 }

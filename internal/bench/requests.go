@@ -68,12 +68,13 @@ type completions struct {
 	text     func(i int) string // nil: token-id prompts
 	arrivals []time.Duration    // offsets from start; nil: all ready at once
 	start    time.Time
-	next     atomic.Int64
+	next     atomic.Int64 // the next request number to hand out
+	handed   atomic.Int64 // requests handed out once their arrival came
 }
 
 func (c *completions) Len() int                                 { return c.work.Len() }
 func (c *completions) wantsReply() bool                         { return false }
-func (c *completions) taken() int                               { return min(int(c.next.Load()), c.work.Len()) }
+func (c *completions) taken() int                               { return int(c.handed.Load()) }
 func (c *completions) finished(int, string, bool)               {}
 func (c *completions) begin(_ context.Context, start time.Time) { c.start = start }
 
@@ -87,6 +88,7 @@ func (c *completions) take(ctx context.Context) (int, bool) {
 			return 0, false
 		}
 	}
+	c.handed.Add(1)
 	return i, true
 }
 

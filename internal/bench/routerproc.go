@@ -82,7 +82,8 @@ func startRouter(ctx context.Context, opts LiveOptions, dir, policy string, scor
 		return nil, fmt.Errorf("writing the router config: %w", err)
 	}
 	p := &routerProc{logs: &tailBuffer{max: 8 << 10}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "serve", "--config", cfgPath, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	args := append([]string{"serve", "--config", cfgPath, "--listen", "127.0.0.1:0", "--log-level", "warn"}, opts.RouterArgs...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.logs
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

@@ -15,6 +15,8 @@ type Record struct {
 	// arrival time of every output token after the first.
 	Streamed bool
 	Tokens   []float64
+	// Class is the priority class the request named ("" for none).
+	Class string
 }
 
 // Fleet is what the replicas' own counters say about a run (vLLM's
@@ -39,9 +41,12 @@ type Fleet struct {
 // Summary is one policy's result, in `vllm bench serve`'s terms plus the
 // fleet's prefix-cache hit rate and load. Times are milliseconds.
 type Summary struct {
-	Policy               string  `json:"policy"`
-	Completed            int     `json:"completed"`
-	Failed               int     `json:"failed"`
+	Policy    string `json:"policy"`
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+	// Shed counts the requests refused with 429 or 503 (live mode: the
+	// router's admission), which are not failed.
+	Shed                 int     `json:"shed,omitempty"`
 	Duration             float64 `json:"duration_s"`
 	InputTokens          int     `json:"total_input_tokens"`
 	OutputTokens         int     `json:"total_output_tokens"`
@@ -85,6 +90,9 @@ type Summary struct {
 	// Router holds the router process's own counters after a live run
 	// (decisions, KV-event messages and gaps, index keys...).
 	Router map[string]float64 `json:"router,omitempty"`
+	// Classes is each priority class's part of the run, when the workload
+	// had a priority mix.
+	Classes []ClassSummary `json:"classes,omitempty"`
 	// TTFTs are every request's TTFT in ms, sorted, for the plot.
 	TTFTs []float64 `json:"-"`
 }

@@ -41,6 +41,9 @@ type Workload struct {
 	// BlockSize is the replicas' KV block size (vLLM --block-size), which
 	// the router is given as the provider gives it: 64, as the seed ran.
 	BlockSize int `json:"block_size"`
+	// PriorityMix is the priority classes the requests name (live mode;
+	// empty: none).
+	PriorityMix PriorityMix `json:"priority_mix,omitempty"`
 }
 
 // DatasetMultiTurn is the chat workload whose prefix grows every turn, as
@@ -72,6 +75,9 @@ func (w Workload) check() error {
 	need(w.BlockSize > 0, "--block-size must be > 0")
 	need(w.Prompts == PromptsText || w.Prompts == PromptsTokens,
 		fmt.Sprintf("--prompts %q: want %s or %s", w.Prompts, PromptsText, PromptsTokens))
+	if err := w.PriorityMix.check(); err != nil {
+		errs = append(errs, err.Error())
+	}
 	switch w.Dataset {
 	case DatasetPrefixRepetition, DatasetZipf, DatasetMultiTurn:
 		need(w.NumPrefixes > 0 && w.NumPrompts >= w.NumPrefixes,
