@@ -52,28 +52,43 @@ type Flow struct {
 // fleet. A release on this replica hands its slot over at once.
 const refillEvery = 50 * time.Millisecond
 
-// admission holds each pod to its capacity (the engine's batch limit)
-// counting this replica's requests and the peers' (as last exchanged), and
-// queues the requests that find every pod full.
+// admission holds each pod to its capacity and queues the requests that
+// find no pod with room. A pod has room while it has a free slot (the
+// engine's batch limit, counting this replica's requests and the peers' as
+// last exchanged), while fewer than the pending bound of this replica's
+// requests to it have yet to answer a byte, and while no room is on its
+// way to a waiter. The pending bound follows the engine: a request the
+// engine cannot fit yet (its KV cache full, its batch at max_num_seqs)
+// waits there unanswered, so the pod stays shut until the engine starts
+// it, and the router, where requests can still be ordered and placed,
+// holds the rest.
 //
-// A freed slot goes to the highest class with a waiter that may use the
-// pod; within a class, tenants take turns (round robin over the tenants
-// that wait), and a tenant's own waiters go first in, first out. A release
-// hands its slot straight to that waiter, so a burst of releases wakes as
-// many waiters as there are slots, never the whole queue, and a newcomer
-// cannot take the slot first.
+// A request queues for the pod its decision chose over every pod, room or
+// not (its want), so a full fleet does not send it to whichever pod frees
+// first, away from the pod holding its prefix. Room on a pod goes to the
+// highest class with a waiter wanting that pod, else to the highest class
+// with a waiter wanting no pod in particular or one that left the fleet.
+// Within a class tenants take turns (round robin over the tenants that
+// wait), and a tenant's own waiters go first in, first out. Room is handed
+// to one waiter at a time per pod (the next once it has placed its
+// request), so a burst of room wakes as many waiters as fit, never the
+// whole queue, and a newcomer cannot take the slot first.
 type admission struct {
-	cap      int // 0: no cap, no queue
+	cap      int // slots per pod, 0: no cap
+	pending  int // unanswered requests per pod that shut it, 0: no bound
 	maxQueue int
 	share    int // waiters one tenant may hold in one class
 	classes  []Class
 	pods     func() []scoring.Pod // the fleet, for refills; nil: none
 
 	mu      sync.Mutex
-	open    map[string]int // this replica's slots per pod
-	peer    map[string]int // the peers' in-flight per pod
-	bands   []band         // one per class
-	n       int            // waiters in every band
+	open    map[string]int  // this replica's slots per pod
+	unans   map[string]int  // this replica's requests per pod yet to answer a byte
+	peer    map[string]int  // the peers' in-flight per pod
+	transit map[string]bool // pods whose room is on its way to a waiter
+	present map[string]bool // the fleet as the last refill saw it
+	bands   []band          // one per class
+	n       int             // waiters in every band
 	pumping bool
 }
 
@@ -86,10 +101,12 @@ type band struct {
 
 // waiter is one queued request.
 type waiter struct {
-	flow Flow
-	skip []string    // pods it has tried: a slot there is no use to it
-	got  chan result // the slot handed over or why it was shed (buffered)
-	elem *list.Element
+	flow  Flow
+	want  string      // the pod its decision chose; "" any
+	since time.Time   // when it queued: its patience runs from it
+	skip  []string    // pods it has tried: a slot there is no use to it
+	got   chan result // the slot handed over or why it was shed (buffered)
+	elem  *list.Element
 }
 
 type result struct {
@@ -97,22 +114,39 @@ type result struct {
 	err error
 }
 
-func newAdmission(cap, maxQueue int, share float64, classes []Class, pods func() []scoring.Pod) *admission {
-	a := &admission{cap: cap, maxQueue: maxQueue, share: max(1, int(share*float64(maxQueue))), classes: classes,
-		pods: pods, open: make(map[string]int), peer: make(map[string]int), bands: make([]band, len(classes))}
+// admissionLimits are a pod's capacity and the queue's bounds.
+type admissionLimits struct {
+	cap, pending, maxQueue int
+	share                  float64
+}
+
+func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
+	a := &admission{cap: l.cap, pending: l.pending, maxQueue: l.maxQueue,
+		share: max(1, int(l.share*float64(l.maxQueue))), classes: classes, pods: pods,
+		open: make(map[string]int), unans: make(map[string]int), peer: make(map[string]int),
+		transit: make(map[string]bool), present: make(map[string]bool), bands: make([]band, len(classes))}
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
 	}
 	return a
 }
 
+// on says whether admission holds pods to anything; off, there is no queue.
+func (a *admission) on() bool { return a.cap > 0 || a.pending > 0 }
+
 // used is what pod has in flight from every replica; a.mu held.
 func (a *admission) used(pod string) int { return a.open[pod] + a.peer[pod] }
 
-// underCap keeps the pods of cands that can take one more request, in
-// place, noting the peers' in-flight counts they carry.
-func (a *admission) underCap(cands []scoring.Pod) []scoring.Pod {
-	if a.cap == 0 {
+// room says whether pod takes one more request now; a.mu held.
+func (a *admission) room(pod string) bool {
+	return !a.transit[pod] && (a.cap == 0 || a.used(pod) < a.cap) &&
+		(a.pending == 0 || a.unans[pod] < a.pending)
+}
+
+// withRoom keeps the pods of cands that take one more request, in place,
+// noting the peers' counts they carry.
+func (a *admission) withRoom(cands []scoring.Pod) []scoring.Pod {
+	if !a.on() {
 		return cands
 	}
 	a.mu.Lock()
@@ -120,62 +154,122 @@ func (a *admission) underCap(cands []scoring.Pod) []scoring.Pod {
 	for _, p := range cands {
 		a.notePeer(p)
 	}
-	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return a.used(p.Name) >= a.cap })
+	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name) })
 }
 
 // notePeer records p's in-flight from the peers; a.mu held.
-func (a *admission) notePeer(p scoring.Pod) {
-	if p.Load.PeerInFlight > 0 {
-		a.peer[p.Name] = p.Load.PeerInFlight
+func (a *admission) notePeer(p scoring.Pod) { setOrDelete(a.peer, p.Name, p.Load.PeerInFlight) }
+
+// setOrDelete sets m[k] to n, deleting it at 0 or below.
+func setOrDelete(m map[string]int, k string, n int) {
+	if n > 0 {
+		m[k] = n
 	} else {
-		delete(a.peer, p.Name)
+		delete(m, k)
 	}
 }
 
-// acquire takes a free slot on pod; false when another request took the
-// last one since underCap.
+// acquire takes a slot on pod; false when it has no room (another request
+// took it since withRoom).
 func (a *admission) acquire(pod string) bool {
-	if a.cap == 0 {
+	if !a.on() {
 		return true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.used(pod) >= a.cap {
+	if !a.room(pod) {
 		return false
 	}
 	a.open[pod]++
 	return true
 }
 
-// release gives a slot on pod back: to the waiter next in turn that may
-// use it, or to the pool (also when the peers filled the pod meanwhile).
+// begin places a request on pod, whose slot it holds (acquired, or handed
+// over when handed is set), counting it unanswered until started, at the
+// pod's first byte. started may be called more than once.
+func (a *admission) begin(pod string, handed bool) (started func()) {
+	if !a.on() {
+		return func() {}
+	}
+	a.mu.Lock()
+	if handed {
+		delete(a.transit, pod)
+	}
+	a.unans[pod]++
+	a.fill(pod)
+	a.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			setOrDelete(a.unans, pod, a.unans[pod]-1)
+			a.fill(pod)
+		})
+	}
+}
+
+// release gives a placed request's slot on pod back (call its started
+// first), handing the room to a waiter.
 func (a *admission) release(pod string) {
-	if a.cap == 0 {
+	if !a.on() {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.used(pod) <= a.cap {
-		if w := a.next(pod); w != nil {
-			w.got <- result{pod: pod} // the slot stays taken, now the waiter's
-			return
-		}
+	setOrDelete(a.open, pod, a.open[pod]-1)
+	a.fill(pod)
+}
+
+// unhand gives back a slot handed over that its waiter did not use.
+func (a *admission) unhand(pod string) {
+	if !a.on() {
+		return
 	}
-	if a.open[pod]--; a.open[pod] <= 0 {
-		delete(a.open, pod)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.transit, pod)
+	setOrDelete(a.open, pod, a.open[pod]-1)
+	a.fill(pod)
+}
+
+// fill hands pod's room, if it has any, to the waiter next in turn for it;
+// a.mu held.
+func (a *admission) fill(pod string) {
+	if !a.room(pod) {
+		return
+	}
+	if w := a.next(pod); w != nil {
+		a.open[pod]++
+		a.transit[pod] = true
+		w.got <- result{pod: pod}
 	}
 }
 
-// next removes and returns the waiter that gets a slot on pod: highest
-// class first, tenants in turn within it; nil when none may use pod. a.mu
-// held.
+// next removes and returns the waiter that gets room on pod: the highest
+// class's waiter wanting pod, else the highest class's waiter wanting no
+// pod in particular or one gone from the fleet, tenants in turn within a
+// class; nil when none may use pod. a.mu held.
 func (a *admission) next(pod string) *waiter {
+	if w := a.first(pod, func(w *waiter) bool { return w.want == pod }); w != nil {
+		return w
+	}
+	return a.first(pod, func(w *waiter) bool { return w.want == "" || a.gone(w.want) })
+}
+
+// gone says pod was not in the fleet at the last refill (none yet: not
+// gone); a.mu held.
+func (a *admission) gone(pod string) bool { return len(a.present) > 0 && !a.present[pod] }
+
+// first removes and returns the first waiter, in class and turn order,
+// that may use pod and that ok accepts; a.mu held.
+func (a *admission) first(pod string, ok func(*waiter) bool) *waiter {
 	for c := range a.bands {
 		b := &a.bands[c]
 		for i := range b.ring {
 			t := (b.next + i) % len(b.ring)
 			for e := b.tenants[b.ring[t]].Front(); e != nil; e = e.Next() {
-				if w := e.Value.(*waiter); !slices.Contains(w.skip, pod) {
+				if w := e.Value.(*waiter); ok(w) && !slices.Contains(w.skip, pod) {
 					b.next = t + 1 // the next tenant's turn (remove shifts ring when t's queue empties)
 					a.remove(w)
 					return w
@@ -268,24 +362,22 @@ func (a *admission) lowest(class int) *waiter {
 	return nil
 }
 
-// pump hands the room no release announced (peers' requests ending, pods
-// joining) to the waiters, every refillEvery while any waits.
+// pump hands the room no event of this replica announced (peers'
+// requests ending, pods joining or leaving) to the waiters, at once and
+// every refillEvery while any waits.
 func (a *admission) pump() {
 	t := time.NewTicker(refillEvery)
 	defer t.Stop()
-	for range t.C {
+	for ; ; <-t.C {
 		pods := a.pods()
 		a.mu.Lock()
+		clear(a.present)
+		for _, p := range pods {
+			a.present[p.Name] = true
+		}
 		for _, p := range pods {
 			a.notePeer(p)
-			for a.used(p.Name) < a.cap {
-				w := a.next(p.Name)
-				if w == nil {
-					break
-				}
-				a.open[p.Name]++
-				w.got <- result{pod: p.Name}
-			}
+			a.fill(p.Name)
 		}
 		if a.n == 0 {
 			a.pumping = false
@@ -296,12 +388,13 @@ func (a *admission) pump() {
 	}
 }
 
-// wait queues the caller until a slot is handed to it, returning the pod
-// it is on; or until its class's TTL from since passes or it is shed (a
-// *ShedError), or ctx ends. skip lists pods whose slots the caller cannot
-// use.
-func (a *admission) wait(ctx context.Context, flow Flow, skip []string, since time.Time) (string, error) {
-	w := &waiter{flow: flow, skip: skip, got: make(chan result, 1)}
+// wait queues the caller for want (the pod its decision chose; "" for any)
+// until room is handed to it, returning the pod, whose slot it then holds
+// (begin with handed, or unhand); or until its class's TTL from since
+// passes or it is shed (a *ShedError), or ctx ends. skip lists pods the
+// caller cannot use.
+func (a *admission) wait(ctx context.Context, flow Flow, want string, skip []string, since time.Time) (string, error) {
+	w := &waiter{flow: flow, want: want, skip: skip, got: make(chan result, 1)}
 	a.mu.Lock()
 	err := a.push(w)
 	a.mu.Unlock()
@@ -316,19 +409,19 @@ func (a *admission) wait(ctx context.Context, flow Flow, skip []string, since ti
 		return r.pod, r.err
 	case <-t.C:
 		err = &ShedError{Code: http.StatusServiceUnavailable, Class: class.Name, Reason: fmt.Sprintf(
-			"no pod freed a slot within class %s's time-to-live (%s)", class.Name, class.TTL)}
+			"no pod had room within class %s's time-to-live (%s)", class.Name, class.TTL)}
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 	}
-	// Leave the queue; slots are handed over under the lock, so after this
-	// none can arrive, but one may have as the wait ended: pass it on.
+	// Leave the queue; room is handed over under the lock, so after this
+	// none can arrive, but some may have as the wait ended: pass it on.
 	a.mu.Lock()
 	a.remove(w)
 	a.mu.Unlock()
 	select {
 	case r := <-w.got:
 		if r.err == nil {
-			a.release(r.pod)
+			a.unhand(r.pod)
 		}
 	default:
 	}

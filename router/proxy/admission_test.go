@@ -12,11 +12,11 @@ import (
 )
 
 // TestAdmissionHoldsTheCapUnderContention has 64 goroutines contend for
-// two pods with a cap of 2 through the sequence the proxy uses (underCap,
-// acquire, else wait for a handed-over slot): at no moment may a pod hold
+// two pods with a cap of 2 through the sequence the proxy uses (withRoom,
+// acquire, else wait for a handed-over slot; begin, release): at no moment may a pod hold
 // more than 2, and every request must get through as slots free up.
 func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
-	a := newAdmission(2, 64, 1, testClasses, nil)
+	a := newAdmission(admissionLimits{cap: 2, maxQueue: 64, share: 1}, testClasses, nil)
 	var held [2]atomic.Int64
 	var peak [2]atomic.Int64
 	var served atomic.Int64
@@ -24,16 +24,16 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			deadline := time.Now().Add(10 * time.Second)
-			pod := ""
+			pod, handed := "", false
 			for pod == "" {
-				cands := a.underCap([]scoring.Pod{{Name: "a"}, {Name: "b"}})
+				cands := a.withRoom([]scoring.Pod{{Name: "a"}, {Name: "b"}})
 				if len(cands) == 0 {
-					p, err := a.wait(context.Background(), Flow{Class: 1}, nil, deadline.Add(-10*time.Second))
+					p, err := a.wait(context.Background(), Flow{Class: 1}, "", nil, deadline.Add(-10*time.Second))
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					pod = p
+					pod, handed = p, true
 				} else if a.acquire(cands[len(cands)-1].Name) {
 					pod = cands[len(cands)-1].Name
 				}
@@ -44,7 +44,7 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 			held[i].Add(-1)
-			a.release(pod)
+			finish(a, pod, handed)
 			served.Add(1)
 		})
 	}
@@ -63,7 +63,7 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 	before := a.queued()
 	got := make(chan string, 1)
 	go func() {
-		pod, err := a.wait(ctx, Flow{Class: 1}, skip, time.Now().Add(d-time.Minute))
+		pod, err := a.wait(ctx, Flow{Class: 1}, "", skip, time.Now().Add(d-time.Minute))
 		if err != nil {
 			pod = "error: " + err.Error()
 		}
@@ -79,7 +79,7 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 // the oldest that may use the pod, and that the slot is its own: no other
 // request can take it in between.
 func TestAdmissionFIFO(t *testing.T) {
-	a := newAdmission(1, 8, 1, testClasses, nil)
+	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, nil)
 	a.acquire("a")
 	a.acquire("b")
 	first := queue(t, a, context.Background(), nil, time.Minute)
@@ -93,7 +93,7 @@ func TestAdmissionFIFO(t *testing.T) {
 	if a.acquire("b") {
 		t.Fatal("a newcomer took the slot handed to the first waiter")
 	}
-	a.release("b") // second skips b: third gets it
+	finish(a, "b", true) // second skips b: third gets it
 	if got := <-third; got != "b" {
 		t.Fatalf("third waiter got %q, want b (second cannot use b)", got)
 	}
@@ -114,12 +114,12 @@ func TestAdmissionFIFO(t *testing.T) {
 // TestAdmissionSheds checks both shedding reasons, a client leaving the
 // queue, and that a waiter leaving as its slot arrives passes it on.
 func TestAdmissionSheds(t *testing.T) {
-	a := newAdmission(1, 1, 1, testClasses, nil)
+	a := newAdmission(admissionLimits{cap: 1, maxQueue: 1, share: 1}, testClasses, nil)
 	if !a.acquire("a") || a.acquire("a") {
 		t.Fatal("cap of 1 not enforced")
 	}
 	timed := queue(t, a, context.Background(), nil, 300*time.Millisecond)
-	if _, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "b"}, nil, time.Now()); DecisionStatus(err) != 503 {
+	if _, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "b"}, "", nil, time.Now()); DecisionStatus(err) != 503 {
 		t.Errorf("second waiter: %v, want queue full", err)
 	}
 	if got := <-timed; !strings.Contains(got, "time-to-live") {
@@ -135,6 +135,14 @@ func TestAdmissionSheds(t *testing.T) {
 	if len(a.open) != 0 || a.queued() != 0 {
 		t.Errorf("after the last release: slots %v, %d queued", a.open, a.queued())
 	}
+}
+
+// finish ends a request holding a slot on pod as the proxy does: placed
+// (begin; handed says the slot was handed over in the queue), answered,
+// released.
+func finish(a *admission, pod string, handed bool) {
+	a.begin(pod, handed)()
+	a.release(pod)
 }
 
 // testClasses are three classes with a minute's time-to-live.

@@ -20,7 +20,7 @@ func queueFlow(t *testing.T, a *admission, flow Flow) <-chan result {
 	before := a.depths()[flow.Class] // its class's: a waiter it sheds leaves another
 	got := make(chan result, 1)
 	go func() {
-		pod, err := a.wait(context.Background(), flow, nil, time.Now())
+		pod, err := a.wait(context.Background(), flow, "", nil, time.Now())
 		got <- result{pod: pod, err: err}
 	}()
 	for a.depths()[flow.Class] == before {
@@ -32,7 +32,10 @@ func queueFlow(t *testing.T, a *admission, flow Flow) <-chan result {
 // served releases pod's slot once and returns which of the waiters got it.
 func served(t *testing.T, a *admission, pod string, waiters map[string]<-chan result) string {
 	t.Helper()
-	a.release(pod)
+	a.mu.Lock()
+	handed := a.transit[pod] // the last waiter served holds it
+	a.mu.Unlock()
+	finish(a, pod, handed)
 	for name, ch := range waiters {
 		select {
 		case r := <-ch:
@@ -53,7 +56,7 @@ func served(t *testing.T, a *admission, pod string, waiters map[string]<-chan re
 // tenants take turns (one of a, one of b, one of a again), each tenant's
 // own in arrival order; the low class last.
 func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
-	a := newAdmission(1, 16, 1, testClasses, nil)
+	a := newAdmission(admissionLimits{cap: 1, maxQueue: 16, share: 1}, testClasses, nil)
 	if !a.acquire("p") {
 		t.Fatal("the first slot")
 	}
@@ -94,13 +97,13 @@ func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
 // for a higher newcomer (503), and refuses a newcomer with nothing below
 // it (503).
 func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
-	a := newAdmission(1, 7, 0.5, testClasses, nil) // a share of 3 waiters
+	a := newAdmission(admissionLimits{cap: 1, maxQueue: 7, share: 0.5}, testClasses, nil) // a share of 3 waiters
 	a.acquire("p")
 	for range 4 { // alone in standard, a may pass its share
 		queueFlow(t, a, Flow{Class: 1, Tenant: "a"})
 	}
 	queueFlow(t, a, Flow{Class: 1, Tenant: "b"})
-	_, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "a"}, nil, time.Now())
+	_, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "a"}, "", nil, time.Now())
 	var shed *ShedError
 	if !errors.As(err, &shed) || shed.Code != http.StatusTooManyRequests || shed.Class != "standard" || DecisionStatus(err) != http.StatusTooManyRequests {
 		t.Fatalf("a's fifth waiter, b waiting beside it: %v, want 429 over its share of standard", err)
@@ -118,7 +121,7 @@ func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 	default:
 	}
 	// Full again, and a low newcomer has nothing below it.
-	if _, err := a.wait(context.Background(), Flow{Class: 2, Tenant: "d"}, nil, time.Now()); !errors.As(err, &shed) || shed.Code != http.StatusServiceUnavailable {
+	if _, err := a.wait(context.Background(), Flow{Class: 2, Tenant: "d"}, "", nil, time.Now()); !errors.As(err, &shed) || shed.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a low newcomer to a full queue: %v, want 503", err)
 	}
 	a.release("p")
@@ -132,7 +135,7 @@ func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 // longer TTL still waits.
 func TestFlowTimeToLiveIs503NamingTheClass(t *testing.T) {
 	classes := []Class{{"high", time.Minute}, {"batch", 50 * time.Millisecond}}
-	a := newAdmission(1, 8, 1, classes, nil)
+	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, classes, nil)
 	a.acquire("p")
 	long := queueFlow(t, a, Flow{Class: 0})
 	short := queueFlow(t, a, Flow{Class: 1})
@@ -158,11 +161,11 @@ func TestFlowCountsThePeersRequests(t *testing.T) {
 		n := int(peerLoad.Load())
 		return []scoring.Pod{{Name: "p", Load: scoring.Load{InFlight: n, PeerInFlight: n}}}
 	}
-	a := newAdmission(3, 8, 1, testClasses, pods)
-	if open := a.underCap(pods()); len(open) != 1 || !a.acquire("p") {
+	a := newAdmission(admissionLimits{cap: 3, maxQueue: 8, share: 1}, testClasses, pods)
+	if open := a.withRoom(pods()); len(open) != 1 || !a.acquire("p") {
 		t.Fatalf("2 of the peers' and none of ours under a cap of 3: open %v", open)
 	}
-	if open := a.underCap(pods()); len(open) != 0 || a.acquire("p") {
+	if open := a.withRoom(pods()); len(open) != 0 || a.acquire("p") {
 		t.Fatalf("2 of the peers' and 1 of ours at a cap of 3: still open %v", open)
 	}
 	w := queueFlow(t, a, Flow{Class: 1})

@@ -61,20 +61,19 @@ func (s *Server) parse(path string, body []byte) (*scoring.Request, error) {
 	return req, nil
 }
 
-// routeChooser picks with the scorers among the untried pods under their
-// in-flight cap, queueing in flow's class and tenant while every one is at
-// it. The slot is taken
-// before the picker commits its decision, so the index's speculative
-// "this pod holds the prefix" is only ever recorded for the pod the
-// request goes to.
+// routeChooser picks with the scorers among the untried pods with room
+// (admission), queueing in flow's class and tenant when the pod the
+// scorers choose over every pod has none. The slot is taken before the
+// picker commits its decision, so the index's speculative "this pod holds
+// the prefix" is only ever recorded for the pod the request goes to.
 func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 	var since time.Time // the first wait: the class's TTL runs from it
-	var buf []scoring.Pod
+	var buf, open []scoring.Pod
 	return func(ctx context.Context, tried []string) (slot, error) {
-		held := "" // a slot handed over while queued
+		held := "" // a pod whose room was handed over while queued
 		drop := func() {
 			if held != "" {
-				s.adm.release(held)
+				s.adm.unhand(held)
 				held = ""
 			}
 		}
@@ -85,22 +84,29 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
 			}
-			var heldPod []scoring.Pod
-			if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
-				heldPod = append(heldPod, buf[i])
-			} else {
-				drop() // the pod left or its breaker opened while we queued
+			open = s.adm.withRoom(append(open[:0], buf...))
+			if held != "" && !slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == held }) {
+				if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
+					open = append(open, buf[i])
+				} else {
+					drop() // the pod left or its breaker opened while we queued
+				}
 			}
-			open := s.adm.underCap(buf)
-			if len(heldPod) > 0 && !slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == held }) {
-				open = append(open, heldPod...)
+			want := ""
+			if held == "" && len(open) < len(buf) {
+				// Some pod is full: wait for the one the scorers choose
+				// over them all when it is one of those.
+				if d, err := s.cfg.Picker.Explain(req, buf); err == nil &&
+					!slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == d.Pod }) {
+					want, open = d.Pod, open[:0]
+				}
 			}
 			if len(open) == 0 {
 				queued := time.Now()
 				if since.IsZero() {
 					since = queued
 				}
-				pod, err := s.adm.wait(ctx, flow, tried, since)
+				pod, err := s.adm.wait(ctx, flow, want, tried, since)
 				s.cfg.Metrics.queueWait(s.cfg.Classes[flow.Class].Name, err, time.Since(queued))
 				if err != nil {
 					if ctx.Err() == nil {
@@ -114,18 +120,20 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 			// The request counts as in flight on its pod from the moment
 			// the pod admits it, inside the decision: a burst's next
 			// decisions see it, not a count from before it was sent.
-			var started, end func()
+			var started, admStarted, end func()
 			d, err := s.cfg.Picker.PickAdmitted(req, open, func(pod string, uncached int) bool {
-				if pod == held {
+				handed := pod == held
+				if handed {
 					held = ""
 				} else if !s.adm.acquire(pod) {
 					return false
 				}
+				admStarted = s.adm.begin(pod, handed)
 				started, end = s.cfg.Fleet.Begin(pod, uncached)
 				return true
 			})
 			if errors.Is(err, scoring.ErrNotAdmitted) {
-				continue // another request took the pod's last slot since underCap
+				continue // another request took the pod's last room since withRoom
 			}
 			drop() // the picker preferred another pod to the one handed over
 			if err != nil {
@@ -139,8 +147,9 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 			s.cfg.Fleet.ExpectEvents(d.Pod)
 			// The decision's speculative entries stay while the request
 			// waits at the pod, and start their TTL at its first byte.
-			return slot{pod: d.Pod, dpRank: d.DPRank, decision: &d, started: func() { started(); d.Hold.Settle() },
-				release: func() { d.Hold.Settle(); end(); s.adm.release(d.Pod) }}, nil
+			return slot{pod: d.Pod, dpRank: d.DPRank, decision: &d,
+				started: func() { started(); admStarted(); d.Hold.Settle() },
+				release: func() { d.Hold.Settle(); end(); admStarted(); s.adm.release(d.Pod) }}, nil
 		}
 	}
 }

@@ -59,8 +59,15 @@ type Config struct {
 	// MaxInFlightPerPod is each pod's capacity: the requests every replica
 	// of this router together keep open on it (this replica's and the
 	// peers' as last exchanged), the engine's max_num_seqs by default
-	// (package config); 0 means no cap (and no queue).
+	// (package config); 0 means no cap.
 	MaxInFlightPerPod int
+	// MaxPendingPerPod bounds the requests this replica sent one pod that
+	// have yet to answer a byte: those waiting in the engine, which cannot
+	// fit them yet, or in their prefill. A pod at the bound takes no more
+	// until the engine starts one, so overload waits in the router's queue,
+	// in class order, and not in the engine's (package config gives the
+	// default); 0 means no bound. Either limit set turns the queue on.
+	MaxPendingPerPod int
 	// MaxQueue bounds the requests waiting for a pod under its cap
 	// (default 1024); a full queue sheds its lowest class's newest waiter
 	// for a higher class's request, else the newcomer, with 503.
@@ -125,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Fleet == nil || cfg.Picker == nil || cfg.Prompter == nil {
 		return nil, errors.New("proxy: Fleet, Picker and Prompter are required")
 	}
-	if cfg.MaxInFlightPerPod < 0 || cfg.MaxQueue < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxAttempts < 0 {
+	if cfg.MaxInFlightPerPod < 0 || cfg.MaxPendingPerPod < 0 || cfg.MaxQueue < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxAttempts < 0 {
 		return nil, fmt.Errorf("proxy: negative limit in %+v", cfg)
 	}
 	if cfg.Transport == nil {
@@ -154,7 +161,8 @@ func New(cfg Config) (*Server, error) {
 	if err := s.setupFlow(); err != nil {
 		return nil, err
 	}
-	s.adm = newAdmission(s.cfg.MaxInFlightPerPod, s.cfg.MaxQueue, s.cfg.TenantShare, s.cfg.Classes,
+	s.adm = newAdmission(admissionLimits{cap: cfg.MaxInFlightPerPod, pending: cfg.MaxPendingPerPod,
+		maxQueue: cfg.MaxQueue, share: s.cfg.TenantShare}, s.cfg.Classes,
 		func() []scoring.Pod { return s.br.filter(s.cfg.Fleet.Pods(nil)) })
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
