@@ -1,0 +1,194 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// queueFor starts a waiter of flow wanting pod want and returns once it is
+// in the queue; its channel gets the pod handed to it or the error.
+func queueFor(t *testing.T, a *admission, flow Flow, want string) <-chan result {
+	t.Helper()
+	before := a.queued()
+	got := make(chan result, 1)
+	go func() {
+		pod, err := a.wait(context.Background(), flow, want, nil, time.Now())
+		got <- result{pod: pod, err: err}
+	}()
+	for a.queued() == before {
+		time.Sleep(time.Millisecond)
+	}
+	return got
+}
+
+// none fails when ch already holds a result.
+func none(t *testing.T, ch <-chan result, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: got %+v, want still waiting", what, r)
+	default:
+	}
+}
+
+// TestPendingBoundShutsThePodUntilItAnswers: with a pending bound of 1 and
+// no cap, a pod with one request yet to answer a byte has no room, for
+// withRoom and for acquire; its first byte hands the room to the waiter,
+// and only to one: the next waits for that one's first byte in turn.
+func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
+	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
+	if !a.acquire("p") {
+		t.Fatal("an idle pod refused a request")
+	}
+	started := a.begin("p", false)
+	if open := a.withRoom([]scoring.Pod{{Name: "p"}}); len(open) != 0 || a.acquire("p") {
+		t.Fatalf("a pod with a request yet to answer is open: %v", open)
+	}
+	first := queueFor(t, a, Flow{Class: 1}, "p")
+	second := queueFor(t, a, Flow{Class: 1}, "p")
+	started() // the first byte
+	if r := <-first; r.err != nil || r.pod != "p" {
+		t.Fatalf("first waiter: %+v, want p", r)
+	}
+	none(t, second, "second waiter before the first placed its request")
+	started2 := a.begin("p", true)
+	none(t, second, "second waiter while the first is unanswered")
+	a.release("p") // the first request ends; the second still waits for an answer
+	none(t, second, "second waiter while the first is unanswered and done")
+	started2()
+	if r := <-second; r.err != nil || r.pod != "p" {
+		t.Fatalf("second waiter: %+v, want p", r)
+	}
+	finish(a, "p", true)
+	a.release("p")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.open) != 0 || len(a.unans) != 0 || len(a.transit) != 0 || a.n != 0 {
+		t.Errorf("left open %v, unanswered %v, in transit %v, %d queued", a.open, a.unans, a.transit, a.n)
+	}
+}
+
+// TestRoomGoesToTheWaiterWantingThePod: room on a pod goes to the highest
+// class's waiter that wants it, before older waiters and higher classes
+// wanting another pod; a waiter wanting a pod gone from the fleet takes
+// any pod's room.
+func TestRoomGoesToTheWaiterWantingThePod(t *testing.T) {
+	fleet := []scoring.Pod{{Name: "a"}, {Name: "b"}}
+	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, func() []scoring.Pod { return fleet })
+	a.acquire("a")
+	a.acquire("b")
+	forB := queueFor(t, a, Flow{Class: 0}, "b") // oldest, highest class
+	lowForA := queueFor(t, a, Flow{Class: 2}, "a")
+	stdForA := queueFor(t, a, Flow{Class: 1}, "a")
+	finish(a, "a", false)
+	if r := <-stdForA; r.pod != "a" {
+		t.Fatalf("room on a went to %+v, want the standard waiter wanting a", r)
+	}
+	none(t, forB, "the waiter wanting b, when a freed")
+	none(t, lowForA, "the low waiter wanting a, when a went to the standard one")
+	finish(a, "a", true)
+	if r := <-lowForA; r.pod != "a" {
+		t.Fatalf("room on a went to %+v, want the low waiter wanting a", r)
+	}
+	none(t, forB, "the waiter wanting b, when a freed again")
+
+	gone := queueFor(t, a, Flow{Class: 2}, "c") // c is not in the fleet
+	finish(a, "a", true)
+	if r := <-gone; r.pod != "a" {
+		t.Fatalf("the waiter wanting a gone pod: %+v, want a's room", r)
+	}
+	finish(a, "b", false)
+	if r := <-forB; r.pod != "b" {
+		t.Fatalf("the waiter wanting b: %+v", r)
+	}
+}
+
+// TestAFullPodHoldsTheRequestsForItsPrefix runs the server with a pending
+// bound of 1 in front of two stand-in pods that send a stream's headers at
+// once and its first event when the test opens their gate, as vLLM does
+// after a queued request's prefill. A request with the prompt of one
+// unanswered on pod X waits for X, although the other pod is idle, and goes
+// to X once X answers: placed where its prefix is, not where room is.
+func TestAFullPodHoldsTheRequestsForItsPrefix(t *testing.T) {
+	gates := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+	urls := map[string]string{}
+	for name, gate := range gates {
+		pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if idleMetrics(w, r) {
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\"t\"}]}\n\ndata: [DONE]\n\n")
+		}))
+		t.Cleanup(pod.Close)
+		urls[name] = pod.URL
+	}
+	s, fleet := newServer(t, urls, Config{MaxPendingPerPod: 1})
+	front := httptest.NewServer(s)
+	t.Cleanup(front.Close)
+	opened := map[string]bool{}
+	open := func(name string) {
+		if !opened[name] {
+			opened[name] = true
+			close(gates[name])
+		}
+	}
+	t.Cleanup(func() { open("a"); open("b") }) // a failed test leaves no stream hanging
+	waitUntil(t, "both pods scraped", func() bool {
+		pods := fleet.Pods(nil)
+		return len(pods) == 2 && pods[0].Load.Fresh && pods[1].Load.Fresh
+	})
+
+	body := `{"model":"m","stream":true,"prompt":"` + strings.Repeat("the lighthouse keeper counts the ships at night ", 40) + `"}`
+	served := make(chan string, 2)
+	send := func() {
+		go func() {
+			resp, err := http.Post(front.URL+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				served <- "error: " + err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			served <- resp.Header.Get(PodHeader)
+		}()
+	}
+	inFlight := func() map[string]int {
+		out := map[string]int{}
+		for _, p := range fleet.Pods(nil) {
+			out[p.Name] = p.Load.InFlight
+		}
+		return out
+	}
+	send()
+	waitUntil(t, "the first request in flight", func() bool { n := inFlight(); return n["a"]+n["b"] == 1 })
+	x := "a"
+	if inFlight()["b"] == 1 {
+		x = "b"
+	}
+	send()
+	waitUntil(t, "the second request queued", func() bool { return s.adm.queued() == 1 })
+	if n := inFlight(); n["a"]+n["b"] != 1 {
+		t.Fatalf("in flight %v: the second request went to the idle pod", n)
+	}
+	open(x)
+	for range 2 {
+		if got := <-served; got != x {
+			t.Errorf("a request went to %q, want %s, the pod holding its prefix", got, x)
+		}
+	}
+}
