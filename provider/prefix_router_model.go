@@ -92,6 +92,7 @@ type routerSettings struct {
 	Limits struct {
 		// MaxInFlightPerPod nil takes the fleet's max_num_seqs.
 		MaxInFlightPerPod *int64        `json:"max_in_flight_per_pod"`
+		MaxPendingPerPod  int64         `json:"max_pending_per_pod"`
 		MaxQueue          int64         `json:"max_queue"`
 		QueueTimeout      string        `json:"queue_timeout"`
 		DrainTimeout      string        `json:"drain_timeout"`
@@ -251,7 +252,8 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			KVEventsPort: int(s.Fleet.KVEventsPort), ReplayPort: int(s.Fleet.ReplayPort), Topic: s.Fleet.Topic, BlockSize: int(s.Fleet.BlockSize),
 			ServedModel: s.Fleet.ServedModel, ClaimName: s.Fleet.ClaimName, ModelPath: s.Fleet.ModelPath,
 			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath},
-		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()), MaxQueue: int(s.Limits.MaxQueue)},
+		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()),
+			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxQueue: int(s.Limits.MaxQueue)},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,
 			SourceRanges: s.Service.SourceRanges, Annotations: s.Service.Annotations},
 		Resources: workloads.RouterResources{CPU: "1", Memory: "1Gi", MemoryLimit: "2Gi"},

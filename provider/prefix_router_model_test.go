@@ -37,7 +37,7 @@ func testRouterSettings() routerSettings {
 		Topic: "kv@{ip}:{port}@{model}", BlockSize: 64, ServedModel: "Qwen/Qwen2.5-7B-Instruct", ClaimName: "qwen-weights",
 		TokenizerPath: "Qwen2.5-7B-Instruct/tokenizer.json", TokenizerConfigPath: "Qwen2.5-7B-Instruct/tokenizer_config.json"}
 	s.Scoring.Preset = &preset
-	s.Limits.MaxQueue, s.Limits.QueueTimeout, s.Limits.DrainTimeout = 1024, "30s", "2m"
+	s.Limits.MaxPendingPerPod, s.Limits.MaxQueue, s.Limits.QueueTimeout, s.Limits.DrainTimeout = 2, 1024, "30s", "2m"
 	s.Service.Type, s.Service.Internal, s.Service.Port = "ClusterIP", true, 8000
 	return s
 }

@@ -544,8 +544,9 @@ func checkRouterFlow(t *testing.T, c *testenv.Cluster, ns, url, model string) er
 		return err
 	}
 	args := dep.Spec.Template.Spec.Containers[0].Args
-	if flagValue(args, "--max-in-flight-per-pod") != "256" || flagValue(args, "--priority-classes") != "interactive=1m0s,standard,batch=10s" {
-		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod and the configured classes", args)
+	if flagValue(args, "--max-in-flight-per-pod") != "256" || flagValue(args, "--max-pending-per-pod") != "2" ||
+		flagValue(args, "--priority-classes") != "interactive=1m0s,standard,batch=10s" {
+		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod, 2 pending and the configured classes", args)
 	}
 	body := completionBody(t, model, prefixPrompt(7, 1))
 	for class, want := range map[string]int{"interactive": http.StatusOK, "premium": http.StatusBadRequest} {

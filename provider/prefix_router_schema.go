@@ -37,7 +37,7 @@ var (
 	routerScoringTypes = map[string]attr.Type{"preset": types.StringType,
 		"scorers": types.ListType{ElemType: types.ObjectType{AttrTypes: routerScorerTypes}}}
 	routerClassTypes  = map[string]attr.Type{"name": types.StringType, "ttl": types.StringType}
-	routerLimitsTypes = map[string]attr.Type{"max_in_flight_per_pod": types.Int64Type, "max_queue": types.Int64Type,
+	routerLimitsTypes = map[string]attr.Type{"max_in_flight_per_pod": types.Int64Type, "max_pending_per_pod": types.Int64Type, "max_queue": types.Int64Type,
 		"queue_timeout": types.StringType, "drain_timeout": types.StringType,
 		"priority_classes": types.ListType{ElemType: types.ObjectType{AttrTypes: routerClassTypes}}, "default_class": types.StringType,
 		"tenant_share": types.Float64Type}
@@ -230,19 +230,25 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 	}
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(routerLimitsTypes, map[string]attr.Value{
-			"max_in_flight_per_pod": types.Int64Null(), "max_queue": types.Int64Value(1024),
+			"max_in_flight_per_pod": types.Int64Null(), "max_pending_per_pod": types.Int64Value(2), "max_queue": types.Int64Value(1024),
 			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m"),
 			"priority_classes": types.ListNull(types.ObjectType{AttrTypes: routerClassTypes}), "default_class": types.StringNull(),
 			"tenant_share": types.Float64Null()})),
-		MarkdownDescription: "Admission (flow control) and shutdown. While every pod is at its capacity, requests wait in the router, where they can be ordered, " +
-			"placed late on the pod that frees first and shed, instead of inside vLLM. A freed slot goes to the highest priority class with a waiter and, " +
+		MarkdownDescription: "Admission (flow control) and shutdown. While the pod a request's decision chooses has no room (at its capacity, or with " +
+			"`max_pending_per_pod` requests its engine has not started), the request waits in the router, where it can be ordered and shed, instead of inside vLLM, " +
+			"and goes to that pod, the one holding its prefix, once it has room. Room goes to the highest priority class with a waiter for the pod and, " +
 			"within a class, to its tenants in turn. A request names its class in the `x-llmd-priority` header and its tenant in `x-llmd-tenant`, " +
 			"or takes both from its API key (`api_keys`). `/metrics` has `llmd_router_queued_requests`, `llmd_router_queue_wait_seconds` and `llmd_router_shed_total` by class.",
 		Attributes: map[string]schema.Attribute{
 			"max_in_flight_per_pod": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{int64validator.AtLeast(0)},
 				MarkdownDescription: "Each pod's capacity: the requests all router replicas together keep open on one pod (each replica counts its peers'). " +
 					"Unset (default): the fleet's `max_num_seqs` (`fleet.max_num_seqs`, vLLM's batch limit), so requests beyond what a pod runs at once wait in the router; " +
-					"`0`: no cap and no queue (requests queue inside vLLM)."},
+					"`0`: no cap."},
+			"max_pending_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(2),
+				Validators: []validator.Int64{int64validator.AtLeast(0)},
+				MarkdownDescription: "Requests a router replica keeps on one pod that have yet to answer a byte: waiting in vLLM, whose KV cache cannot fit them yet, " +
+					"or in their prefill. A pod at the bound takes no more until vLLM starts one, so overload waits in the router, in class order, not in vLLM. " +
+					"Default `2`; `0`: no bound (with `max_in_flight_per_pod = 0` too, no queue: requests queue inside vLLM)."},
 			"priority_classes": schema.ListNestedAttribute{Optional: true, Validators: []validator.List{listvalidator.SizeBetween(1, 16)},
 				MarkdownDescription: "Priority classes, highest first; default `high`, `standard`, `low`, each with `queue_timeout` as its time-to-live.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

@@ -54,7 +54,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&live.Model, "model", live.Model, "live: the served model name")
 	var mix PriorityMix
 	fs.Var(mixFlag{&mix}, "priority-mix", "live: the priority classes the requests name in the x-llmd-priority header, drawn from --seed with these shares, e.g. high=0.2,low=0.8 (the router's class names; default none: the router's default class); the report adds a row per class")
-	fs.Var(listFlag{&live.RouterArgs}, "router-arg", "live: one more argument for every `llmd-router serve` the bench starts, repeatable, e.g. --router-arg=--max-in-flight-per-pod=32 (flow control is on only with a cap)")
+	fs.Var(listFlag{&live.RouterArgs}, "router-arg", "live: one more argument for every `llmd-router serve` the bench starts, repeatable, e.g. --router-arg=--max-in-flight-per-pod=32 (flow control is on only with a cap or a pending bound, --max-pending-per-pod)")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err

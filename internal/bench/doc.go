@@ -50,7 +50,10 @@
 // given shares (the router's class names; default none: no header, the
 // router's default class). --router-arg adds one argument to every
 // `llmd-router serve` the bench starts (repeatable): flow control holds
-// requests only under a cap, --router-arg=--max-in-flight-per-pod=N. A
+// requests only under a cap or a pending bound,
+// --router-arg=--max-in-flight-per-pod=N, --router-arg=--max-pending-per-pod=N
+// (what llmd_prefix_router deploys by default: the fleet's max_num_seqs
+// and 2). A
 // request refused with 429 or 503 (the router's admission) is shed, not
 // failed, and the run goes on; a request with no answer (a transport error
 // or a stream cut short) is lost. With a mix the table gains one row per

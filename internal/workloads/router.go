@@ -90,9 +90,13 @@ var InferencePoolGVK = kube.Ref{Group: "inference.networking.k8s.io", Version: "
 // RouterLimits are serve's admission and shutdown flags.
 type RouterLimits struct {
 	// MaxInFlightPerPod is each pod's capacity, counted over every router
-	// replica (0: no cap, no queue).
+	// replica (0: no cap).
 	MaxInFlightPerPod int
-	MaxQueue          int
+	// MaxPendingPerPod bounds the requests a replica keeps on one pod that
+	// have yet to answer a byte (0: no bound). Either limit turns the queue
+	// on.
+	MaxPendingPerPod int
+	MaxQueue         int
 	// QueueTimeout is the time-to-live of a class that sets none.
 	QueueTimeout time.Duration
 	// Classes are the priority classes, highest first (none: the router's
@@ -263,6 +267,7 @@ func (r Router) Args() []string {
 	args := []string{"--config", path.Join(RouterConfigDir, RouterConfigFile),
 		"--log-level", r.LogLevel,
 		"--max-in-flight-per-pod", fmt.Sprint(r.Limits.MaxInFlightPerPod),
+		"--max-pending-per-pod", fmt.Sprint(r.Limits.MaxPendingPerPod),
 		"--max-queue", fmt.Sprint(r.Limits.MaxQueue),
 		"--queue-timeout", r.Limits.QueueTimeout.String(),
 		"--shutdown-timeout", r.Limits.Drain.String(),

@@ -19,7 +19,7 @@ func testRouter() Router {
 		VLLM: VLLM{BlockSize: 64}, KVEvents: KVEvents{Port: 5557, ReplayPort: 5558, Topic: "kv@{ip}:{port}@{model}"}}
 	return Router{Name: "router", Namespace: "llmd", Image: "ghcr.io/llmd-dev/llmd-router:v0.1.0", Replicas: 2, Target: f.Target(),
 		Scorers:  config.DefaultScorers(),
-		Limits:   RouterLimits{MaxInFlightPerPod: 64, MaxQueue: 1024, QueueTimeout: 30 * time.Second, Drain: 2 * time.Minute},
+		Limits:   RouterLimits{MaxInFlightPerPod: 64, MaxPendingPerPod: 2, MaxQueue: 1024, QueueTimeout: 30 * time.Second, Drain: 2 * time.Minute},
 		LogLevel: "info", Service: Exposure{Type: "ClusterIP", Port: 8000},
 		Resources:    RouterResources{CPU: "1", Memory: "1Gi", MemoryLimit: "2Gi"},
 		NodeSelector: map[string]string{"llmd.dev/pool": "system"}}

@@ -60,10 +60,13 @@
 //
 // Bodies are read whole (the routing decision needs the prompt) up to
 // MaxBodyBytes, else 413. A pod takes at most MaxInFlightPerPod requests
-// from this router; when every pod is at its cap a request waits in a
-// queue of MaxQueue. Requests carry a priority class (Limits.Classes, by
-// header or API key) and a tenant: a freed slot goes to the highest class
-// with a waiter, and within a class round-robin over tenants, oldest first.
+// from every replica, and at most MaxPendingPerPod from this one that have
+// yet to answer a byte (the engine's queue as the router sees it); when
+// the pod the scorers choose over every pod has no room, a request waits
+// for it in a queue of MaxQueue. Requests carry a priority class
+// (Limits.Classes, by header or API key) and a tenant: room on a pod goes
+// to the highest class with a waiter for that pod (else for a pod that
+// left), and within a class round-robin over tenants, oldest first.
 // A waiter whose class time-to-live (QueueTimeout by default) runs out gets
 // 503 with Retry-After; a full queue sheds its newest lowest-class waiter
 // with 503 to admit a higher class, else refuses the newcomer with 503; a

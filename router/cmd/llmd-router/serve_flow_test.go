@@ -180,7 +180,7 @@ func renderedFlowArgs(t *testing.T, spec workloads.Router) []string {
 		switch flag, value := rendered[i], rendered[i+1]; flag {
 		case "--api-keys-file":
 			out = append(out, flag, keys)
-		case "--max-in-flight-per-pod", "--max-queue", "--queue-timeout", "--priority-classes", "--default-class", "--tenant-share":
+		case "--max-in-flight-per-pod", "--max-pending-per-pod", "--max-queue", "--queue-timeout", "--priority-classes", "--default-class", "--tenant-share":
 			out = append(out, flag, value)
 		}
 	}
