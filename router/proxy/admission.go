@@ -211,24 +211,22 @@ func (a *admission) begin(pod string, handed bool) (started func()) {
 
 // release gives a placed request's slot on pod back (call its started
 // first), handing the room to a waiter.
-func (a *admission) release(pod string) {
-	if !a.on() {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	setOrDelete(a.open, pod, a.open[pod]-1)
-	a.fill(pod)
-}
+func (a *admission) release(pod string) { a.free(pod, false) }
 
 // unhand gives back a slot handed over that its waiter did not use.
-func (a *admission) unhand(pod string) {
+func (a *admission) unhand(pod string) { a.free(pod, true) }
+
+// free gives a slot on pod back, one handed over and unused when handed is
+// set.
+func (a *admission) free(pod string, handed bool) {
 	if !a.on() {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.transit, pod)
+	if handed {
+		delete(a.transit, pod)
+	}
 	setOrDelete(a.open, pod, a.open[pod]-1)
 	a.fill(pod)
 }

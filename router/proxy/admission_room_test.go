@@ -120,22 +120,7 @@ func TestAFullPodHoldsTheRequestsForItsPrefix(t *testing.T) {
 	gates := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	urls := map[string]string{}
 	for name, gate := range gates {
-		pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if idleMetrics(w, r) {
-				return
-			}
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-			w.(http.Flusher).Flush()
-			select {
-			case <-gate:
-			case <-r.Context().Done():
-				return
-			}
-			_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\"t\"}]}\n\ndata: [DONE]\n\n")
-		}))
-		t.Cleanup(pod.Close)
-		urls[name] = pod.URL
+		urls[name] = gatedStreamPod(t, gate).URL
 	}
 	s, fleet := newServer(t, urls, Config{MaxPendingPerPod: 1})
 	front := httptest.NewServer(s)

@@ -18,6 +18,28 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
+// gatedStreamPod is a stand-in pod that answers a stream's headers at once,
+// as vLLM does when it accepts the request, and its first event once gate
+// is closed, as vLLM does after the request's queueing and prefill.
+func gatedStreamPod(t *testing.T, gate <-chan struct{}) *httptest.Server {
+	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if idleMetrics(w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\"t\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(pod.Close)
+	return pod
+}
+
 // TestSpeculationHeldUntilFirstByte: a routed request's speculative entries
 // stand while the pod has not sent its first body byte, however long it
 // queues, and expire a TTL after it did when no KV event confirms them. The
@@ -29,23 +51,7 @@ func TestSpeculationHeldUntilFirstByte(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 
 	gate := make(chan struct{})
-	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if idleMetrics(w, r) {
-			return
-		}
-		// vLLM sends a stream's headers when it accepts the request and
-		// its first event after the prefill; the gate is the queue.
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		select {
-		case <-gate:
-		case <-r.Context().Done():
-			return
-		}
-		_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\"t\"}]}\n\ndata: [DONE]\n\n")
-	}))
-	defer pod.Close()
+	pod := gatedStreamPod(t, gate)
 
 	ws, err := scoring.FromConfig(config.Scoring{Scorers: config.DefaultScorers()})
 	if err != nil {
