@@ -1,32 +1,14 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
-
-// queueFor starts a waiter of flow wanting pod want and returns once it is
-// in the queue; its channel gets the pod handed to it or the error.
-func queueFor(t *testing.T, a *admission, flow Flow, want string) <-chan result {
-	t.Helper()
-	before := a.queued()
-	got := make(chan result, 1)
-	go func() {
-		pod, err := a.wait(context.Background(), flow, want, nil, time.Now())
-		got <- result{pod: pod, err: err}
-	}()
-	for a.queued() == before {
-		time.Sleep(time.Millisecond)
-	}
-	return got
-}
 
 // none fails when ch already holds a result.
 func none(t *testing.T, ch <-chan result, what string) {

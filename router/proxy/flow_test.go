@@ -13,14 +13,15 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
-// queueFlow starts a waiter of flow and returns once it is in the queue;
-// its channel gets the pod handed to it or the error that ended its wait.
-func queueFlow(t *testing.T, a *admission, flow Flow) <-chan result {
+// queueFor starts a waiter of flow wanting pod want ("" any) and returns
+// once it is in the queue; its channel gets the pod handed to it or the
+// error that ended its wait.
+func queueFor(t *testing.T, a *admission, flow Flow, want string) <-chan result {
 	t.Helper()
 	before := a.depths()[flow.Class] // its class's: a waiter it sheds leaves another
 	got := make(chan result, 1)
 	go func() {
-		pod, err := a.wait(context.Background(), flow, "", nil, time.Now())
+		pod, err := a.wait(context.Background(), flow, want, nil, time.Now())
 		got <- result{pod: pod, err: err}
 	}()
 	for a.depths()[flow.Class] == before {
@@ -73,7 +74,7 @@ func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
 		{"high-c", Flow{Class: 0, Tenant: "c"}},
 	}
 	for _, w := range order {
-		waiters[w.name] = queueFlow(t, a, w.flow)
+		waiters[w.name] = queueFor(t, a, w.flow, "")
 	}
 	var got []string
 	for len(waiters) > 0 {
@@ -100,18 +101,18 @@ func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 7, share: 0.5}, testClasses, nil) // a share of 3 waiters
 	a.acquire("p")
 	for range 4 { // alone in standard, a may pass its share
-		queueFlow(t, a, Flow{Class: 1, Tenant: "a"})
+		queueFor(t, a, Flow{Class: 1, Tenant: "a"}, "")
 	}
-	queueFlow(t, a, Flow{Class: 1, Tenant: "b"})
+	queueFor(t, a, Flow{Class: 1, Tenant: "b"}, "")
 	_, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "a"}, "", nil, time.Now())
 	var shed *ShedError
 	if !errors.As(err, &shed) || shed.Code != http.StatusTooManyRequests || shed.Class != "standard" || DecisionStatus(err) != http.StatusTooManyRequests {
 		t.Fatalf("a's fifth waiter, b waiting beside it: %v, want 429 over its share of standard", err)
 	}
-	lowOld := queueFlow(t, a, Flow{Class: 2, Tenant: "b"})
-	lowNew := queueFlow(t, a, Flow{Class: 2, Tenant: "b"})
+	lowOld := queueFor(t, a, Flow{Class: 2, Tenant: "b"}, "")
+	lowNew := queueFor(t, a, Flow{Class: 2, Tenant: "b"}, "")
 	// The queue is full (7): a high newcomer sheds b's newest low waiter.
-	high := queueFlow(t, a, Flow{Class: 0, Tenant: "c"})
+	high := queueFor(t, a, Flow{Class: 0, Tenant: "c"}, "")
 	if r := <-lowNew; !errors.As(r.err, &shed) || shed.Code != http.StatusServiceUnavailable || shed.Class != "low" {
 		t.Fatalf("the newest low waiter: %+v, want 503 shed from class low", r)
 	}
@@ -137,8 +138,8 @@ func TestFlowTimeToLiveIs503NamingTheClass(t *testing.T) {
 	classes := []Class{{"high", time.Minute}, {"batch", 50 * time.Millisecond}}
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, classes, nil)
 	a.acquire("p")
-	long := queueFlow(t, a, Flow{Class: 0})
-	short := queueFlow(t, a, Flow{Class: 1})
+	long := queueFor(t, a, Flow{Class: 0}, "")
+	short := queueFor(t, a, Flow{Class: 1}, "")
 	r := <-short
 	var shed *ShedError
 	if !errors.As(r.err, &shed) || shed.Code != http.StatusServiceUnavailable || shed.Class != "batch" || shed.shedReason() != "no_capacity" {
@@ -168,7 +169,7 @@ func TestFlowCountsThePeersRequests(t *testing.T) {
 	if open := a.withRoom(pods()); len(open) != 0 || a.acquire("p") {
 		t.Fatalf("2 of the peers' and 1 of ours at a cap of 3: still open %v", open)
 	}
-	w := queueFlow(t, a, Flow{Class: 1})
+	w := queueFor(t, a, Flow{Class: 1}, "")
 	peerLoad.Store(1) // the peers' request ended: the refill finds the room
 	select {
 	case r := <-w:

@@ -85,7 +85,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				return slot{}, errNoPods
 			}
 			open = s.adm.withRoom(append(open[:0], buf...))
-			if held != "" && !slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == held }) {
+			if held != "" { // its room is on its way to us: withRoom left it out
 				if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
 					open = append(open, buf[i])
 				} else {

@@ -65,8 +65,9 @@ type Config struct {
 	// have yet to answer a byte: those waiting in the engine, which cannot
 	// fit them yet, or in their prefill. A pod at the bound takes no more
 	// until the engine starts one, so overload waits in the router's queue,
-	// in class order, and not in the engine's (package config gives the
-	// default); 0 means no bound. Either limit set turns the queue on.
+	// in class order, and not in the engine's. 0 (serve's default) means no
+	// bound; llmd_prefix_router renders 2. Either limit set turns the queue
+	// on.
 	MaxPendingPerPod int
 	// MaxQueue bounds the requests waiting for a pod under its cap
 	// (default 1024); a full queue sheds its lowest class's newest waiter
