@@ -241,7 +241,8 @@ func TestAccModelFleetLifecycle(t *testing.T) {
 						"topic": knownvalue.StringExact("kv@{ip}:{port}@{model}"), "block_size": knownvalue.Int64Exact(64),
 						"served_model": knownvalue.StringExact("Qwen/Qwen2.5-7B-Instruct"), "claim_name": knownvalue.StringExact(name + "-weights-fs-0123456789abcdef0"),
 						"model_path": knownvalue.StringExact("Qwen2.5-7B-Instruct"), "tokenizer_path": knownvalue.StringExact("Qwen2.5-7B-Instruct/tokenizer.json"),
-						"tokenizer_config_path": knownvalue.StringExact("Qwen2.5-7B-Instruct/tokenizer_config.json")})),
+						"tokenizer_config_path": knownvalue.StringExact("Qwen2.5-7B-Instruct/tokenizer_config.json"),
+						"max_num_seqs":          knownvalue.Int64Exact(256)})),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("baseline_endpoint"), knownvalue.StringExact("http://qwen-baseline.fleet-life.svc.cluster.local:8000")),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("inventory"), knownvalue.ListExact([]knownvalue.Check{
 						knownvalue.StringExact("core/v1/Namespace/-/fleet-life"), knownvalue.StringExact("core/v1/PersistentVolume/-/fleet-life-qwen-weights-fs-0123456789abcdef0"),

@@ -52,7 +52,8 @@ func fuzzEndpoint(f *testing.F, path string) {
 	for _, b := range adversarialBodies() {
 		f.Add([]byte(b))
 	}
-	s, _ := newServer(f, map[string]string{"a": okPod(f).URL, "b": okPod(f).URL}, Config{})
+	// The admission llmd_prefix_router deploys: vLLM's max_num_seqs and 2 pending.
+	s, _ := newServer(f, map[string]string{"a": okPod(f).URL, "b": okPod(f).URL}, Config{MaxInFlightPerPod: 256, MaxPendingPerPod: 2})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
