@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 )
 
 // Command is `llmd-router bench`: it runs the policies on one workload in
@@ -55,6 +57,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var mix PriorityMix
 	fs.Var(mixFlag{&mix}, "priority-mix", "live: the priority classes the requests name in the x-llmd-priority header, drawn from --seed with these shares, e.g. high=0.2,low=0.8 (the router's class names; default none: the router's default class); the report adds a row per class")
 	fs.Var(listFlag{&live.RouterArgs}, "router-arg", "live: one more argument for every `llmd-router serve` the bench starts, repeatable, e.g. --router-arg=--max-in-flight-per-pod=32 (flow control is on only with a cap or a pending bound, --max-pending-per-pod)")
+	policy := fs.String("scheduling-policy", "", "live: the simulated replicas' vLLM --scheduling-policy, fcfs (vLLM's default) or priority; pair priority with --router-arg=--engine-priority")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,14 +68,20 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *jsonPath == "" {
 		return fmt.Errorf("--json FILE is required")
 	}
+	switch sim.SchedulingPolicy(*policy) {
+	case "", sim.PolicyFCFS, sim.PolicyPriority:
+		live.SchedulingPolicy = sim.SchedulingPolicy(*policy)
+	default:
+		return fmt.Errorf("--scheduling-policy %q: want fcfs or priority", *policy)
+	}
 	if *engines != "" {
 		// The workload's flags, without --demo-scale's or --replicas' sense
 		// (the engines are what they are).
 		w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
 			SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
 			RequestRate: *rate, Seed: *seedFlag, Prompts: *prompts, BlockSize: *blockSize, PriorityMix: mix}
-		if len(live.RouterArgs) > 0 {
-			return fmt.Errorf("--router-arg: with --engines the bench starts no router (configure the routers at --router-urls)")
+		if len(live.RouterArgs) > 0 || *policy != "" {
+			return fmt.Errorf("--router-arg, --scheduling-policy: with --engines the bench starts no router or replicas (configure them where they run)")
 		}
 		return runEndpoints(ctx, w, endpointPolicies(fs, *policies), Endpoints{Engines: splitList(*engines), Routers: splitList(*routerURLs)},
 			*mode, live, *jsonPath, stdout, stderr)
@@ -99,8 +108,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "virtual":
 		// Virtual time stretches the router's wall-clock lag as the live
 		// replicas' time scale does.
-		if len(mix) > 0 || len(live.RouterArgs) > 0 {
-			return fmt.Errorf("--priority-mix, --router-arg: live mode only (virtual mode has no router process or admission)")
+		if len(mix) > 0 || len(live.RouterArgs) > 0 || *policy != "" {
+			return fmt.Errorf("--priority-mix, --router-arg, --scheduling-policy: live mode only (virtual mode has no router process, admission or priorities)")
 		}
 		if *routerCost < 0 || *peers < 0 {
 			return fmt.Errorf("--router-cost %s, --peer-delay %s: must be >= 0", *routerCost, *peers)

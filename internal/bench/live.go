@@ -45,6 +45,10 @@ type LiveOptions struct {
 	// RouterArgs are added to every `llmd-router serve` the bench starts,
 	// e.g. --max-in-flight-per-pod=32 (its admission).
 	RouterArgs []string
+	// SchedulingPolicy is the simulated replicas' vLLM --scheduling-policy
+	// ("" is vLLM's default, fcfs); priority pairs with the router's
+	// --engine-priority.
+	SchedulingPolicy sim.SchedulingPolicy
 }
 
 // DefaultLiveOptions are real time, the 5% lag limit, this binary.
@@ -58,7 +62,8 @@ func DefaultLiveOptions() LiveOptions {
 // and best go through a real `llmd-router serve` process configured with
 // the policy's scorers. Progress goes to progress.
 func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOptions, progress io.Writer) (Report, error) {
-	rep := Report{Mode: "live", Workload: w.Normalize(), Live: &LiveInfo{TimeScale: opts.TimeScale, RouterArgs: opts.RouterArgs}}
+	rep := Report{Mode: "live", Workload: w.Normalize(), Live: &LiveInfo{TimeScale: opts.TimeScale, RouterArgs: opts.RouterArgs,
+		SchedulingPolicy: string(opts.SchedulingPolicy)}}
 	if opts.TimeScale <= 0 {
 		return rep, fmt.Errorf("time scale %g: must be > 0", opts.TimeScale)
 	}
@@ -214,7 +219,9 @@ func (p *livePrep) requests(w Workload, timeScale float64) (requests, error) {
 // runLivePolicy runs one policy on a fresh fleet.
 func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy string, opts LiveOptions, dir string,
 	progress io.Writer) (Summary, lagReport, error) {
-	fleet, err := sim.StartFleet(sim.FleetConfig{Replica: sim.ReplicaConfig{Model: opts.Model, Engine: w.engineConfig(),
+	ec := w.engineConfig()
+	ec.Policy = opts.SchedulingPolicy
+	fleet, err := sim.StartFleet(sim.FleetConfig{Replica: sim.ReplicaConfig{Model: opts.Model, Engine: ec,
 		TimeScale: opts.TimeScale, Form: kvevents.FormMap, BufferSteps: 10000, Chat: prep.model}, Replicas: w.Replicas,
 		Host: "127.0.0.1"})
 	if err != nil {

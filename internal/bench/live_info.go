@@ -12,4 +12,7 @@ type LiveInfo struct {
 	// RouterArgs are the arguments added to every router the bench
 	// started (--router-arg).
 	RouterArgs []string `json:"router_args,omitempty"`
+	// SchedulingPolicy is the replicas' vLLM --scheduling-policy
+	// (--scheduling-policy; "" is vLLM's fcfs).
+	SchedulingPolicy string `json:"scheduling_policy,omitempty"`
 }

@@ -40,6 +40,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		blockSize   = fs.Int("block-size", def.BlockSize, "tokens per KV block (-virtual and -calibrate: the seed's 64)")
 		maxSeqs     = fs.Int("max-num-seqs", def.MaxNumSeqs, "maximum running sequences")
 		maxTokens   = fs.Int("max-num-batched-tokens", def.MaxBatchedTokens, "per-step token budget")
+		policy      = fs.String("scheduling-policy", string(PolicyFCFS), "vLLM's --scheduling-policy: fcfs, or priority (the waiting queue and preemption follow each request's priority field)")
 		seed        = fs.Uint64("seed", 1, "seed for hash roots, workload and picker")
 		virtual     = fs.Bool("virtual", false, "run the workload in virtual time and print the summary")
 		calibrate   = fs.Bool("calibrate", false, "print the calibration table against the seed baseline")
@@ -80,6 +81,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	})
 	ec.Seed = *seed
+	ec.Policy = SchedulingPolicy(*policy)
 	wf := kvevents.FormMap
 	switch *form {
 	case "map":

@@ -21,6 +21,9 @@ type EngineConfig struct {
 	// MaxBatchedTokens is the per-step token budget of chunked prefill
 	// (vLLM --max-num-batched-tokens).
 	MaxBatchedTokens int
+	// Policy is vLLM's --scheduling-policy ("" is PolicyFCFS, vLLM's
+	// default).
+	Policy SchedulingPolicy
 	// Cost prices a step: a CostModel (DefaultCost) or a CostTable.
 	Cost StepCost
 	// Seed picks the engine's random hash root.
@@ -58,7 +61,22 @@ func engineConfig(blockSize int) EngineConfig {
 // SeedBlockSize is the seed benchmark's --block-size (BENCHMARK.md).
 const SeedBlockSize = 64
 
-// Engine is one vLLM V1 engine core: an FCFS waiting queue, a running batch
+// SchedulingPolicy is vLLM's --scheduling-policy (vLLM v0.32.0
+// vllm/v1/core/sched/request_queue.py SchedulingPolicy).
+type SchedulingPolicy string
+
+// The scheduling policies. Under PolicyFCFS the waiting queue is in arrival
+// order and the latest-admitted running request is preempted first; under
+// PolicyPriority the waiting queue is ordered by (Request.Priority,
+// arrival), lowest first, and the running request with the highest such
+// key is preempted first (Scheduler.schedule: max(self.running, key=lambda
+// r: (r.priority, r.arrival_time))).
+const (
+	PolicyFCFS     SchedulingPolicy = "fcfs"
+	PolicyPriority SchedulingPolicy = "priority"
+)
+
+// Engine is one vLLM V1 engine core: a waiting queue (FCFS or by priority), a running batch
 // scheduled with continuous batching and chunked prefill under a token
 // budget, and a paged KV cache with prefix caching. It is driven one step at
 // a time (Schedule, then Finish) by a virtual-time loop or a wall-clock
@@ -68,7 +86,7 @@ type Engine struct {
 	pool    *blockPool
 	ev      eventLog
 	h       hasher
-	waiting queue
+	waiting waitQueue
 	running []*Request
 
 	stepReqs []*Request // scheduled in the current step
@@ -97,7 +115,12 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.NumGPUBlocks <= 1 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 || cfg.Cost == nil {
 		return nil, fmt.Errorf("engine config %+v: needs 2 blocks or more, a positive block size, max seqs and token budget, and a cost", cfg)
 	}
-	e := &Engine{cfg: cfg, h: hasher{root: splitmix(cfg.Seed ^ 0x6b76)}}
+	switch cfg.Policy {
+	case "", PolicyFCFS, PolicyPriority:
+	default:
+		return nil, fmt.Errorf("engine config: scheduling policy %q is not %q or %q", cfg.Policy, PolicyFCFS, PolicyPriority)
+	}
+	e := &Engine{cfg: cfg, h: hasher{root: splitmix(cfg.Seed ^ 0x6b76)}, waiting: newWaitQueue(cfg.Policy)}
 	// vLLM keeps one block back as the null block (a placeholder that never
 	// holds KV; v0.32.0 BlockPool.__init__), so requests share the rest.
 	e.pool = newBlockPool(cfg.NumGPUBlocks-1, &e.ev)
@@ -107,7 +130,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 // replicaSeed gives replica i of a fleet its own seed, and so its own hash root.
 func replicaSeed(seed uint64, i int) uint64 { return splitmix(seed) + uint64(i) }
 
-// Add queues r at the back of the waiting queue. A request that could not
+// Add queues r in the waiting queue: at the back under FCFS, by its
+// Priority and Arrival under the priority policy. A request that could not
 // fit the whole cache even alone is refused, as vLLM refuses prompts longer
 // than the KV cache holds.
 func (e *Engine) Add(r *Request) error {
@@ -165,12 +189,13 @@ func (e *Engine) blocksFor(tokens int) int { return (tokens + e.cfg.BlockSize - 
 // Schedule plans the next step as vLLM V1's scheduler does and returns its
 // duration in seconds, or ok=false when nothing can run. Running requests go
 // first, in order, each taking its remaining prefill (or one decode token)
-// within the budget; when the cache cannot grow a running request, the
-// latest-admitted running request is preempted (its blocks freed, the
-// request put back at the head of the waiting queue to recompute). Only a
-// step without preemption admits waiting requests, FCFS, each starting after
-// its longest cached prefix and only when the cache can hold its whole
-// sequence.
+// within the budget; when the cache cannot grow a running request, a
+// running request is preempted (the latest admitted under FCFS, the lowest
+// priority under the priority policy, which may be one already scheduled in
+// this step: it gives its tokens back to the budget), its blocks freed and
+// the request requeued to recompute. Only a step without preemption admits
+// waiting requests, in the queue's order, each starting after its longest
+// cached prefix and only when the cache can hold its whole sequence.
 func (e *Engine) Schedule() (seconds float64, ok bool) {
 	if e.inStep {
 		panic("sim: Schedule called twice without Finish")
@@ -184,8 +209,13 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 		n := min(len(r.tokens)-r.computed, budget)
 		need := e.blocksFor(r.computed+n) - len(r.blocks)
 		for need > e.pool.numFree() {
-			victim := e.running[len(e.running)-1]
-			e.running = e.running[:len(e.running)-1]
+			v := e.victim()
+			victim := e.running[v]
+			e.running = append(e.running[:v], e.running[v+1:]...)
+			if v < i {
+				i--
+				budget += e.unschedule(victim)
+			}
 			e.preempt(victim)
 			preempted = true
 			if victim == r {
@@ -229,22 +259,60 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 	if len(e.stepReqs) == 0 {
 		return 0, false
 	}
+	for _, r := range e.stepReqs {
+		c, n := r.computed-r.sched, r.sched
+		if c < len(r.Prompt) {
+			e.stats.PromptTokens += uint64(min(c+n, len(r.Prompt)) - c)
+		}
+		e.shape.add(c, n, r.Output > 0 && n == 1 && r.computed == len(r.tokens), r.computed == len(r.tokens))
+	}
 	e.inStep = true
 	e.stats.Steps++
 	return e.cfg.Cost.StepTime(&e.shape), true
 }
 
-// schedule adds n of r's tokens to the step and caches its newly full blocks.
-func (e *Engine) schedule(r *Request, n int) {
-	c := r.computed
-	if c < len(r.Prompt) {
-		e.stats.PromptTokens += uint64(min(c+n, len(r.Prompt)) - c)
+// victim is the index in running of the request to preempt: the last
+// (latest admitted) under FCFS; under the priority policy the first with
+// the highest (Priority, Arrival), as vLLM's max over self.running.
+func (e *Engine) victim() int {
+	v := len(e.running) - 1
+	if e.cfg.Policy != PolicyPriority {
+		return v
 	}
-	r.computed = c + n
+	v = 0
+	for i, r := range e.running[1:] {
+		w := e.running[v]
+		if r.Priority > w.Priority || r.Priority == w.Priority && r.Arrival > w.Arrival {
+			v = i + 1
+		}
+	}
+	return v
+}
+
+// schedule adds n of r's tokens to the step and caches its newly full
+// blocks; the step's shape is summed once scheduling is done.
+func (e *Engine) schedule(r *Request, n int) {
+	r.computed += n
 	r.sched = n
-	e.shape.add(c, n, r.Output > 0 && n == 1 && r.computed == len(r.tokens), r.computed == len(r.tokens))
 	e.stepReqs = append(e.stepReqs, r)
 	e.cacheFull(r)
+}
+
+// unschedule takes a request preempted after it was scheduled out of the
+// step and returns the tokens it gives back to the budget. Blocks it
+// cached stay cached, as vLLM's allocate_slots caches them when it
+// allocates.
+func (e *Engine) unschedule(r *Request) int {
+	for i, x := range e.stepReqs {
+		if x == r {
+			e.stepReqs = append(e.stepReqs[:i], e.stepReqs[i+1:]...)
+			break
+		}
+	}
+	n := r.sched
+	r.computed -= n
+	r.sched = 0
+	return n
 }
 
 // cacheFull registers r's full, computed blocks in the prefix cache and
@@ -277,7 +345,7 @@ func (e *Engine) preempt(r *Request) {
 	r.blocks, r.computed, r.cachedN, r.running = r.blocks[:0], 0, 0, false
 	r.Preemptions++
 	e.stats.Preemptions++
-	e.waiting.pushFront(r)
+	e.waiting.requeue(r)
 }
 
 // Finish completes the planned step at engine time now: requests whose

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
@@ -325,5 +327,119 @@ func TestNullBlockIsNotForRequests(t *testing.T) {
 	}
 	if u := e.KVUsage(); u != 1 {
 		t.Errorf("4 of 5 blocks held: usage %v, want 1 (the null block left out)", u)
+	}
+}
+
+// priorityEngine is smallEngine under vLLM's priority scheduling policy.
+func priorityEngine(t *testing.T, blocks, maxSeqs int) *Engine {
+	t.Helper()
+	cfg := DefaultEngineConfig()
+	cfg.NumGPUBlocks, cfg.MaxNumSeqs, cfg.MaxBatchedTokens, cfg.Seed = blocks, maxSeqs, 256, 7
+	cfg.Policy = PolicyPriority
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestPriorityPolicyPreemptsLowestPriority fills a cache with two long
+// decodes, the earlier admitted of lower priority, and checks that the
+// priority policy preempts it even after it was scheduled in the step (it
+// leaves the step and holds nothing), where FCFS would preempt the later
+// one; then that both finish with the pool consistent.
+func TestPriorityPolicyPreemptsLowestPriority(t *testing.T) {
+	// 8 usable blocks: both hold 4 when high, 4 tokens ahead, needs its
+	// fifth, after low (admitted first, so running first) was scheduled
+	// for the step.
+	e := priorityEngine(t, 9, 16)
+	rng := rand.New(rand.NewPCG(5, 6))
+	low := &Request{ID: 1, Prompt: randomTokens(rng, make([]uint32, 40)), MaxTokens: 60, Priority: 1}
+	high := &Request{ID: 2, Prompt: randomTokens(rng, make([]uint32, 48)), MaxTokens: 60, Arrival: 1}
+	if err := e.Add(low); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.Schedule(); !ok {
+		t.Fatal("low not scheduled")
+	}
+	e.Finish(1)
+	if err := e.Add(high); err != nil {
+		t.Fatal(err)
+	}
+	now := 1.0
+	for e.Stats().Preemptions == 0 {
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled before any preemption")
+		}
+		if e.Stats().Preemptions > 0 && slices.Contains(e.stepReqs, low) {
+			t.Fatal("the preempted request stayed in the step")
+		}
+		now += d
+		e.Finish(now)
+	}
+	if low.Preemptions != 1 || high.Preemptions != 0 || len(low.blocks) != 0 || low.computed != 0 || e.waiting.front() != low {
+		t.Fatalf("victim: low preempted %d times (%d blocks, %d computed), high %d times", low.Preemptions, len(low.blocks), low.computed, high.Preemptions)
+	}
+	checkPool(t, e)
+	for e.Busy() {
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled after preemption")
+		}
+		now += d
+		e.Finish(now)
+	}
+	if !low.Finished() || !high.Finished() || high.Done > low.Done {
+		t.Fatalf("finished: low %v at %.3f, high %v at %.3f", low.Finished(), low.Done, high.Finished(), high.Done)
+	}
+	checkPool(t, e)
+}
+
+// TestPriorityPolicyAdmitsByPriority runs one sequence at a time and checks
+// the waiting queue admits by (priority, arrival), not arrival alone, and
+// that FCFS keeps arrival order on the same requests.
+func TestPriorityPolicyAdmitsByPriority(t *testing.T) {
+	order := func(e *Engine) []uint64 {
+		rng := rand.New(rand.NewPCG(1, 2))
+		// ID, priority: arrivals in ID order.
+		for i, p := range []int{2, 1, 0, 1, 0} {
+			r := &Request{ID: uint64(i + 1), Prompt: randomTokens(rng, make([]uint32, 20)), MaxTokens: 2, Priority: p, Arrival: float64(i)}
+			if err := e.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var done []uint64
+		for now := 0.0; e.Busy(); {
+			d, ok := e.Schedule()
+			if !ok {
+				t.Fatal("engine stalled")
+			}
+			now += d
+			_, progress := e.Finish(now)
+			for _, r := range progress {
+				if r.Finished() {
+					done = append(done, r.ID)
+				}
+			}
+		}
+		return done
+	}
+	if got, want := order(priorityEngine(t, 100, 1)), []uint64{3, 5, 2, 4, 1}; !slices.Equal(got, want) {
+		t.Fatalf("priority policy finished %v, want %v", got, want)
+	}
+	fcfs := DefaultEngineConfig()
+	fcfs.NumGPUBlocks, fcfs.MaxNumSeqs, fcfs.MaxBatchedTokens = 100, 1, 256
+	e, err := NewEngine(fcfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := order(e), []uint64{1, 2, 3, 4, 5}; !slices.Equal(got, want) {
+		t.Fatalf("FCFS finished %v, want %v", got, want)
+	}
+	bad := DefaultEngineConfig()
+	bad.Policy = "lifo"
+	if _, err := NewEngine(bad); err == nil || !strings.Contains(err.Error(), `"lifo"`) {
+		t.Fatalf("unknown policy: %v", err)
 	}
 }

@@ -43,6 +43,10 @@ type genRequest struct {
 	Stream              bool           `json:"stream"`
 	StreamOptions       *streamOptions `json:"stream_options"`
 	CacheSalt           *string        `json:"cache_salt"`
+	// Priority is vLLM's priority (lower sooner; default 0), which only
+	// --scheduling-policy priority reads: vLLM v0.32.0 takes it under FCFS
+	// too and ignores it (its InputProcessor no longer refuses it).
+	Priority int `json:"priority"`
 
 	lora string // the adapter Model names, "" for the base model
 }

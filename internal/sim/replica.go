@@ -124,11 +124,11 @@ func (rp *Replica) KVAddr() string { return rp.pub.pubAddr }
 func (rp *Replica) ReplayAddr() string { return rp.pub.replAddr }
 
 // submit hands prompt to the driver and returns its handle.
-func (rp *Replica) submit(prompt []uint32, maxTokens int, lora, salt string) *liveReq {
+func (rp *Replica) submit(prompt []uint32, maxTokens int, lora, salt string, priority int) *liveReq {
 	lr := &liveReq{notify: make(chan struct{}, 1), out: make([]uint32, 0, maxTokens)}
 	rp.mu.Lock()
 	rp.nextID++
-	lr.r = &Request{ID: rp.nextID, Prompt: prompt, MaxTokens: maxTokens, LoRA: lora, CacheSalt: salt}
+	lr.r = &Request{ID: rp.nextID, Prompt: prompt, MaxTokens: maxTokens, LoRA: lora, CacheSalt: salt, Priority: priority}
 	rp.inbox = append(rp.inbox, lr)
 	rp.mu.Unlock()
 	rp.signal()

@@ -18,6 +18,9 @@ type Request struct {
 	LoRA, CacheSalt string
 	// Arrival is when the engine received the request, in engine seconds.
 	Arrival float64
+	// Priority is the request's vLLM priority (lower runs sooner), which
+	// only the priority scheduling policy reads.
+	Priority int
 
 	// FirstToken and Done are the engine times of the first token and of
 	// the last; Output counts tokens generated so far.

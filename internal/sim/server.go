@@ -204,7 +204,7 @@ func (rp *Replica) generate(w http.ResponseWriter, r *http.Request, g *genReques
 	if g.CacheSalt != nil {
 		salt = *g.CacheSalt
 	}
-	lr := rp.submit(ids, n, g.lora, salt)
+	lr := rp.submit(ids, n, g.lora, salt, g.Priority)
 	resp := response{chat: chat, model: rp.cfg.Model, created: time.Now().Unix(), promptTokens: len(ids)}
 	if chat {
 		resp.id = completionID("chatcmpl-", lr.r.ID)

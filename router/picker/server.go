@@ -207,6 +207,11 @@ func (x *exchange) decide() (bool, error) {
 			return true, x.immediate(code, err.Error())
 		}
 		x.pick = p
+		if x.body, err = x.s.cfg.Proxy.EngineBody(x.body, x.flow); err != nil {
+			p.Release()
+			x.s.cfg.Metrics.outcome(outcomeInvalid)
+			return true, x.immediate(400, err.Error())
+		}
 		fallbacks := p.Fallbacks
 		if n := x.s.cfg.Fallbacks; n >= 0 && n < len(fallbacks) {
 			fallbacks = fallbacks[:n]

@@ -32,6 +32,11 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if body, err = s.EngineBody(body, flow); err != nil {
+		s.cfg.Metrics.decision(outcomeInvalid)
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	s.forward(w, r, arrived, body, req.Stream, s.routeChooser(req, flow))
 }
 

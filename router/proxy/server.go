@@ -69,6 +69,13 @@ type Config struct {
 	// bound; llmd_prefix_router renders 2. Either limit set turns the queue
 	// on.
 	MaxPendingPerPod int
+	// EnginePriority sets each routed request's vLLM priority to its
+	// class's rank (EngineBody), so that engines run with
+	// --scheduling-policy priority put the high class first in their
+	// waiting queues and preempt the low class first. Off by default: an
+	// FCFS engine ignores the field (vLLM v0.32.0), older releases refuse
+	// a non-zero one.
+	EnginePriority bool
 	// MaxQueue bounds the requests waiting for a pod under its cap
 	// (default 1024); a full queue sheds its lowest class's newest waiter
 	// for a higher class's request, else the newcomer, with 503.
