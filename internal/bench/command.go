@@ -80,8 +80,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
 			SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
 			RequestRate: *rate, Seed: *seedFlag, Prompts: *prompts, BlockSize: *blockSize, PriorityMix: mix}
-		if len(live.RouterArgs) > 0 || *policy != "" {
-			return fmt.Errorf("--router-arg, --scheduling-policy: with --engines the bench starts no router or replicas (configure them where they run)")
+		if given := givenFlags(fs, "router-arg", "scheduling-policy"); given != "" {
+			return fmt.Errorf("%s: with --engines the bench starts no router or replicas (configure them where they run)", given)
 		}
 		return runEndpoints(ctx, w, endpointPolicies(fs, *policies), Endpoints{Engines: splitList(*engines), Routers: splitList(*routerURLs)},
 			*mode, live, *jsonPath, stdout, stderr)
@@ -108,8 +108,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "virtual":
 		// Virtual time stretches the router's wall-clock lag as the live
 		// replicas' time scale does.
-		if len(mix) > 0 || len(live.RouterArgs) > 0 || *policy != "" {
-			return fmt.Errorf("--priority-mix, --router-arg, --scheduling-policy: live mode only (virtual mode has no router process, admission or priorities)")
+		if given := givenFlags(fs, "priority-mix", "router-arg", "scheduling-policy"); given != "" {
+			return fmt.Errorf("%s: live mode only (virtual mode has no router process, admission or priorities)", given)
 		}
 		if *routerCost < 0 || *peers < 0 {
 			return fmt.Errorf("--router-cost %s, --peer-delay %s: must be >= 0", *routerCost, *peers)
@@ -246,4 +246,18 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// givenFlags names, as "--a, --b", those of names that were set on the
+// command line, so an error names only what the user wrote.
+func givenFlags(fs *flag.FlagSet, names ...string) string {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var given []string
+	for _, n := range names {
+		if set[n] {
+			given = append(given, "--"+n)
+		}
+	}
+	return strings.Join(given, ", ")
 }

@@ -120,13 +120,16 @@ func TestCommandRefusesMixWhereItCannotRun(t *testing.T) {
 		want string
 	}{
 		{[]string{"--json", "x.json", "--priority-mix", "high=0.5"}, "the shares sum to 0.5"},
-		{[]string{"--json", "x.json", "--priority-mix", "high=1"}, "--priority-mix, --router-arg: live mode only"},
+		{[]string{"--json", "x.json", "--priority-mix", "high=1"}, "error: --priority-mix: live mode only"},
+		{[]string{"--json", "x.json", "--priority-mix", "high=1", "--scheduling-policy", "priority"},
+			"error: --priority-mix, --scheduling-policy: live mode only"},
+		{[]string{"--json", "x.json", "--mode", "live", "--scheduling-policy", "lifo"}, `--scheduling-policy "lifo": want fcfs or priority`},
 		{[]string{"--json", "x.json", "--router-arg=--max-in-flight-per-pod=1"}, "live mode only"},
 		{[]string{"--json", "x.json", "--mode", "live", "--engines", "http://127.0.0.1:1", "--router-arg", "--max-queue=1"},
-			"--router-arg: with --engines the bench starts no router"},
+			"error: --router-arg: with --engines the bench starts no router"},
 	} {
 		err := Command(context.Background(), c.args, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !strings.Contains("error: "+err.Error(), c.want) {
 			t.Errorf("bench %v: error %v, want one containing %q", c.args, err, c.want)
 		}
 	}
