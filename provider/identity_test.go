@@ -1,12 +1,18 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/querycheck"
+	"github.com/hashicorp/terraform-plugin-testing/querycheck/queryfilter"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
@@ -19,12 +25,20 @@ import (
 // one apply each carry their identity, which the next refresh keeps, and
 // each imports by that identity through an `import { identity = {...} }`
 // block whose plan is a no-op against the configuration (for the cluster:
-// but for deletion_protection, which no import can read).
+// but for deletion_protection, which no import can read). Then `terraform
+// query` lists each by that identity: the cluster (not one made by hand
+// beside it), the fleet with its settings read back, the router by
+// namespace; a prefix or a namespace holding none lists nothing.
 func TestAccIdentity(t *testing.T) {
 	t.Setenv("TF_ACC_TERRAFORM_PATH", testenv.Terraform(t))
 	g := newInClusterGround(t, "identity", 1, 2)
 	const cluster, ns = "acc-identity", "llmd-identity"
 	config := g.config(cluster, "  addons = { monitoring = { enabled = false } }", fleetAndRouterConfig(ns, ""))
+	// A cluster made elsewhere, which the clusters' list must not yield.
+	if _, err := g.aws.EKS.CreateCluster(context.Background(), &eks.CreateClusterInput{Name: aws.String("handmade"),
+		RoleArn: aws.String(g.roleARN), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{}, Tags: map[string]string{"team": "ml"}}); err != nil {
+		t.Fatal(err)
+	}
 	inCluster := func(name string) map[string]knownvalue.Check {
 		return map[string]knownvalue.Check{"cluster_region": knownvalue.StringExact(testenv.Region), "cluster_name": knownvalue.StringExact(cluster),
 			"namespace": knownvalue.StringExact(ns), "name": knownvalue.StringExact(name)}
@@ -63,8 +77,75 @@ func TestAccIdentity(t *testing.T) {
 			}(),
 			importByIdentity(fleetRes),
 			importByIdentity(routerRes),
+			{
+				// terraform query: the list blocks alone, beside the
+				// configuration's provider block.
+				Query:  true,
+				Config: listConfig(cluster, ns),
+				QueryResultChecks: []querycheck.QueryResultCheck{
+					// The hand-made cluster carries no owner tag.
+					querycheck.ExpectLength("llmd_inference_cluster.all", 1),
+					querycheck.ExpectIdentity("llmd_inference_cluster.all", map[string]knownvalue.Check{
+						"region": knownvalue.StringExact(testenv.Region), "name": knownvalue.StringExact(cluster)}),
+					querycheck.ExpectLength("llmd_inference_cluster.other_prefix", 0),
+					querycheck.ExpectLength("llmd_model_fleet.fleets", 1),
+					querycheck.ExpectIdentity("llmd_model_fleet.fleets", inCluster("qwen")),
+					querycheck.ExpectResourceKnownValues("llmd_model_fleet.fleets", queryfilter.ByResourceIdentity(inCluster("qwen")),
+						[]querycheck.KnownValueCheck{
+							{Path: tfjsonpath.New("name"), KnownValue: knownvalue.StringExact("qwen")},
+							{Path: tfjsonpath.New("namespace"), KnownValue: knownvalue.StringExact(ns)},
+							{Path: tfjsonpath.New("replicas"), KnownValue: knownvalue.Int64Exact(1)},
+							{Path: tfjsonpath.New("cluster").AtMapKey("name"), KnownValue: knownvalue.StringExact(cluster)},
+						}),
+					querycheck.ExpectLength("llmd_prefix_router.routers", 1),
+					querycheck.ExpectIdentity("llmd_prefix_router.routers", inCluster("router")),
+					querycheck.ExpectLength("llmd_prefix_router.elsewhere", 0),
+				},
+			},
 		},
 	})
+}
+
+// listConfig is a query of every list resource: clusters (all, and by a
+// prefix none has), the fleets in cluster with their resources, the routers
+// in namespace ns and in a namespace holding none.
+func listConfig(cluster, ns string) string {
+	return fmt.Sprintf(`
+list "llmd_inference_cluster" "all" {
+  provider = llmd
+}
+
+list "llmd_inference_cluster" "other_prefix" {
+  provider = llmd
+  config {
+    name_prefix = "zz-"
+  }
+}
+
+list "llmd_model_fleet" "fleets" {
+  provider         = llmd
+  include_resource = true
+  config {
+    cluster_name = %[1]q
+  }
+}
+
+list "llmd_prefix_router" "routers" {
+  provider = llmd
+  config {
+    cluster_name = %[1]q
+    namespace    = %[2]q
+  }
+}
+
+list "llmd_prefix_router" "elsewhere" {
+  provider = llmd
+  config {
+    cluster_name = %[1]q
+    namespace    = "default"
+  }
+}
+`, cluster, ns)
 }
 
 // fleetAndRouterConfig is a one-replica fleet "qwen" in ns on

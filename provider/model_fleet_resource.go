@@ -410,21 +410,31 @@ func importInCluster(ctx context.Context, data *providerData, what string, req r
 		return
 	}
 	ref := target.cluster + "/" + target.namespace + "/" + target.name
-	cluster, err := data.AWS.FindClusterByName(ctx, target.cluster, gpuDefaults.name, systemDefaults.name)
-	if err == nil && cluster == nil {
-		err = fmt.Errorf("no EKS cluster %q in %s", target.cluster, data.AWS.Config.Region)
-	}
+	k, err := clusterByName(ctx, data, target.cluster)
 	if err != nil {
 		resp.Diagnostics.AddError("Importing "+what+" "+ref, err.Error())
 		return
 	}
-	k := kubernetesObject(inferenceClusterModel{Name: types.StringValue(cluster.Name), Endpoint: types.StringValue(cluster.Endpoint),
-		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, data.AWS.Config.Region, cluster.GPU, cluster.System)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), k)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), target.namespace+"/"+target.name)...)
 	id, diags := inClusterIdentity(ctx, k, types.StringValue(target.namespace), types.StringValue(target.name))
 	resp.Diagnostics.Append(diags...)
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, id)...)
+}
+
+// clusterByName is the `cluster` object (llmd_inference_cluster's
+// `kubernetes`) of the EKS cluster name in the provider's region, read from
+// AWS with the default node group names, as an import or a list finds it.
+func clusterByName(ctx context.Context, data *providerData, name string) (types.Object, error) {
+	cluster, err := data.AWS.FindClusterByName(ctx, name, gpuDefaults.name, systemDefaults.name)
+	if err == nil && cluster == nil {
+		err = fmt.Errorf("no EKS cluster %q in %s", name, data.AWS.Config.Region)
+	}
+	if err != nil {
+		return types.ObjectNull(kubernetesTypes), err
+	}
+	return kubernetesObject(inferenceClusterModel{Name: types.StringValue(cluster.Name), Endpoint: types.StringValue(cluster.Endpoint),
+		ClusterCACertificate: types.StringValue(cluster.CertificateAuthority)}, data.AWS.Config.Region, cluster.GPU, cluster.System), nil
 }
 
 // fullyKnown reports whether a value holds no unknown anywhere inside.

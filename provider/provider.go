@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -20,7 +21,10 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
 )
 
-var _ provider.Provider = (*llmdProvider)(nil)
+var (
+	_ provider.Provider                  = (*llmdProvider)(nil)
+	_ provider.ProviderWithListResources = (*llmdProvider)(nil)
+)
 
 // New returns a constructor of the provider at the given version; the version
 // names the router image the provider pins and is sent in the user agent.
@@ -223,6 +227,7 @@ func (p *llmdProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	data := &providerData{AWS: awsinfra.NewClients(awsCfg, settings), Version: p.version}
 	resp.ResourceData = data
 	resp.DataSourceData = data
+	resp.ListResourceData = data
 }
 
 // settings converts the provider block to awsinfra.Settings. Unknown values
@@ -302,6 +307,12 @@ func sessionDuration(field string, v types.String) (time.Duration, error) {
 
 func (p *llmdProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{newInferenceClusterResource, newModelFleetResource, newPrefixRouterResource}
+}
+
+// ListResources serve `terraform query` (Terraform 1.14+): each lists what
+// its resource made.
+func (p *llmdProvider) ListResources(context.Context) []func() list.ListResource {
+	return []func() list.ListResource{newInferenceClusterList, newModelFleetList, newPrefixRouterList}
 }
 
 func (p *llmdProvider) DataSources(context.Context) []func() datasource.DataSource {
