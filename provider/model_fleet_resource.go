@@ -142,7 +142,11 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	var plan modelFleetModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() || !plan.known() {
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	deferUnknownConnection(req, resp, plan.Cluster, plan.Kubernetes)
+	if !plan.known() {
 		return
 	}
 	s, diags := plan.settings(ctx)
