@@ -14,7 +14,7 @@ import (
 // does for identity (GetResourceIdentitySchemas, ImportResourceState with an
 // identity), with no Terraform and no AWS: they cover the schemas and what
 // an import makes of an id or an identity up to the first AWS call.
-// TestAccIdentity covers the rest (identity set by create and refresh, kept,
+// TestAccTerraformNative covers the rest (identity set by create and refresh, kept,
 // import by identity end to end) on a real Terraform.
 
 // protocolServer is the provider served in process, configured for region

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,13 +15,17 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/querycheck"
 	"github.com/hashicorp/terraform-plugin-testing/querycheck/queryfilter"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
-// TestAccIdentity runs on Terraform testenv.TerraformVersion (the
+// TestAccTerraformNative runs on Terraform testenv.TerraformVersion (the
 // preinstalled 1.11 has no resource identity): cluster, fleet and router in
 // one apply each carry their identity, which the next refresh keeps, and
 // each imports by that identity through an `import { identity = {...} }`
@@ -28,8 +33,10 @@ import (
 // but for deletion_protection, which no import can read). Then `terraform
 // query` lists each by that identity: the cluster (not one made by hand
 // beside it), the fleet with its settings read back, the router by
-// namespace; a prefix or a namespace holding none lists nothing.
-func TestAccIdentity(t *testing.T) {
+// namespace; a prefix or a namespace holding none lists nothing. Between
+// the two, the action llmd_model_fleet_restart rolls the fleet's pods and
+// leaves its plan empty, and refuses a Deployment no fleet made.
+func TestAccTerraformNative(t *testing.T) {
 	t.Setenv("TF_ACC_TERRAFORM_PATH", testenv.Terraform(t))
 	g := newInClusterGround(t, "identity", 1, 2)
 	const cluster, ns = "acc-identity", "llmd-identity"
@@ -78,6 +85,19 @@ func TestAccIdentity(t *testing.T) {
 			importByIdentity(fleetRes),
 			importByIdentity(routerRes),
 			{
+				// An action aimed at a Deployment no fleet made (the
+				// router's) fails, naming what is missing.
+				Config:      config + restartConfig(ns, "router", "restart_router"),
+				ExpectError: regexp.MustCompile(`has no llmd.dev/fleet-settings annotation`),
+			},
+			{
+				Config: config + restartConfig(ns, "qwen", "restart"),
+				Check:  checkRestarted(g.c, ns, "qwen"),
+			},
+			// The restart changed no managed state: the fleet's next plan
+			// is empty.
+			{Config: config + restartConfig(ns, "qwen", "restart"), PlanOnly: true},
+			{
 				// terraform query: the list blocks alone, beside the
 				// configuration's provider block.
 				Query:  true,
@@ -104,6 +124,62 @@ func TestAccIdentity(t *testing.T) {
 			},
 		},
 	})
+}
+
+// restartConfig invokes llmd_model_fleet_restart on the Deployment name in
+// ns once, when terraform_data.<trigger> is created.
+func restartConfig(ns, name, trigger string) string {
+	return fmt.Sprintf(`
+action "llmd_model_fleet_restart" "%[3]s" {
+  config {
+    cluster   = llmd_inference_cluster.test.kubernetes
+    namespace = %[1]q
+    name      = %[2]q
+    timeout   = "5m"
+  }
+}
+
+resource "terraform_data" "%[3]s" {
+  input = "once"
+  lifecycle {
+    action_trigger {
+      events  = [after_create]
+      actions = [action.llmd_model_fleet_restart.%[3]s]
+    }
+  }
+}
+`, ns, name, trigger)
+}
+
+// checkRestarted checks that the Deployment ns/name was restarted and
+// rolled out before the action returned: its pod template and every pod
+// carry the restart annotation, and every replica is updated and ready.
+func checkRestarted(c *testenv.Cluster, ns, name string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		ctx := context.Background()
+		dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		at := dep.Spec.Template.Annotations[kube.RestartedAtAnnotation]
+		if at == "" {
+			return fmt.Errorf("Deployment %s/%s: no %s on its pod template", ns, name, kube.RestartedAtAnnotation)
+		}
+		want := *dep.Spec.Replicas
+		if s := dep.Status; s.ObservedGeneration < dep.Generation || s.UpdatedReplicas != want || s.ReadyReplicas != want || s.Replicas != want {
+			return fmt.Errorf("Deployment %s/%s not rolled out when the action returned: %+v", ns, name, s)
+		}
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "llmd.dev/fleet=" + name})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Annotations[kube.RestartedAtAnnotation] != at {
+				return fmt.Errorf("pod %s is from before the restart (annotation %q, want %q)", p.Name, p.Annotations[kube.RestartedAtAnnotation], at)
+			}
+		}
+		return nil
+	}
 }
 
 // listConfig is a query of every list resource: clusters (all, and by a

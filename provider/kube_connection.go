@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -28,6 +29,11 @@ type directModel struct {
 	InstanceType         types.String `tfsdk:"instance_type"`
 	ImageMirrors         types.Map    `tfsdk:"image_mirrors"`
 }
+
+// directTypes are directModel's attribute types.
+var directTypes = map[string]attr.Type{"host": types.StringType, "cluster_ca_certificate": types.StringType,
+	"token": types.StringType, "config_path": types.StringType, "config_context": types.StringType,
+	"instance_type": types.StringType, "image_mirrors": types.MapType{ElemType: types.StringType}}
 
 // connectionAttributes are `cluster` and `kubernetes`, shared by every
 // resource that works inside a cluster. A change of the cluster's name,

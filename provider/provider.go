@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -24,6 +25,7 @@ import (
 var (
 	_ provider.Provider                  = (*llmdProvider)(nil)
 	_ provider.ProviderWithListResources = (*llmdProvider)(nil)
+	_ provider.ProviderWithActions       = (*llmdProvider)(nil)
 )
 
 // New returns a constructor of the provider at the given version; the version
@@ -228,6 +230,7 @@ func (p *llmdProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	resp.ResourceData = data
 	resp.DataSourceData = data
 	resp.ListResourceData = data
+	resp.ActionData = data
 }
 
 // settings converts the provider block to awsinfra.Settings. Unknown values
@@ -307,6 +310,12 @@ func sessionDuration(field string, v types.String) (time.Duration, error) {
 
 func (p *llmdProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{newInferenceClusterResource, newModelFleetResource, newPrefixRouterResource}
+}
+
+// Actions are invoked by `terraform apply -invoke` or an action_trigger
+// (Terraform 1.14+) and change no managed state.
+func (p *llmdProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{newModelFleetRestartAction}
 }
 
 // ListResources serve `terraform query` (Terraform 1.14+): each lists what
