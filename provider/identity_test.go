@@ -25,7 +25,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
-// TestAccTerraformNative runs on Terraform testenv.TerraformVersion (the
+// TestAccTerraformNative runs on testenv.TerraformNewest (the
 // preinstalled 1.11 has no resource identity): cluster, fleet and router in
 // one apply each carry their identity, which the next refresh keeps, and
 // each imports by that identity through an `import { identity = {...} }`

@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -122,18 +121,6 @@ func decodeConnection(ctx context.Context, cluster, direct types.Object) (connec
 		}
 	}
 	return c, nil
-}
-
-// deferUnknownConnection defers a fleet's or router's plan while its way to
-// the cluster (cluster or kubernetes) is not fully known, when the client
-// allows deferral (HCP Terraform Stacks, Terraform's alpha builds): the next
-// round plans it against the cluster that then exists, as the kubectl
-// provider's resource-level deferral does (alekc/kubectl #355). Without
-// deferral the plan goes on with unknown values; neither calls any API.
-func deferUnknownConnection(req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, cluster, direct types.Object) {
-	if req.ClientCapabilities.DeferralAllowed && !(fullyKnown(cluster) && fullyKnown(direct)) {
-		resp.Deferred = &resource.Deferred{Reason: resource.DeferredReasonResourceConfigUnknown}
-	}
 }
 
 // validateConnectionConfig runs at plan time: exactly one of the two, and

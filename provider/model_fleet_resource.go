@@ -142,11 +142,12 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	var plan modelFleetModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	deferUnknownConnection(req, resp, plan.Cluster, plan.Kubernetes)
-	if !plan.known() {
+	// A fleet whose cluster is still unknown plans with unknown values and
+	// calls no API; it never defers, even where the client allows it:
+	// OpenTofu (1.11) allows deferral to every provider and fails the run
+	// on one ("Resource configuration is incomplete": use -exclude), which
+	// would break the one apply there, and Stacks need only a clean plan.
+	if resp.Diagnostics.HasError() || !plan.known() {
 		return
 	}
 	s, diags := plan.settings(ctx)

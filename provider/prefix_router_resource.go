@@ -160,7 +160,6 @@ func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.Modi
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	deferUnknownConnection(req, resp, plan.Cluster, plan.Kubernetes)
 	if plan.Image.IsNull() || plan.Image.IsUnknown() {
 		var config prefixRouterModel
 		resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)

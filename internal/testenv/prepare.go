@@ -17,7 +17,9 @@ func Prepare(w io.Writer) error {
 		{"npm test packages", func() error { _, err := installNodeModules(); return err }},
 		{"prometheus-operator CRDs " + prometheusOperatorVersion, func() error { _, err := prometheusOperatorCRDDir(); return err }},
 		{"InferencePool CRD " + GIEVersion, func() error { _, err := gieDir(); return err }},
-		{"terraform " + TerraformVersion, func() error { _, err := TerraformPath(); return err }},
+		{TerraformNewest.String(), func() error { _, err := TerraformNewest.Path(); return err }},
+		{TerraformFloor.String(), func() error { _, err := TerraformFloor.Path(); return err }},
+		{OpenTofu.String(), func() error { _, err := OpenTofu.Path(); return err }},
 		{"vLLM " + VLLMVersion + " and its tiny model", func() error { _, err := installVLLM(); return err }},
 	}
 	for _, s := range steps {

@@ -10,52 +10,98 @@ import (
 	"testing"
 )
 
-// TerraformVersion is the newest Terraform the provider is tested with: the
-// tests of what Terraform 1.12 and later added (resource identity, import by
-// identity) run on it. The preinstalled CLI (TF_ACC_TERRAFORM_PATH, 1.11.4)
-// runs the rest.
-const TerraformVersion = "1.15.9"
+// CLI is one Terraform-compatible command line the provider is tested with,
+// built from its Go module (the Go module proxy serves them; no release
+// download is reachable here) into the cache, once per version.
+type CLI struct {
+	// Name is the binary's name and how tests and messages call it.
+	Name string
+	// Module and Version are the Go module and its version; Main is the
+	// package to build within it.
+	Module, Version, Main string
+	// dropsRemoteBackends: the module's go.mod requires its remote-state
+	// backends as nested modules through replace directives, which the
+	// module zip leaves out, so the build drops them (Terraform 1.6 and
+	// later; no test here uses a remote backend).
+	dropsRemoteBackends bool
+	// ldflags are the release linker flags beyond -s -w.
+	ldflags string
+}
+
+// The CLIs in the provider's test matrix, pinned here and nowhere else
+// (docs/index.md names the floor). The preinstalled terraform (1.11.4, on
+// TF_ACC_TERRAFORM_PATH) is the fourth row.
+var (
+	// TerraformNewest is the newest stable Terraform: the whole acceptance
+	// suite's, as it has identity (1.12), list resources and actions (1.14).
+	TerraformNewest = CLI{Name: "terraform", Module: "github.com/hashicorp/terraform", Version: "1.15.9", Main: ".",
+		dropsRemoteBackends: true, ldflags: "-X github.com/hashicorp/terraform/version.dev=no"}
+	// TerraformFloor is the oldest supported Terraform: the last
+	// MPL-licensed release, where many organisations froze, and the floor of
+	// terraform-aws-modules/eks v21. Write-only attributes (1.11) are refused
+	// there with an error naming the attribute and the version.
+	TerraformFloor = CLI{Name: "terraform", Module: "github.com/hashicorp/terraform", Version: "1.5.7", Main: "."}
+	// OpenTofu is the newest OpenTofu (ephemeral and write-only attributes;
+	// no actions or list resources).
+	OpenTofu = CLI{Name: "tofu", Module: "github.com/opentofu/opentofu", Version: "1.11.0", Main: "./cmd/tofu",
+		ldflags: "-X github.com/opentofu/opentofu/version.dev=no"}
+)
 
 // remoteStateBackends are the remote-state backends Terraform's module
 // registers from nested modules, which its module zip leaves out (they are
 // replace directives to ./internal/...), and internal/legacy, which only
-// they import. The build drops them; no test here uses a remote backend.
+// they import.
 var remoteStateBackends = []string{"azure", "consul", "cos", "gcs", "kubernetes", "oci", "oss", "pg", "s3"}
 
 // backendRegistration matches, in internal/backend/init/init.go, the import
 // and the registration line of each dropped backend.
 var backendRegistration = regexp.MustCompile(`(?m)^.*\bbackend(Azure|Consul|Cos|GCS|Kubernetes|OCI|OSS|Pg|S3)\b.*\n`)
 
+// String is the CLI as messages name it, e.g. "terraform 1.5.7".
+func (c CLI) String() string { return c.Name + " " + c.Version }
+
 var (
-	terraformOnce sync.Once
-	terraformBin  string
-	terraformErr  error
+	cliMu    sync.Mutex
+	cliPaths = map[CLI]string{}
+	cliErrs  = map[CLI]error{}
 )
 
-// Terraform returns the path of Terraform TerraformVersion, building it on
-// first use. A missing binary skips the test outside CI and fails it in CI,
-// where `make testenv` builds it.
-func Terraform(t testing.TB) string {
+// Binary returns the CLI's path, building it on first use. A missing binary
+// skips the test outside CI and fails it in CI, where `make testenv` builds
+// it.
+func (c CLI) Binary(t testing.TB) string {
 	t.Helper()
-	terraformOnce.Do(func() { terraformBin, terraformErr = TerraformPath() })
-	if terraformErr != nil {
-		unavailable(t, "terraform "+TerraformVersion, terraformErr, "make testenv")
+	cliMu.Lock()
+	path, done := cliPaths[c]
+	err := cliErrs[c]
+	if !done && err == nil {
+		path, err = c.Path()
+		cliPaths[c], cliErrs[c] = path, err
 	}
-	return terraformBin
+	cliMu.Unlock()
+	if err != nil {
+		unavailable(t, c.String(), err, "make testenv")
+	}
+	return path
 }
 
-// TerraformPath builds Terraform from its module (the Go module proxy serves
-// it; `go install` refuses a module with replace directives) into the cache:
-// a copy of the module source without the remote-state backends, built with
-// release linker flags, so `terraform version` says 1.15.9 and not -dev. A
-// cold build takes about 3 minutes of CPU on 2 cores.
-func TerraformPath() (string, error) {
+// Terraform returns the path of TerraformNewest (see CLI.Binary).
+func Terraform(t testing.TB) string {
+	t.Helper()
+	return TerraformNewest.Binary(t)
+}
+
+// Path builds the CLI from a copy of its module source (`go install` refuses
+// a module with replace directives) into the cache, with release linker
+// flags, so its version command names the release and not -dev. A cold
+// build takes 2-3 minutes of CPU on 2 cores.
+func (c CLI) Path() (string, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(cache, "terraform-"+TerraformVersion)
-	bin := filepath.Join(dir, "terraform")
+	dir := filepath.Join(cache, c.Name+"-"+c.Version)
+	bin := filepath.Join(dir, c.Name)
 	err = withFileLock(dir+".lock", func() error {
 		if _, err := os.Stat(bin); err == nil {
 			return nil
@@ -64,14 +110,14 @@ func TerraformPath() (string, error) {
 		if err := os.RemoveAll(src); err != nil {
 			return err
 		}
-		if err := terraformSource(src); err != nil {
+		if err := c.source(src); err != nil {
 			return err
 		}
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/hashicorp/terraform/version.dev=no", "-o", bin+".tmp", ".")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w "+c.ldflags, "-o", bin+".tmp", c.Main)
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building terraform %s in %s: %w\n%s", TerraformVersion, src, err, out)
+			return fmt.Errorf("building %s in %s: %w\n%s", c, src, err, out)
 		}
 		if err := os.Rename(bin+".tmp", bin); err != nil {
 			return err
@@ -81,11 +127,10 @@ func TerraformPath() (string, error) {
 	return bin, err
 }
 
-// terraformSource writes the module source of Terraform TerraformVersion to
-// dst, with the remote-state backends dropped from its go.mod and from the
-// backend registry.
-func terraformSource(dst string) error {
-	dir, err := moduleDir("github.com/hashicorp/terraform", "v"+TerraformVersion)
+// source writes the CLI's module source to dst, writable, with the
+// remote-state backends dropped where the module needs that.
+func (c CLI) source(dst string) error {
+	dir, err := moduleDir(c.Module, "v"+c.Version)
 	if err != nil {
 		return err
 	}
@@ -99,12 +144,15 @@ func terraformSource(dst string) error {
 	if out, err := exec.Command("chmod", "-R", "u+w", dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("chmod %s: %w\n%s", dst, err, out)
 	}
+	if !c.dropsRemoteBackends {
+		return nil
+	}
 	args := []string{"mod", "edit"}
 	for _, b := range remoteStateBackends {
-		p := "github.com/hashicorp/terraform/internal/backend/remote-state/" + b
+		p := c.Module + "/internal/backend/remote-state/" + b
 		args = append(args, "-droprequire", p, "-dropreplace", p)
 	}
-	args = append(args, "-droprequire", "github.com/hashicorp/terraform/internal/legacy", "-dropreplace", "github.com/hashicorp/terraform/internal/legacy")
+	args = append(args, "-droprequire", c.Module+"/internal/legacy", "-dropreplace", c.Module+"/internal/legacy")
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dst
 	cmd.Env = append(os.Environ(), "GOWORK=off")
@@ -118,8 +166,8 @@ func terraformSource(dst string) error {
 	}
 	// Each backend has an import and a registration line.
 	if found, want := len(backendRegistration.FindAll(b, -1)), 2*len(remoteStateBackends); found != want {
-		return fmt.Errorf("%s: found %d remote-state backend lines, want %d: the recipe needs updating for terraform %s",
-			initGo, found, want, TerraformVersion)
+		return fmt.Errorf("%s: found %d remote-state backend lines, want %d: the recipe needs updating for %s",
+			initGo, found, want, c)
 	}
 	return os.WriteFile(initGo, backendRegistration.ReplaceAll(b, nil), 0o644)
 }

@@ -15,10 +15,10 @@ import (
 )
 
 func main() {
-	terraform := flag.Bool("terraform", false, "prepare only Terraform "+testenv.TerraformVersion+" and print its path")
+	terraform := flag.Bool("terraform", false, "prepare only "+testenv.TerraformNewest.String()+" and print its path")
 	flag.Parse()
 	if *terraform {
-		path, err := testenv.TerraformPath()
+		path, err := testenv.TerraformNewest.Path()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "testenv-prepare:", err)
 			os.Exit(1)
