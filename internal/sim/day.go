@@ -146,15 +146,15 @@ type DayResult struct {
 	// TTFT of the served requests, from arrival at the router to the first
 	// token (queueing in the router included), in seconds, over the day and
 	// over the requests that arrived at the peak (DayProfile.AtPeak).
-	MeanTTFT, P99TTFT             float64
-	PeakMeanTTFT, PeakP99TTFT     float64
-	PeakRequests, PeakShed        int
-	MeanTPOT                      float64
-	HitRate                       float64
-	Timeline                      []DaySample `json:",omitempty"`
-	ttfts, peakTTFTs, tpots       []float64
-	lastDone                      float64
-	queueMax, queueSum, queueSeen int
+	MeanTTFT, P99TTFT         float64
+	PeakMeanTTFT, PeakP99TTFT float64
+	PeakRequests, PeakShed    int
+	MeanTPOT                  float64
+	HitRate                   float64
+	Timeline                  []DaySample `json:",omitempty"`
+	ttfts, peakTTFTs, tpots   []float64
+	lastDone                  float64
+	day                       float64
 }
 
 // DaySample is the fleet at one moment of the day.
@@ -712,9 +712,13 @@ func (d *dayRun) sample(t float64) {
 	}
 }
 
+// Duration is the day's length the result covers, in seconds.
+func (r DayResult) Duration() float64 { return r.day }
+
 func (d *dayRun) summary() DayResult {
 	r := d.res
 	end := d.cfg.Profile.Duration()
+	r.day = end
 	for _, p := range d.pods {
 		r.PodSeconds += max(0, min(p.removed, end)-p.created)
 	}
