@@ -135,26 +135,33 @@ type DayConfig struct {
 
 // DayResult is what a day cost and how it served.
 type DayResult struct {
-	Requests, Served int
+	Requests int `json:"requests"`
+	Served   int `json:"served"`
 	// Shed counts the requests answered 503: no room within the TTL, a full
 	// queue, or no pod at all.
-	Shed int
+	Shed int `json:"shed"`
 	// PodSeconds is the pods' time from creation to removal within the day
 	// (a GPU each); MeanPods is it over the day's length.
-	PodSeconds, MeanPods               float64
-	PeakPods, PodsCreated, PodsRemoved int
+	PodSeconds  float64 `json:"pod_seconds"`
+	MeanPods    float64 `json:"mean_pods"`
+	PeakPods    int     `json:"peak_pods"`
+	PodsCreated int     `json:"pods_created"`
+	PodsRemoved int     `json:"pods_removed"`
 	// TTFT of the served requests, from arrival at the router to the first
 	// token (queueing in the router included), in seconds, over the day and
 	// over the requests that arrived at the peak (DayProfile.AtPeak).
-	MeanTTFT, P99TTFT         float64
-	PeakMeanTTFT, PeakP99TTFT float64
-	PeakRequests, PeakShed    int
-	MeanTPOT                  float64
-	HitRate                   float64
-	Timeline                  []DaySample `json:",omitempty"`
-	ttfts, peakTTFTs, tpots   []float64
-	lastDone                  float64
-	day                       float64
+	MeanTTFT     float64     `json:"mean_ttft_s"`
+	P99TTFT      float64     `json:"p99_ttft_s"`
+	PeakMeanTTFT float64     `json:"peak_mean_ttft_s"`
+	PeakP99TTFT  float64     `json:"peak_p99_ttft_s"`
+	PeakRequests int         `json:"peak_requests"`
+	PeakShed     int         `json:"peak_shed"`
+	MeanTPOT     float64     `json:"mean_tpot_s"`
+	HitRate      float64     `json:"prefix_hit_rate"`
+	Timeline     []DaySample `json:"timeline,omitempty"`
+
+	ttfts, peakTTFTs, tpots []float64
+	day                     float64
 }
 
 // DaySample is the fleet at one moment of the day.
@@ -163,9 +170,10 @@ type DaySample struct {
 	Rate float64 `json:"rate"`
 	// Pods are those costing a GPU (starting, ready, draining); Ready those
 	// the router routes to.
-	Pods, Ready int
-	InFlight    int `json:"in_flight"`
-	Queued      int `json:"queued"`
+	Pods     int `json:"pods"`
+	Ready    int `json:"ready"`
+	InFlight int `json:"in_flight"`
+	Queued   int `json:"queued"`
 }
 
 type podState uint8
@@ -494,6 +502,8 @@ func (d *dayRun) decide(i int, now float64) error {
 			open = append(open, k)
 		}
 	}
+	// Some pod is full: wait for the one the picker chooses over them all
+	// when it is one of those (a picker that cannot explain waits for any).
 	want := -1
 	if len(open) < len(cands) && d.explain != nil {
 		best := d.choose(i, cands, false)
@@ -692,7 +702,6 @@ func (d *dayRun) served(f *dayFlight, r *Request) {
 	if r.Output > 1 {
 		d.res.tpots = append(d.res.tpots, (r.Done-r.FirstToken)/float64(r.Output-1))
 	}
-	d.res.lastDone = max(d.res.lastDone, r.Done)
 }
 
 func (d *dayRun) sample(t float64) {
