@@ -22,13 +22,22 @@ type scoringPicker struct {
 	err        error
 }
 
-var _ sim.Picker = (*scoringPicker)(nil)
+var (
+	_ sim.Picker    = (*scoringPicker)(nil)
+	_ sim.Explainer = (*scoringPicker)(nil)
+)
 
 // pickErr is the error of the pick that failed the run, if any.
 func (a *scoringPicker) pickErr() error { return a.err }
 
 // Pick implements sim.Picker.
-func (a *scoringPicker) Pick(r *sim.Route, v *sim.View) int {
+func (a *scoringPicker) Pick(r *sim.Route, v *sim.View) int { return a.decide(r, v, true) }
+
+// Explain implements sim.Explainer: the router's Explain, which commits
+// nothing.
+func (a *scoringPicker) Explain(r *sim.Route, v *sim.View) int { return a.decide(r, v, false) }
+
+func (a *scoringPicker) decide(r *sim.Route, v *sim.View, commit bool) int {
 	if a.p == nil {
 		ix := v.Index
 		if !a.precise {
@@ -44,11 +53,19 @@ func (a *scoringPicker) Pick(r *sim.Route, v *sim.View) int {
 			PendingTokens: l.PendingTokens}})
 	}
 	a.req = scoring.Request{Tokens: r.Tokens}
-	d, err := a.p.Pick(&a.req, a.pods)
+	var d scoring.Decision
+	var err error
+	if commit {
+		d, err = a.p.Pick(&a.req, a.pods)
+	} else {
+		d, err = a.p.Explain(&a.req, a.pods)
+	}
 	if err != nil {
 		a.err = err
-		return -1 // RunVirtual fails the run on an out-of-range pick
+		return -1 // the runs fail on an out-of-range pick
 	}
-	r.Uncached, r.Hold = d.UncachedTokens, d.Hold
+	if commit {
+		r.Uncached, r.Hold = d.UncachedTokens, d.Hold
+	}
 	return d.Chosen
 }

@@ -59,6 +59,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var(listFlag{&live.RouterArgs}, "router-arg", "live: one more argument for every `llmd-router serve` the bench starts, repeatable, e.g. --router-arg=--max-in-flight-per-pod=32 (flow control is on only with a cap or a pending bound, --max-pending-per-pod)")
 	policy := fs.String("scheduling-policy", "", "live: the simulated replicas' vLLM --scheduling-policy, fcfs (vLLM's default) or priority; pair priority with --router-arg=--engine-priority")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
+	dayOpts := DefaultDayOptions()
+	day := fs.Bool("day", false, "virtual: run a day-shaped load (quiet night, morning ramp, a peak above the fixed fleet's capacity) on --replicas fixed pods without and with flow control and on an autoscaled fleet with it, and print GPU-hours and TTFT (see internal/bench doc)")
+	fs.Float64Var(&dayOpts.Peak, "day-peak", dayOpts.Peak, "--day: the arrival rate at the day's peak, requests per second")
+	fs.Float64Var(&dayOpts.HourSeconds, "day-hour", dayOpts.HourSeconds, "--day: virtual seconds one hour of the day lasts (3600: a real day)")
+	fs.IntVar(&dayOpts.Min, "day-min", dayOpts.Min, "--day: the autoscaler's minReplicas")
+	fs.IntVar(&dayOpts.Max, "day-max", dayOpts.Max, "--day: the autoscaler's maxReplicas")
+	fs.Float64Var(&dayOpts.Target, "day-target", dayOpts.Target, "--day: the autoscaler's target of the router's demand (requests in flight and queued) per pod")
+	fs.Float64Var(&dayOpts.QueueTarget, "day-queue-target", dayOpts.QueueTarget, "--day: the second autoscaled fleet's target of the router's queue per pod, besides --day-target")
+	fs.Float64Var(&dayOpts.PodStart, "pod-start", dayOpts.PodStart, "--day: seconds from a pod's creation to Ready (default from a published vLLM cold start, see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,6 +82,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		live.SchedulingPolicy = sim.SchedulingPolicy(*policy)
 	default:
 		return fmt.Errorf("--scheduling-policy %q: want fcfs or priority", *policy)
+	}
+	if *day {
+		return runDay(fs, *mode, *policies, *replicas, dayOpts, Workload{Dataset: *dataset, NumPrefixes: *numPrefixes,
+			PrefixLen: *prefixLen, SuffixLen: *suffixLen, OutputLen: *outputLen, IgnoreEOS: true, Seed: *seedFlag,
+			Prompts: PromptsTokens, BlockSize: *blockSize}, *jsonPath, stdout, stderr)
 	}
 	if *engines != "" {
 		// The workload's flags, without --demo-scale's or --replicas' sense
@@ -168,6 +182,37 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return writeFile(*plotPath, func(f io.Writer) error { return WritePlot(f, rep) })
 	}
 	return nil
+}
+
+// runDay is the command with --day: the day-shaped run in virtual time.
+func runDay(fs *flag.FlagSet, mode, policies string, replicas int, o DayOptions, w Workload, jsonPath string,
+	stdout, stderr io.Writer) error {
+	if mode != "virtual" {
+		return fmt.Errorf("--day: virtual mode only (--mode virtual)")
+	}
+	if given := givenFlags(fs, "num-prompts", "request-rate", "max-concurrency", "ladder", "engines", "router-urls", "routers",
+		"oracle", "demo-scale", "priority-mix", "router-arg", "scheduling-policy", "plot", "zipf-s"); given != "" {
+		return fmt.Errorf("%s: not with --day (the day's arrivals come from --day-peak and its shape; one router decides)", given)
+	}
+	if w.Dataset != DatasetPrefixRepetition {
+		return fmt.Errorf("--dataset %s: --day runs %s (the seed's shape)", w.Dataset, DatasetPrefixRepetition)
+	}
+	policy := PolicyBest
+	if givenFlags(fs, "policies") != "" {
+		policy = strings.TrimSpace(policies)
+	}
+	o.Fixed = replicas
+	start := time.Now()
+	fmt.Fprintf(stderr, "bench: a virtual day on %d fixed pods and on %d-%d autoscaled pods ...\n", o.Fixed, o.Min, o.Max)
+	rep, err := RunDay(w, o, policy, LiveLag(1))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: the day took %s of wall time\n", time.Since(start).Round(time.Millisecond))
+	if err := WriteDayTable(stdout, rep); err != nil {
+		return err
+	}
+	return writeJSON(jsonPath, rep)
 }
 
 // runEndpoints is the command against given endpoints: the table, the

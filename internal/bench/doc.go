@@ -264,6 +264,25 @@
 // prompts with Poisson arrivals on as many connections (no concurrency
 // cap): what the seed's ladder figures imply (sim.LadderSeconds).
 //
+// # A day (--day)
+//
+// `llmd-router bench --day` runs a day-shaped load in virtual time
+// (sim.RunDay; sim.BusinessDay's shape, --day-peak at its peak, each hour
+// --day-hour virtual seconds) with the seed's prompts (token ids) behind
+// one router deciding with the default scorers, on four fleets: --replicas
+// fixed pods without and with the router's flow control (vLLM's
+// max_num_seqs per pod, 2 pending per pod, a queue of 1,024, a 30 s TTL
+// answered 503), and pods autoscaled by the HPA's arithmetic (sim.HPA) on
+// the router's exact demand per pod (--day-target), then on demand and
+// its queue per pod (--day-queue-target), from --day-min to --day-max,
+// each new pod Ready --pod-start seconds after its creation (PodStart
+// cites the source) and each pod taken out drained: the router sends it
+// nothing more and it goes when its last request ends. It prints each
+// fleet's GPU-hours (pods costing a GPU, from creation to removal), TTFT
+// over the day and at its peak, requests served and shed, and the fleets
+// hour by hour; DefaultDayOptions says why the day's compression keeps the
+// comparison.
+//
 // # Live against virtual
 //
 // Virtual mode models the live router's information lag (RouterLag,
