@@ -37,8 +37,8 @@ func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	return srv, &n
 }
 
-// protocolServerAt is the provider served in process with every AWS
-// endpoint at url.
+// protocolServerAt is the provider served in process, configured for
+// region us-west-2 with every AWS endpoint at url (none when url is empty).
 func protocolServerAt(t *testing.T, url string) tfprotov6.ProviderServer {
 	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
@@ -53,15 +53,16 @@ func protocolServerAt(t *testing.T, url string) tfprotov6.ProviderServer {
 		t.Fatal(err)
 	}
 	typ := schema.Provider.ValueType().(tftypes.Object)
-	endpoints := typ.AttributeTypes["endpoints"].(tftypes.Object)
-	eps := map[string]tftypes.Value{}
-	for name := range endpoints.AttributeTypes {
-		eps[name] = tftypes.NewValue(tftypes.String, url)
+	set := map[string]tftypes.Value{"region": tftypes.NewValue(tftypes.String, "us-west-2")}
+	if url != "" {
+		endpoints := typ.AttributeTypes["endpoints"].(tftypes.Object)
+		eps := map[string]tftypes.Value{}
+		for name := range endpoints.AttributeTypes {
+			eps[name] = tftypes.NewValue(tftypes.String, url)
+		}
+		set["endpoints"] = tftypes.NewValue(endpoints, eps)
 	}
-	config := objectValue(t, typ, map[string]tftypes.Value{
-		"region":    tftypes.NewValue(tftypes.String, "us-west-2"),
-		"endpoints": tftypes.NewValue(endpoints, eps),
-	})
+	config := objectValue(t, typ, set)
 	resp, err := srv.ConfigureProvider(ctx, &tfprotov6.ConfigureProviderRequest{Config: config})
 	if err != nil {
 		t.Fatal(err)

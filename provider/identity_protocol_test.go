@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
@@ -21,33 +20,7 @@ import (
 // us-west-2 (configuring calls no AWS API).
 func protocolServer(t *testing.T) tfprotov6.ProviderServer {
 	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	ctx := context.Background()
-	srv, err := providerserver.NewProtocol6WithError(New("test")())()
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := srv.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	typ := schema.Provider.ValueType().(tftypes.Object)
-	vals := map[string]tftypes.Value{}
-	for name, at := range typ.AttributeTypes {
-		vals[name] = tftypes.NewValue(at, nil)
-	}
-	vals["region"] = tftypes.NewValue(tftypes.String, "us-west-2")
-	config, err := tfprotov6.NewDynamicValue(typ, tftypes.NewValue(typ, vals))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := srv.ConfigureProvider(ctx, &tfprotov6.ConfigureProviderRequest{Config: &config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	failOnDiagnostics(t, resp.Diagnostics)
-	return srv
+	return protocolServerAt(t, "")
 }
 
 func failOnDiagnostics(t *testing.T, diags []*tfprotov6.Diagnostic) {
