@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"testing"
 
@@ -13,11 +12,6 @@ import (
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
-
-// preinstalledTerraformEnv names the preinstalled terraform (1.11.4) for the
-// matrix while TF_ACC_TERRAFORM_PATH points the rest of the suite at
-// testenv.TerraformNewest (`make test` sets both).
-const preinstalledTerraformEnv = "LLMD_TEST_TERRAFORM_PREINSTALLED"
 
 // matrixRow is one CLI the one-apply subset runs on.
 type matrixRow struct {
@@ -38,13 +32,7 @@ type matrixRow struct {
 func TestAccMatrix(t *testing.T) {
 	rows := []matrixRow{
 		{name: testenv.TerraformFloor.String(), bin: testenv.TerraformFloor.Binary, floor: true},
-		{name: "terraform (preinstalled)", bin: func(t testing.TB) string {
-			path := os.Getenv(preinstalledTerraformEnv)
-			if path == "" {
-				t.Skipf("%s is not set: `make test` sets it to the preinstalled terraform", preinstalledTerraformEnv)
-			}
-			return path
-		}},
+		{name: "terraform (preinstalled)", bin: testenv.PreinstalledTerraform},
 		{name: testenv.OpenTofu.String(), bin: testenv.OpenTofu.Binary, providerHost: "registry.opentofu.org"},
 	}
 	g := newInClusterGround(t, "matrix", 1, 2)

@@ -47,6 +47,23 @@ var (
 		ldflags: "-X github.com/opentofu/opentofu/version.dev=no"}
 )
 
+// PreinstalledTerraformEnv names the preinstalled terraform (1.11.4), the
+// matrix's fourth row, while TF_ACC_TERRAFORM_PATH points the suite at
+// TerraformNewest; `make test` sets both.
+const PreinstalledTerraformEnv = "LLMD_TEST_TERRAFORM_PREINSTALLED"
+
+// PreinstalledTerraform returns the preinstalled terraform's path. Unset,
+// it skips the test outside CI and fails it in CI.
+func PreinstalledTerraform(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv(PreinstalledTerraformEnv)
+	if path == "" {
+		unavailable(t, "the preinstalled terraform", fmt.Errorf("%s is not set", PreinstalledTerraformEnv),
+			"make test sets it to the terraform on PATH")
+	}
+	return path
+}
+
 // remoteStateBackends are the remote-state backends Terraform's module
 // registers from nested modules, which its module zip leaves out (they are
 // replace directives to ./internal/...), and internal/legacy, which only
