@@ -82,21 +82,9 @@ func (a *modelFleetRestartAction) ValidateConfig(ctx context.Context, req action
 			resp.Diagnostics.AddAttributeError(at, "Invalid cluster", msg)
 		}
 	}
-	if _, err := restartTimeout(m.Timeout); err != nil {
+	if _, err := durationOr(m.Timeout, defaultRestartTimeout); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("timeout"), "Invalid timeout", err.Error())
 	}
-}
-
-// restartTimeout parses timeout; the default when unset.
-func restartTimeout(v types.String) (time.Duration, error) {
-	if v.IsNull() || v.IsUnknown() {
-		return defaultRestartTimeout, nil
-	}
-	d, err := time.ParseDuration(v.ValueString())
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("timeout: %q must be a positive Go duration, e.g. \"45m\"", v.ValueString())
-	}
-	return d, nil
 }
 
 func (a *modelFleetRestartAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *action.InvokeResponse) {
@@ -111,7 +99,7 @@ func (a *modelFleetRestartAction) Invoke(ctx context.Context, req action.InvokeR
 	}
 	ref := namespace + "/" + m.Name.ValueString()
 	fail := func(err error) { resp.Diagnostics.AddError("Restarting model fleet "+ref, err.Error()) }
-	timeout, err := restartTimeout(m.Timeout)
+	timeout, err := durationOr(m.Timeout, defaultRestartTimeout)
 	if err != nil {
 		fail(err)
 		return

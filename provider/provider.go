@@ -315,7 +315,7 @@ func (p *llmdProvider) Resources(context.Context) []func() resource.Resource {
 // Actions are invoked by `terraform apply -invoke` or an action_trigger
 // (Terraform 1.14+) and change no managed state.
 func (p *llmdProvider) Actions(context.Context) []func() action.Action {
-	return []func() action.Action{newModelFleetRestartAction}
+	return []func() action.Action{newModelFleetRestartAction, newABBenchmarkAction}
 }
 
 // ListResources serve `terraform query` (Terraform 1.14+): each lists what

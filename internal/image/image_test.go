@@ -28,6 +28,7 @@ import (
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/image"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -252,6 +253,10 @@ func TestImageHoldsTheRouterAndItsLibrariesOnly(t *testing.T) {
 	}
 	if strings.Join(cfg.Entrypoint, " ") != image.BinaryPath+" serve" {
 		t.Errorf("entrypoint %q", cfg.Entrypoint)
+	}
+	// The A/B benchmark's Job runs the binary by this path (its command).
+	if image.BinaryPath != workloads.RouterBinary {
+		t.Errorf("the image holds llmd-router at %s, the benchmark Job runs %s", image.BinaryPath, workloads.RouterBinary)
 	}
 	for _, k := range []string{"source", "revision", "version"} {
 		if cfg.Labels["org.opencontainers.image."+k] == "" {
