@@ -56,12 +56,13 @@ func kubebinPath() (string, error) {
 	return bin, err
 }
 
-// kwokPaths returns the kwok binary and its stage manifests (from the kwok
-// module itself, so behaviour matches the binary), installing on first use.
-func kwokPaths() (bin string, stages []string, err error) {
+// kwokPaths returns the kwok binary, its stage manifests and its Logs CRD
+// (from the kwok module itself, so behaviour matches the binary),
+// installing on first use.
+func kwokPaths() (bin string, stages []string, logsCRD string, err error) {
 	cache, err := CacheDir()
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	dir := filepath.Join(cache, "kwok-"+kwokVersion)
 	bin = filepath.Join(dir, "kwok")
@@ -77,15 +78,15 @@ func kwokPaths() (bin string, stages []string, err error) {
 		return nil
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	out, err := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/kwok@"+kwokVersion).Output()
 	if err != nil {
-		return "", nil, fmt.Errorf("locating the kwok module source: %w", err)
+		return "", nil, "", fmt.Errorf("locating the kwok module source: %w", err)
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return "", nil, fmt.Errorf("locating the kwok module source: no Dir in %s", out)
+		return "", nil, "", fmt.Errorf("locating the kwok module source: no Dir in %s", out)
 	}
 	stageDir := filepath.Join(mod.Dir, "kustomize", "stage")
 	// Nodes become Ready and keep a lease; pods become Ready with IPs, complete, and go on deletion.
@@ -97,16 +98,16 @@ func kwokPaths() (bin string, stages []string, err error) {
 	}
 	heartbeat, err := filepath.Glob(filepath.Join(stageDir, "node", "heartbeat-with-lease", "node-*.yaml"))
 	if err != nil || len(heartbeat) == 0 {
-		return "", nil, fmt.Errorf("no heartbeat-with-lease stages under %s", stageDir)
+		return "", nil, "", fmt.Errorf("no heartbeat-with-lease stages under %s", stageDir)
 	}
 	stages = append(stages, heartbeat...)
-	stages = append(stages, filepath.Join(sourceDir(), "kwok", "pod-fail.yaml"))
+	stages = append(stages, filepath.Join(sourceDir(), "kwok", "pod-fail.yaml"), filepath.Join(sourceDir(), "kwok", "pod-played.yaml"))
 	for _, s := range stages {
 		if _, err := os.Stat(s); err != nil {
-			return "", nil, fmt.Errorf("kwok stage manifest: %w", err)
+			return "", nil, "", fmt.Errorf("kwok stage manifest: %w", err)
 		}
 	}
-	return bin, stages, nil
+	return bin, stages, filepath.Join(mod.Dir, "kustomize", "crd", "bases", "kwok.x-k8s.io_logs.yaml"), nil
 }
 
 // FailingJobImage is an image whose Job pods the test ground fails with exit

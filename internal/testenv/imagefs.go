@@ -236,6 +236,9 @@ type Container struct {
 	// this machine's binfmt registrations. The program still sees only the
 	// image's files.
 	Emulator string
+	// Log, when set, also receives the process's output (stdout and
+	// stderr), e.g. a Cluster.PodLog that the API server serves.
+	Log io.Writer
 }
 
 // emulatorPath is where Start places Container.Emulator in the root.
@@ -337,7 +340,7 @@ func (img *Image) start(t testing.TB, c Container) (*ContainerProcess, error) {
 	containerSeq.n++
 	name := fmt.Sprintf("container-%d-%s", containerSeq.n, filepath.Base(argv[0]))
 	containerSeq.Unlock()
-	proc, err := startProcess(name, "env", args, nil)
+	proc, err := startProcessTee(name, "env", args, nil, c.Log)
 	if err != nil {
 		return nil, err
 	}

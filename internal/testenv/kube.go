@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,6 +43,8 @@ type Cluster struct {
 	Client kubernetes.Interface
 
 	eks *eksAuthn // verifies EKS bearer tokens; see MapIAMPrincipal
+	// logsErr says why the nodes serve no container logs (see PodLog).
+	logsErr error
 }
 
 // GPUTaint is the taint EKS puts on GPU node groups and the fleet tolerates.
@@ -81,7 +84,7 @@ func startCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	kwok, stages, err := kwokPaths()
+	kwok, stages, logsCRD, err := kwokPaths()
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +109,10 @@ func startCluster() (*Cluster, error) {
 		}
 	}
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+	kubeletPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	c := &Cluster{
 		Host:       fmt.Sprintf("https://127.0.0.1:%d", apiPort),
 		CAData:     keys.CAData,
@@ -159,6 +166,9 @@ func startCluster() (*Cluster, error) {
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-cluster-ip-range", "10.96.0.0/16",
 		"--endpoint-reconciler-type", "none", "--allow-privileged",
+		// kwok's nodes have an InternalIP (kwok's server, see servingLogs) and
+		// a Hostname that resolves nowhere: pods/log goes to the first.
+		"--kubelet-preferred-address-types", "InternalIP",
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -170,6 +180,12 @@ func startCluster() (*Cluster, error) {
 	if err := api.waitReady(90*time.Second, httpOK(tlsClient, c.Host+"/readyz")); err != nil {
 		return nil, err
 	}
+
+	client, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	c.Client = client
 
 	common := []string{"--kubeconfig", c.Kubeconfig, "--leader-elect=false", "--secure-port=0"}
 	cm, err := startProcess("kube-controller-manager", kubebin, append([]string{"kube-controller-manager",
@@ -187,9 +203,16 @@ func startCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	nodeIP := strings.Split(podCIDR, "/")[0]
 	kwokArgs := []string{"--kubeconfig", c.Kubeconfig,
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr", podCIDR, "--node-ip", strings.Split(podCIDR, "/")[0]}
+		"--cidr", podCIDR, "--node-ip", nodeIP}
+	if c.logsErr = servingLogs(c.RESTConfig(), logsCRD); c.logsErr == nil {
+		// The nodes' kubelet endpoint: kwok's server, on the node IP, serving
+		// the logs that Logs objects name (Cluster.PodLog).
+		kwokArgs = append(kwokArgs, "--node-port", fmt.Sprint(kubeletPort), "--enable-crds", "Logs",
+			"--server-address", net.JoinHostPort(nodeIP, fmt.Sprint(kubeletPort)))
+	}
 	for _, s := range stages {
 		kwokArgs = append(kwokArgs, "--config", s)
 	}
@@ -199,11 +222,6 @@ func startCluster() (*Cluster, error) {
 	}
 	registerStop(cm, sched, kw)
 
-	client, err := kubernetes.NewForConfig(c.RESTConfig())
-	if err != nil {
-		return nil, err
-	}
-	c.Client = client
 	// The controller manager is ready for Deployments once it has made the default service account.
 	err = cm.waitReady(60*time.Second, func() error {
 		_, err := client.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -39,6 +40,12 @@ func runLogDir() (string, error) {
 // startProcess starts bin with args, its output going to a log file. The child
 // gets SIGKILL if the test binary dies, so no part outlives a crashed test.
 func startProcess(name, bin string, args []string, env []string) (*process, error) {
+	return startProcessTee(name, bin, args, env, nil)
+}
+
+// startProcessTee is startProcess with the output also going to also, when
+// it is not nil.
+func startProcessTee(name, bin string, args []string, env []string, also io.Writer) (*process, error) {
 	dir, err := runLogDir()
 	if err != nil {
 		return nil, fmt.Errorf("creating log directory: %w", err)
@@ -50,8 +57,11 @@ func startProcess(name, bin string, args []string, env []string) (*process, erro
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
+	var out io.Writer = logFile
+	if also != nil {
+		out = io.MultiWriter(logFile, also)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -1,0 +1,136 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+)
+
+// logsResource is kwok's Logs: which file kwok's kubelet server answers a
+// pod's container logs from.
+var logsResource = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
+
+// PlayedExitCodeAnnotation ends a played pod (kwok/pod-played.yaml): the
+// test ground sets it to the container's exit code.
+const PlayedExitCodeAnnotation = "llmd-testenv/exit-code"
+
+// servingLogs readies the nodes' log serving before kwok starts: the pod
+// network's route (kwok's server listens on the node IP, inside it) and
+// kwok's Logs CRD, established.
+func servingLogs(cfg *rest.Config, crdPath string) error {
+	routeOnce.Do(func() { routeErr = addPodRoute() })
+	if routeErr != nil {
+		return routeErr
+	}
+	raw, err := os.ReadFile(crdPath)
+	if err != nil {
+		return fmt.Errorf("kwok's Logs CRD: %w", err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return fmt.Errorf("decoding kwok's Logs CRD: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	crds := dyn.Resource(crdResource)
+	if _, err := crds.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating kwok's Logs CRD: %w", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err == nil && crdEstablished(got) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kwok's Logs CRD is not established after 30s (%v)", err)
+		}
+	}
+}
+
+// PodLog is a container's log as the API server's pods/log serves it, from
+// kwok's kubelet server (as `kubectl logs` reads a real node's): what the
+// test writes to it, each line stamped in the CRI log format a container
+// runtime writes. Give it as a played container's Container.Log.
+func (c *Cluster) PodLog(t testing.TB, namespace, pod, container string) io.Writer {
+	t.Helper()
+	if c.logsErr != nil {
+		unavailable(t, "container logs", c.logsErr, "run the tests as root with iproute2 installed (apt-get install iproute2)")
+	}
+	path := filepath.Join(t.TempDir(), pod+"-"+container+".log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
+		"metadata": map[string]any{"name": pod, "namespace": namespace},
+		"spec": map[string]any{"logs": []any{map[string]any{
+			"containers": []any{container}, "logsFile": path, "follow": true}}},
+	}}
+	if _, err := dyn.Resource(logsResource).Namespace(namespace).Create(context.Background(), logs, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("testenv: serving pod %s/%s's logs: %v", namespace, pod, err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(logsResource).Namespace(namespace).Delete(context.Background(), pod, metav1.DeleteOptions{})
+	})
+	return &criLog{w: f, now: time.Now}
+}
+
+// FinishPod ends a played pod's container with exitCode, as its kubelet
+// reports a container's end (kwok/pod-played.yaml).
+func (c *Cluster) FinishPod(t testing.TB, namespace, pod string, exitCode int) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, PlayedExitCodeAnnotation, strconv.Itoa(exitCode))
+	if _, err := c.Client.CoreV1().Pods(namespace).Patch(context.Background(), pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Errorf("testenv: finishing pod %s/%s: %v", namespace, pod, err)
+	}
+}
+
+// criLog writes whole lines in the CRI log format, "<RFC 3339 nano time>
+// stdout F <line>", as a container runtime logs a container's output.
+type criLog struct {
+	mu      sync.Mutex
+	w       io.Writer
+	now     func() time.Time
+	partial []byte
+}
+
+func (l *criLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := fmt.Sprintf("%s stdout F %s\n", l.now().UTC().Format(time.RFC3339Nano), l.partial[:i])
+		if _, err := io.WriteString(l.w, line); err != nil {
+			return 0, err
+		}
+		l.partial = l.partial[i+1:]
+	}
+}
