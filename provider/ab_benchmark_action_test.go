@@ -29,7 +29,7 @@ func TestDurationOr(t *testing.T) {
 // (baseline_endpoint, url) and refuses what names no Service.
 func TestInClusterService(t *testing.T) {
 	for in, want := range map[string]serviceRef{
-		"http://router.llmd.svc.cluster.local:8000":       {Namespace: "llmd", Name: "router", Port: 8000},
+		"http://router.llmd.svc.cluster.local:8000":        {Namespace: "llmd", Name: "router", Port: 8000},
 		"http://qwen-baseline.team-a.svc.cluster.local:80": {Namespace: "team-a", Name: "qwen-baseline", Port: 80},
 		"http://qwen-baseline.team-a.svc":                  {Namespace: "team-a", Name: "qwen-baseline", Port: 80},
 	} {

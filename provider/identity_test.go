@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -50,6 +51,9 @@ func TestAccTerraformNative(t *testing.T) {
 		return map[string]knownvalue.Check{"cluster_region": knownvalue.StringExact(testenv.Region), "cluster_name": knownvalue.StringExact(cluster),
 			"namespace": knownvalue.StringExact(ns), "name": knownvalue.StringExact(name)}
 	}
+	var fleetIPs []string
+	var routers []playedRouter
+	var player *benchmarkPlayer
 	importByIdentity := func(res string) resource.TestStep {
 		return resource.TestStep{Config: config, ResourceName: res, ImportState: true, ImportStateKind: resource.ImportBlockWithResourceIdentity}
 	}
@@ -97,6 +101,29 @@ func TestAccTerraformNative(t *testing.T) {
 			// The restart changed no managed state: the fleet's next plan
 			// is empty.
 			{Config: config + restartConfig(ns, "qwen", "restart"), PlanOnly: true},
+			{
+				// An A/B aimed at no router fails before any Job, naming it.
+				Config:      config + strings.ReplaceAll(abConfig("ab_nowhere"), "llmd_prefix_router.test.url", fmt.Sprintf("%q", "http://nowhere."+ns+".svc.cluster.local:8000")),
+				ExpectError: regexp.MustCompile(`router: no Deployment ` + ns + `/nowhere`),
+			},
+			{
+				// The A/B: the fleet's pod and both router pods played,
+				// the benchmark Job's pod played when kwok schedules it.
+				PreConfig: func() {
+					fleetIPs, _ = startDeclaredReplicas(t, g.c, ns, "qwen", 1)
+					routers = playRouterPods(t, g.c, ns, "router", 2)
+					player = playBenchmarkPods(t, g.c, ns)
+				},
+				Config: config + abConfig("ab"),
+				Check: func(*terraform.State) error {
+					if err := checkABRan(g.c, ns, player, fleetIPs, routers); err != nil {
+						return err
+					}
+					return checkABProgress(g.c, ns, player)
+				},
+			},
+			// The A/B changed no managed state.
+			{Config: config + abConfig("ab"), PlanOnly: true},
 			{
 				// terraform query: the list blocks alone, beside the
 				// configuration's provider block.

@@ -137,6 +137,7 @@ func playPods(t *testing.T, c *testenv.Cluster, ns, name string, want int) []str
 func startDeclaredReplicas(t *testing.T, c *testenv.Cluster, ns, name string, want int) ([]string, map[string]*testenv.RouterProcess) {
 	t.Helper()
 	d := readDeclaredPod(t, c, ns, name)
+	tok := testenv.Tokenizer(t, "qwen3")
 	pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "llmd.dev/fleet=" + name})
 	if err != nil {
 		t.Fatal(err)
@@ -149,8 +150,10 @@ func startDeclaredReplicas(t *testing.T, c *testenv.Cluster, ns, name string, wa
 		}
 		ip := p.Status.PodIP
 		ips = append(ips, ip)
+		// The engine tokenizes with the model's own files, as vLLM does.
 		sim := testenv.StartRouter(t, 1, "sim", "--host", ip, "--port", d.port, "--kv-port", fmt.Sprint(d.kvPort),
-			"--block-size", d.blockSize, "--model", d.model, "--time-scale", "20")
+			"--block-size", d.blockSize, "--model", d.model, "--time-scale", "20",
+			"--tokenizer", tok.TokenizerJSON, "--tokenizer-config", tok.TokenizerConfig)
 		sims[p.Name] = sim
 		if d.replayPort != d.kvPort+1 {
 			t.Fatalf("declared replay port %d: the simulator replays at kv port + 1 (%d)", d.replayPort, d.kvPort+1)

@@ -236,6 +236,9 @@ type Container struct {
 	// this machine's binfmt registrations. The program still sees only the
 	// image's files.
 	Emulator string
+	// EmptyDirs are directories made empty in the container's root and
+	// writable by its user, as emptyDir volumes mounted there are.
+	EmptyDirs []string
 	// Log, when set, also receives the process's output (stdout and
 	// stderr), e.g. a Cluster.PodLog that the API server serves.
 	Log io.Writer
@@ -310,6 +313,16 @@ func (img *Image) start(t testing.TB, c Container) (*ContainerProcess, error) {
 			return nil, err
 		}
 		if err := os.WriteFile(path, body, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	for _, dir := range c.EmptyDirs {
+		path := filepath.Join(root, filepath.FromSlash(filepath.Clean("/"+dir)))
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return nil, err
+		}
+		// A fresh emptyDir replaces whatever the image holds there.
+		if err := os.Chmod(path, 0o1777); err != nil {
 			return nil, err
 		}
 	}

@@ -3,11 +3,13 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,9 +27,23 @@ import (
 // pod's container logs from.
 var logsResource = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
 
-// PlayedExitCodeAnnotation ends a played pod (kwok/pod-played.yaml): the
-// test ground sets it to the container's exit code.
-const PlayedExitCodeAnnotation = "llmd-testenv/exit-code"
+// Played pods end (kwok/pod-played.yaml) when the test ground sets
+// PlayedExitCodeAnnotation to the container's exit code, and
+// PlayedMessageAnnotation to its termination message.
+const (
+	PlayedExitCodeAnnotation = "llmd-testenv/exit-code"
+	PlayedMessageAnnotation  = "llmd-testenv/termination-message"
+)
+
+// fallbackToLogsLines and fallbackToLogsBytes bound the termination
+// message the kubelet takes from a failed container's log with
+// terminationMessagePolicy FallbackToLogsOnError (the kubelet's
+// MaxContainerTerminationMessageLogLines and ...LogLength, in
+// pkg/kubelet/container: the last 80 lines, at most 2,048 bytes).
+const (
+	fallbackToLogsLines = 80
+	fallbackToLogsBytes = 2048
+)
 
 // servingLogs readies the nodes' log serving before kwok starts: the pod
 // network's route (kwok's server listens on the node IP, inside it) and
@@ -100,13 +116,38 @@ func (c *Cluster) PodLog(t testing.TB, namespace, pod, container string) io.Writ
 }
 
 // FinishPod ends a played pod's container with exitCode, as its kubelet
-// reports a container's end (kwok/pod-played.yaml).
-func (c *Cluster) FinishPod(t testing.TB, namespace, pod string, exitCode int) {
+// reports a container's end (kwok/pod-played.yaml): a failed container's
+// termination message is the tail of output, as FallbackToLogsOnError
+// takes it.
+func (c *Cluster) FinishPod(t testing.TB, namespace, pod string, exitCode int, output string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, PlayedExitCodeAnnotation, strconv.Itoa(exitCode))
+	message := ""
+	if exitCode != 0 {
+		message = logTail(output)
+	}
+	annotations, err := json.Marshal(map[string]map[string]map[string]string{"metadata": {"annotations": {
+		PlayedExitCodeAnnotation: strconv.Itoa(exitCode), PlayedMessageAnnotation: message}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := string(annotations)
 	if _, err := c.Client.CoreV1().Pods(namespace).Patch(context.Background(), pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Errorf("testenv: finishing pod %s/%s: %v", namespace, pod, err)
 	}
+}
+
+// logTail is a log's last fallbackToLogsLines lines, at most
+// fallbackToLogsBytes of them.
+func logTail(output string) string {
+	lines := strings.SplitAfter(strings.TrimRight(output, "\n"), "\n")
+	if len(lines) > fallbackToLogsLines {
+		lines = lines[len(lines)-fallbackToLogsLines:]
+	}
+	tail := strings.Join(lines, "")
+	if len(tail) > fallbackToLogsBytes {
+		tail = tail[len(tail)-fallbackToLogsBytes:]
+	}
+	return tail
 }
 
 // criLog writes whole lines in the CRI log format, "<RFC 3339 nano time>

@@ -82,7 +82,7 @@ func TestPlayedJobPodLogsThroughAPIServer(t *testing.T) {
 		if p, _ := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{}); p.Status.Phase != corev1.PodRunning {
 			t.Fatalf("played pod is %s before FinishPod", p.Status.Phase)
 		}
-		c.FinishPod(t, ns, pod, code)
+		c.FinishPod(t, ns, pod, code, "first line\nsecond line\n")
 		want := batchv1.JobComplete
 		if code != 0 {
 			want = batchv1.JobFailed
@@ -101,6 +101,14 @@ func TestPlayedJobPodLogsThroughAPIServer(t *testing.T) {
 		})
 		stream.Close()
 		for range lines {
+		}
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		if wantMsg := map[bool]string{true: "", false: "first line\nsecond line"}[code == 0]; term == nil || int(term.ExitCode) != code || term.Message != wantMsg {
+			t.Errorf("container ended %+v, want exit code %d and message %q", term, code, wantMsg)
 		}
 	}
 }
