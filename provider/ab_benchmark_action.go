@@ -81,8 +81,9 @@ func (m abBenchmarkModel) workload() (map[string]string, error) {
 	return out, nil
 }
 
-// defaultABTimeout covers the seed's 9,000 prompts twice on eight A10Gs
-// (BENCHMARK.md: the baseline's run takes about 20 minutes).
+// defaultABTimeout covers the seed's 9,000 prompts on each side on eight
+// A10Gs (BENCHMARK.md: round robin took 840 s, the router 2.3x less: about
+// 20 minutes in all) with room for a slower fleet.
 const defaultABTimeout = 90 * time.Minute
 
 func (a *abBenchmarkAction) Metadata(_ context.Context, req action.MetadataRequest, resp *action.MetadataResponse) {

@@ -76,11 +76,3 @@ output "baseline_endpoint" {
   description = "A: the round-robin Service over the same pods (in-cluster)."
   value       = llmd_model_fleet.qwen.baseline_endpoint
 }
-
-output "bench_command" {
-  description = "Run from a pod in the cluster, once per endpoint: the seed workload (150 prefixes x 2,048 tokens, concurrency 512)."
-  value = join(" ", ["vllm bench serve --backend openai --model Qwen/Qwen2.5-7B-Instruct",
-    "--dataset-name prefix_repetition --prefix-repetition-num-prefixes 150 --prefix-repetition-prefix-len 2048",
-    "--prefix-repetition-suffix-len 128 --prefix-repetition-output-len 256 --num-prompts 9000 --max-concurrency 512",
-  "--base-url ${llmd_prefix_router.router.url}"])
-}
