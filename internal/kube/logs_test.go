@@ -1,0 +1,105 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
+)
+
+// TestFollowLogs follows a played Job pod's log through the API server and
+// kwok's kubelet server: it waits while the pod is not yet known to run,
+// passes every line once, in order, including lines written long after
+// the stream opened and a line far longer than a read buffer, and returns
+// once the pod has ended.
+func TestFollowLogs(t *testing.T) {
+	kc, c := testClient(t)
+	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: "follow", Count: 1, GPUs: 1})
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	labels := map[string]string{"app.kubernetes.io/component": "benchmark"}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "follow", Namespace: ns, Labels: labels},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Tolerations: []corev1.Toleration{{Key: testenv.GPUTaint.Key, Operator: corev1.TolerationOpExists}},
+				Containers:  []corev1.Container{{Name: "bench", Image: "registry.invalid/bench:1"}}}}}}
+	if _, err := kc.Typed.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod string
+	for deadline := time.Now().Add(30 * time.Second); pod == ""; time.Sleep(100 * time.Millisecond) {
+		pods, err := kc.Typed.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=follow"})
+		if err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == corev1.PodRunning {
+			pod = pods.Items[0].Name
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Job's pod is not Running after 30s")
+		}
+	}
+	// Before the log exists (no Logs object yet), FollowLogs waits.
+	var mu sync.Mutex
+	var got []string
+	done := make(chan error, 1)
+	follow, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	go func() {
+		done <- kc.FollowLogs(follow, ns, pod, "bench", func(l string) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, l)
+		})
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	log := c.PodLog(t, ns, pod, "bench")
+	long := strings.Repeat("x", 200<<10)
+	var want []string
+	for i := 0; i < 5; i++ {
+		line := fmt.Sprintf("line %d", i)
+		if i == 2 {
+			line = long
+		}
+		fmt.Fprintln(log, line)
+		want = append(want, line)
+		// Slower than the kubelet's polls: lines come while the stream idles.
+		time.Sleep(700 * time.Millisecond)
+	}
+	var output strings.Builder
+	for _, l := range want {
+		output.WriteString(l + "\n")
+	}
+	c.FinishPod(t, ns, pod, 0, output.String())
+	if err := <-done; err != nil {
+		t.Fatalf("FollowLogs: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d: %q", len(got), len(want), shorten(got))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %q, want %q", i, shorten(got[i:i+1]), shorten(want[i:i+1]))
+		}
+	}
+}
+
+func shorten(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		if len(l) > 40 {
+			l = fmt.Sprintf("%s... (%d bytes)", l[:20], len(l))
+		}
+		out[i] = l
+	}
+	return out
+}
