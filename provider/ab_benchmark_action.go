@@ -139,11 +139,7 @@ func (a *abBenchmarkAction) ValidateConfig(ctx context.Context, req action.Valid
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if !m.Cluster.IsUnknown() && !m.Kubernetes.IsUnknown() {
-		if at, msg := validateConnectionConfig(m.Cluster, m.Kubernetes); msg != "" {
-			resp.Diagnostics.AddAttributeError(at, "Invalid cluster", msg)
-		}
-	}
+	validateActionConnection(m.Cluster, m.Kubernetes, &resp.Diagnostics)
 	for _, e := range []struct {
 		attr string
 		v    types.String

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
@@ -104,6 +105,17 @@ func clusterChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *o
 type connection struct {
 	cluster *kubernetesModel
 	direct  *directModel
+}
+
+// validateActionConnection checks an action's `cluster` and `kubernetes`
+// once both are known (at plan they may not be).
+func validateActionConnection(cluster, direct types.Object, diags *diag.Diagnostics) {
+	if cluster.IsUnknown() || direct.IsUnknown() {
+		return
+	}
+	if at, msg := validateConnectionConfig(cluster, direct); msg != "" {
+		diags.AddAttributeError(at, "Invalid cluster", msg)
+	}
 }
 
 func decodeConnection(ctx context.Context, cluster, direct types.Object) (connection, error) {

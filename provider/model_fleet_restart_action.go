@@ -77,11 +77,7 @@ func (a *modelFleetRestartAction) ValidateConfig(ctx context.Context, req action
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if !m.Cluster.IsUnknown() && !m.Kubernetes.IsUnknown() {
-		if at, msg := validateConnectionConfig(m.Cluster, m.Kubernetes); msg != "" {
-			resp.Diagnostics.AddAttributeError(at, "Invalid cluster", msg)
-		}
-	}
+	validateActionConnection(m.Cluster, m.Kubernetes, &resp.Diagnostics)
 	if _, err := durationOr(m.Timeout, defaultRestartTimeout); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("timeout"), "Invalid timeout", err.Error())
 	}
