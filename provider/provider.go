@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -23,9 +24,10 @@ import (
 )
 
 var (
-	_ provider.Provider                  = (*llmdProvider)(nil)
-	_ provider.ProviderWithListResources = (*llmdProvider)(nil)
-	_ provider.ProviderWithActions       = (*llmdProvider)(nil)
+	_ provider.Provider                       = (*llmdProvider)(nil)
+	_ provider.ProviderWithListResources      = (*llmdProvider)(nil)
+	_ provider.ProviderWithActions            = (*llmdProvider)(nil)
+	_ provider.ProviderWithEphemeralResources = (*llmdProvider)(nil)
 )
 
 // New returns a constructor of the provider at the given version; the version
@@ -231,6 +233,7 @@ func (p *llmdProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	resp.DataSourceData = data
 	resp.ListResourceData = data
 	resp.ActionData = data
+	resp.EphemeralResourceData = data
 }
 
 // settings converts the provider block to awsinfra.Settings. Unknown values
@@ -316,6 +319,11 @@ func (p *llmdProvider) Resources(context.Context) []func() resource.Resource {
 // (Terraform 1.14+) and change no managed state.
 func (p *llmdProvider) Actions(context.Context) []func() action.Action {
 	return []func() action.Action{newModelFleetRestartAction, newABBenchmarkAction}
+}
+
+// EphemeralResources are opened for a run and never stored (Terraform 1.10+).
+func (p *llmdProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{newClusterCredentials}
 }
 
 // ListResources serve `terraform query` (Terraform 1.14+): each lists what

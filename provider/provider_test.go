@@ -12,10 +12,19 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/ekscredential"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) {
+	// llmd_cluster_credentials' exec runs the provider's own binary
+	// (os.Executable): in these tests, this test binary, which then answers
+	// as the provider binary does.
+	if len(os.Args) > 1 && os.Args[1] == ekscredential.Command {
+		os.Exit(ekscredential.Main(os.Args[2:]))
+	}
+	os.Exit(testenv.Main(m))
+}
 
 // testAccProtoV6ProviderFactories serves the provider in process, so the real
 // terraform CLI runs it without any registry.

@@ -255,6 +255,10 @@ type Clients struct {
 	PollInterval time.Duration
 	// Log, when set, receives progress lines of long operations.
 	Log Logger
+	// Settings are the settings the configuration was loaded from: another
+	// process given them (the provider binary's eks-token command) signs as
+	// this provider does.
+	Settings Settings
 }
 
 // NewClients builds every service client from one configuration.
@@ -271,6 +275,7 @@ func NewClients(cfg aws.Config, s Settings) *Clients {
 		Config:        cfg,
 		DefaultTags:   s.DefaultTags,
 		PollInterval:  poll,
+		Settings:      s,
 	}
 }
 

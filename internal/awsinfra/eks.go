@@ -18,6 +18,11 @@ func clusterAdminPolicy(partition string) string {
 }
 
 // findEKSClusterByName describes the cluster; nil without error when it does not exist.
+// EKSCluster is the EKS cluster's description, nil when there is none.
+func (c *Clients) EKSCluster(ctx context.Context, name string) (*ekstypes.Cluster, error) {
+	return c.findEKSClusterByName(ctx, name)
+}
+
 func (c *Clients) findEKSClusterByName(ctx context.Context, name string) (*ekstypes.Cluster, error) {
 	out, err := c.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
 	if isNotFound(err) {

@@ -79,6 +79,15 @@ func (s *TokenSource) Token(ctx context.Context) (string, time.Time, error) {
 	return s.token, s.expires, nil
 }
 
+// RenewAt is when the latest token should be replaced (ten minutes after
+// it was signed, or sooner when its credentials expire); zero before the
+// first Token call.
+func (s *TokenSource) RenewAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewAt
+}
+
 func (s *TokenSource) mint(ctx context.Context, now time.Time) error {
 	if s.creds == nil {
 		return errors.New("no AWS credentials configured")
