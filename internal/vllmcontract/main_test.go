@@ -3,11 +3,13 @@ package vllmcontract
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
@@ -93,5 +95,19 @@ func startRouter(t testing.TB, c *config.Config, args ...string) (string, *teste
 		t.Fatal(err)
 	}
 	p := testenv.StartRouter(t, 1, append([]string{"serve", "--config", path}, args...)...)
-	return fmt.Sprintf("http://%s", p.Announced[0]["listen"]), p
+	url := fmt.Sprintf("http://%s", p.Announced[0]["listen"])
+	// As a Service would: no request before /readyz says discovery has
+	// delivered the fleet (until then the router rightly answers 503).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url, p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("router at %s not ready after 30s (%v)\n%s", url, err, p.Stderr())
+		}
+	}
 }
