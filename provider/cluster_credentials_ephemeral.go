@@ -132,7 +132,9 @@ func activeCluster(ctx context.Context, clients *awsinfra.Clients, name string) 
 	if cl == nil {
 		return "", "", fmt.Errorf("no EKS cluster %q in %s: check cluster_name and the provider's region", name, clients.Config.Region)
 	}
-	if cl.Status != ekstypes.ClusterStatusActive {
+	// An UPDATING cluster's API server keeps serving (a version or
+	// configuration update); any other state has none to reach.
+	if cl.Status != ekstypes.ClusterStatusActive && cl.Status != ekstypes.ClusterStatusUpdating {
 		return "", "", fmt.Errorf("EKS cluster %q is %s, not ACTIVE: its API server may not answer yet; depend on the cluster resource, "+
 			"e.g. cluster_name = llmd_inference_cluster.<name>.name", name, cl.Status)
 	}

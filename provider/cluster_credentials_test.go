@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -101,6 +102,12 @@ func (k credentialsCheck) CheckState(ctx context.Context, req statecheck.CheckSt
 	host, _ := data["host"].(string)
 	ca, _ := data["cluster_ca_certificate"].(string)
 	token, _ := data["token"].(string)
+	// The token is in state once: in the echo resource the test added to see it.
+	raw, err := json.Marshal(req.State)
+	if err != nil || token == "" || strings.Count(string(raw), token) != 1 {
+		fail("the token is in state %d times, want once (echo.c's data): %v", strings.Count(string(raw), token), err)
+		return
+	}
 	if host != k.c.Host || ca != string(k.c.CAData) || !strings.HasPrefix(token, "k8s-aws-v1.") {
 		fail("host %q, CA %d bytes, token prefix %q: want the control plane's", host, len(ca), token[:min(len(token), 11)])
 		return

@@ -108,10 +108,12 @@ func TestWarmStartFromPeer(t *testing.T) {
 		same = time.Since(started)
 		return slices.Equal(ia, ib)
 	})
+	// The index is a's snapshot as soon as it is imported; each engine's
+	// event stream resumes from its position after that, one by one.
+	waitFor(t, "b to resume every engine from a's positions", func() bool {
+		return sum(metrics(t, b.url+"/metrics"), "llmd_router_kv_event_resumed_total") == pods
+	})
 	fams := metrics(t, b.url+"/metrics")
-	if got := sum(fams, "llmd_router_kv_event_resumed_total"); got != pods {
-		t.Errorf("b resumed %v engines from a's positions, want %d", got, pods)
-	}
 	if got := sum(fams, "llmd_router_kv_event_full_replays_total"); got != 0 {
 		t.Errorf("b sent %v replays from seq 0 after a warm start, want 0", got)
 	}
