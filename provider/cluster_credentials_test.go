@@ -43,11 +43,7 @@ func TestAccClusterCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := func(name string) string {
-		return providerConfig(g.moto, `
-  assume_role {
-    role_arn     = "`+g.roleARN+`"
-    session_name = "tf"
-  }`) + fmt.Sprintf(`
+		return g.provider() + fmt.Sprintf(`
 ephemeral "llmd_cluster_credentials" "c" {
   cluster_name = %q
 }

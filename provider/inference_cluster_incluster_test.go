@@ -60,14 +60,19 @@ func newInClusterGround(t *testing.T, prefix string, gpus, systems int) inCluste
 	return g
 }
 
-// config is the provider assuming the deployer role and a cluster of
-// len(gpuNodes) GPU nodes; extra goes inside the cluster resource, rest after it.
-func (g inClusterGround) config(name, extra, rest string) string {
+// provider is the provider block assuming the deployer role.
+func (g inClusterGround) provider() string {
 	return providerConfig(g.moto, `
   assume_role {
     role_arn     = "`+g.roleARN+`"
     session_name = "tf"
-  }`) + fmt.Sprintf(`
+  }`)
+}
+
+// config is the provider assuming the deployer role and a cluster of
+// len(gpuNodes) GPU nodes; extra goes inside the cluster resource, rest after it.
+func (g inClusterGround) config(name, extra, rest string) string {
+	return g.provider() + fmt.Sprintf(`
 resource "llmd_inference_cluster" "test" {
   name = %q
   networking = {

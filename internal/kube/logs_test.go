@@ -8,11 +8,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
@@ -26,26 +21,7 @@ func TestFollowLogs(t *testing.T) {
 	c.AddGPUNodes(t, testenv.GPUNodeSpec{Prefix: "follow", Count: 1, GPUs: 1})
 	ns := c.Namespace(t)
 	ctx := context.Background()
-	labels := map[string]string{"app.kubernetes.io/component": "benchmark"}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "follow", Namespace: ns, Labels: labels},
-		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-				Tolerations: []corev1.Toleration{{Key: testenv.GPUTaint.Key, Operator: corev1.TolerationOpExists}},
-				Containers:  []corev1.Container{{Name: "bench", Image: "registry.invalid/bench:1"}}}}}}
-	if _, err := kc.Typed.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var pod string
-	for deadline := time.Now().Add(30 * time.Second); pod == ""; time.Sleep(100 * time.Millisecond) {
-		pods, err := kc.Typed.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=follow"})
-		if err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == corev1.PodRunning {
-			pod = pods.Items[0].Name
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Job's pod is not Running after 30s")
-		}
-	}
+	pod := c.StartPlayedJob(t, ns, "follow", "bench")
 	// Before the log exists (no Logs object yet), FollowLogs waits.
 	var mu sync.Mutex
 	var got []string

@@ -14,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -173,5 +176,32 @@ func (l *criLog) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		l.partial = l.partial[i+1:]
+	}
+}
+
+// StartPlayedJob creates a one-pod Job of a container named container,
+// labelled as a benchmark's so that kwok holds its pod Running
+// (kwok/pod-played.yaml), and returns the pod's name once it runs.
+func (c *Cluster) StartPlayedJob(t testing.TB, namespace, name, container string) string {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app.kubernetes.io/component": "benchmark"}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Tolerations: []corev1.Toleration{{Key: GPUTaint.Key, Operator: corev1.TolerationOpExists}},
+				Containers:  []corev1.Container{{Name: container, Image: "registry.invalid/" + container + ":1"}}}}}}
+	if _, err := c.Client.BatchV1().Jobs(namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("testenv: creating Job %s/%s: %v", namespace, name, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+		if err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == corev1.PodRunning {
+			return pods.Items[0].Name
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: Job %s/%s's pod is not Running after 30s (%v)", namespace, name, err)
+		}
 	}
 }

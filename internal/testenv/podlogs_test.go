@@ -11,7 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 )
 
 // TestPlayedJobPodLogsThroughAPIServer proves the played-pod ground: a
@@ -27,25 +26,7 @@ func TestPlayedJobPodLogsThroughAPIServer(t *testing.T) {
 	ctx := context.Background()
 	for _, code := range []int{0, 3} {
 		name := fmt.Sprintf("ab-%d", code)
-		labels := map[string]string{"app.kubernetes.io/component": "benchmark"}
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-			Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-					Tolerations: []corev1.Toleration{{Key: GPUTaint.Key, Operator: corev1.TolerationOpExists}},
-					Containers:  []corev1.Container{{Name: "bench", Image: "registry.invalid/bench:1"}}}}}}
-		if _, err := c.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var pod string
-		waitFor(t, 30*time.Second, "the Job's pod to run", func() (bool, string) {
-			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
-			if err != nil || len(pods.Items) == 0 {
-				return false, fmt.Sprint(err)
-			}
-			pod = pods.Items[0].Name
-			return pods.Items[0].Status.Phase == corev1.PodRunning, string(pods.Items[0].Status.Phase)
-		})
+		pod := c.StartPlayedJob(t, ns, name, "bench")
 		log := c.PodLog(t, ns, pod, "bench")
 		fmt.Fprintln(log, "first line")
 		stream, err := c.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "bench", Follow: true, Timestamps: true}).Stream(ctx)
