@@ -101,7 +101,8 @@ func kwokPaths() (bin string, stages []string, logsCRD string, err error) {
 		return "", nil, "", fmt.Errorf("no heartbeat-with-lease stages under %s", stageDir)
 	}
 	stages = append(stages, heartbeat...)
-	stages = append(stages, filepath.Join(sourceDir(), "kwok", "pod-fail.yaml"), filepath.Join(sourceDir(), "kwok", "pod-played.yaml"))
+	stages = append(stages, filepath.Join(sourceDir(), "kwok", "pod-fail.yaml"), filepath.Join(sourceDir(), "kwok", "pod-played.yaml"),
+		filepath.Join(sourceDir(), "kwok", "pod-probed.yaml"))
 	for _, s := range stages {
 		if _, err := os.Stat(s); err != nil {
 			return "", nil, "", fmt.Errorf("kwok stage manifest: %w", err)

@@ -41,6 +41,10 @@ type Cluster struct {
 	StartTime time.Duration
 	// Client is a clientset for the admin identity.
 	Client kubernetes.Interface
+	// FrontProxyCert and FrontProxyKey are the files of the client
+	// certificate the aggregation layer presents to aggregated API servers,
+	// for tests that call one as the API server does.
+	FrontProxyCert, FrontProxyKey string
 
 	eks *eksAuthn // verifies EKS bearer tokens; see MapIAMPrincipal
 	// logsErr says why the nodes serve no container logs (see PodLog).
@@ -119,6 +123,9 @@ func startCluster() (*Cluster, error) {
 		Token:      "llmd-testenv-admin",
 		Kubeconfig: filepath.Join(dir, "admin.kubeconfig"),
 		PodCIDR:    podCIDR,
+
+		FrontProxyCert: keys.ProxyClientCert,
+		FrontProxyKey:  keys.ProxyClientKey,
 	}
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(c.Token+",admin,admin,system:masters\n"), 0o600); err != nil {
@@ -169,6 +176,18 @@ func startCluster() (*Cluster, error) {
 		// kwok's nodes have an InternalIP (kwok's server, see servingLogs) and
 		// a Hostname that resolves nowhere: pods/log goes to the first.
 		"--kubelet-preferred-address-types", "InternalIP",
+		// The aggregation layer, as kubeadm and EKS configure it: requests
+		// to an APIService's group go to its Service with the front proxy's
+		// client certificate and the caller in X-Remote-* headers. With no
+		// kube-proxy here, the aggregator dials the Service's endpoints (pod
+		// IPs that local processes answer on) instead of its cluster IP.
+		"--requestheader-client-ca-file", keys.FrontProxyCA,
+		"--requestheader-allowed-names", FrontProxyClientName,
+		"--requestheader-username-headers", "X-Remote-User",
+		"--requestheader-group-headers", "X-Remote-Group",
+		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+		"--proxy-client-cert-file", keys.ProxyClientCert, "--proxy-client-key-file", keys.ProxyClientKey,
+		"--enable-aggregator-routing=true",
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -195,6 +214,10 @@ func startCluster() (*Cluster, error) {
 		// late; past the default 40 s grace the controller marks every pod on the
 		// node not ready, and kwok never makes a Running pod ready again.
 		"--node-monitor-grace-period=10m",
+		// The HPA controller's period (15 s on EKS, which does not let it be
+		// set): 2 s keeps autoscaling tests short; the HPA's arithmetic and
+		// its behaviour's windows and policies are the same.
+		"--horizontal-pod-autoscaler-sync-period=2s",
 	}, common...), nil)
 	if err != nil {
 		return nil, err

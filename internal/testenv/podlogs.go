@@ -139,6 +139,22 @@ func (c *Cluster) FinishPod(t testing.TB, namespace, pod string, exitCode int, o
 	}
 }
 
+// The kubelet's readiness probe, played (kwok/pod-probed.yaml): a pod
+// labelled ProbedReadinessLabel=probed runs not Ready until MarkPodReady.
+const (
+	ProbedReadinessLabel  = "llmd-testenv/readiness"
+	probedReadyAnnotation = "llmd-testenv/ready"
+)
+
+// MarkPodReady makes a pod labelled ProbedReadinessLabel=probed Ready, as
+// a passing readiness probe does: call it once the process playing its
+// container answers.
+func (c *Cluster) MarkPodReady(namespace, pod string) error {
+	patch := `{"metadata":{"annotations":{"` + probedReadyAnnotation + `":"true"}}}`
+	_, err := c.Client.CoreV1().Pods(namespace).Patch(context.Background(), pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
 // logTail is a log's last fallbackToLogsLines lines, at most
 // fallbackToLogsBytes of them.
 func logTail(output string) string {

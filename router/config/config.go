@@ -40,6 +40,27 @@ type Config struct {
 	Upstream Upstream `json:"upstream"`
 	// Peers shares decisions with the other replicas of this router.
 	Peers Peers `json:"peers"`
+	// Autoscaling is the router's part in its fleet's autoscaling.
+	Autoscaling Autoscaling `json:"autoscaling"`
+}
+
+// Autoscaling configures the router's part in its fleet's autoscaling
+// (package autoscale): the External metrics API its HPA reads the demand
+// from, and scaling the fleet from and to zero. Both need
+// discovery.kubernetes with a selector (the fleet's pods).
+type Autoscaling struct {
+	// MetricsListen serves external.metrics.k8s.io/v1beta1 over TLS to the
+	// API server's aggregation layer on this address (e.g. ":6443"); ""
+	// turns it off.
+	MetricsListen string `json:"metrics_listen,omitempty"`
+	// Deployment is the fleet's Deployment, in discovery.kubernetes'
+	// namespace, which the router scales from zero when a request finds no
+	// pod (the request waits up to its class's time-to-live); "" never
+	// scales it.
+	Deployment string `json:"deployment,omitempty"`
+	// ScaleToZeroAfter takes the fleet to zero replicas after this long with
+	// no demand; 0 never does. Needs Deployment.
+	ScaleToZeroAfter Duration `json:"scale_to_zero_after,omitempty"`
 }
 
 // Peers configures the exchange between the replicas of one router

@@ -39,6 +39,7 @@ func (c *Config) Validate() error {
 	}
 	c.Discovery.validate(bad)
 	c.Peers.validate(bad)
+	c.Autoscaling.validate(c.Discovery.Kubernetes, bad)
 	for _, d := range []struct {
 		key string
 		d   Duration
@@ -79,6 +80,29 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (a *Autoscaling) validate(k *Kubernetes, bad func(key, format string, args ...any)) {
+	if a.MetricsListen == "" && a.Deployment == "" {
+		if a.ScaleToZeroAfter.Duration != 0 {
+			bad("autoscaling.scale_to_zero_after", "needs autoscaling.deployment, the Deployment to scale")
+		}
+		return
+	}
+	if k == nil || k.InferencePool != "" || strings.TrimSpace(k.Selector) == "" {
+		bad("autoscaling", "needs discovery.kubernetes with a selector: the fleet's pods, whose demand the router reports and whose Deployment it scales")
+	}
+	if a.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(a.MetricsListen); err != nil || port == "" {
+			bad("autoscaling.metrics_listen", "must be host:port or :port, got %q", a.MetricsListen)
+		}
+	}
+	if a.ScaleToZeroAfter.Duration < 0 {
+		bad("autoscaling.scale_to_zero_after", "must be >= 0 (0: never), got %s", a.ScaleToZeroAfter)
+	}
+	if a.ScaleToZeroAfter.Duration > 0 && a.Deployment == "" {
+		bad("autoscaling.scale_to_zero_after", "needs autoscaling.deployment, the Deployment to scale")
+	}
 }
 
 func (p *Peers) validate(bad func(key, format string, args ...any)) {

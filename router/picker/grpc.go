@@ -2,17 +2,9 @@ package picker
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
-	"os"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -20,6 +12,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/servingcert"
 )
 
 // Health service names of the Endpoint Picker Protocol.
@@ -109,31 +103,8 @@ func TLSConfig(certFile, keyFile string) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("loading the picker's TLS certificate %s: %w", certFile, err)
 		}
-	} else if cert, err = selfSigned(); err != nil {
+	} else if cert, err = servingcert.SelfSigned("llmd-router endpoint picker"); err != nil {
 		return nil, err
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}, nil
-}
-
-// selfSigned makes an ECDSA P-256 certificate for the pod's host name,
-// valid for a year.
-func selfSigned() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("generating the picker's TLS key: %w", err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("generating the picker's certificate serial: %w", err)
-	}
-	host, _ := os.Hostname()
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "llmd-router endpoint picker"},
-		DNSNames: []string{"localhost", host}, NotBefore: now.Add(-time.Minute), NotAfter: now.AddDate(1, 0, 0),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("self-signing the picker's certificate: %w", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

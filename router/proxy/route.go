@@ -86,6 +86,15 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 			buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 			if len(buf) == 0 {
 				drop()
+				if s.cfg.Waker != nil && len(tried) == 0 {
+					if since.IsZero() {
+						since = time.Now()
+					}
+					if err := s.awaitPod(ctx, flow, since); err != nil {
+						return slot{}, err
+					}
+					continue
+				}
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
 			}
@@ -179,10 +188,19 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf []scoring.Pod
-	s.forward(w, r, arrived, body, true, func(_ context.Context, tried []string) (slot, error) {
-		buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
-		if len(buf) == 0 {
-			return slot{}, errNoPods
+	var since time.Time
+	flow := Flow{Class: s.defaultClass}
+	s.forward(w, r, arrived, body, true, func(ctx context.Context, tried []string) (slot, error) {
+		for buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried)); len(buf) == 0; buf = s.br.filter(s.cfg.Fleet.Pods(buf[:0])) {
+			if s.cfg.Waker == nil || len(tried) > 0 {
+				return slot{}, errNoPods
+			}
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if err := s.awaitPod(ctx, flow, since); err != nil {
+				return slot{}, err
+			}
 		}
 		best := buf[0]
 		for _, p := range buf[1:] {

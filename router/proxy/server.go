@@ -106,6 +106,10 @@ type Config struct {
 	// APIKeys are more accepted keys, each naming its requests' tenant and
 	// default class.
 	APIKeys []APIKey
+	// Waker, when set, scales the fleet from zero: a request that finds no
+	// ready pod waits for one, up to its class's time-to-live, instead of
+	// getting 503 at once.
+	Waker Waker
 	// AdminToken, when set, is required as a bearer token on the router's
 	// own endpoints that reveal routing state (/v1/route) instead of
 	// APIKey.
@@ -129,6 +133,8 @@ type Server struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	drain atomic.Bool
+	// waking counts the requests awaitPod holds.
+	waking atomic.Int64
 
 	adminToken   *keyCheck
 	keys         []APIKey

@@ -71,6 +71,12 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	lim.Fleet, lim.Picker, lim.Prompter, lim.Metrics, lim.Logger = core.fleet, core.picker, core.prompter, metrics, log
 	lim.Upstream = cfg.Upstream
+	demand := func() int64 { return core.server.Demand() }
+	auto, err := newAutoscaler(cfg, o.kubeconfig, demand, log)
+	if err != nil {
+		return err
+	}
+	lim.Waker = auto.waker()
 	srv, err := proxy.New(lim)
 	if err != nil {
 		return err
@@ -103,6 +109,10 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	if err := auto.start(runCtx, cfg, o.kubeconfig, demand, log); err != nil {
+		return err
+	}
+	defer auto.stop()
 	var handler http.Handler = srv
 	if o.picker.only {
 		handler = pickerOnly(srv)
@@ -121,6 +131,9 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	addrs := map[string]string{"listen": ln.Addr().String()}
 	if ps != nil {
 		addrs["peers"] = ps.ln.Addr().String()
+	}
+	if auto.ln != nil {
+		addrs["metrics_api"] = auto.ln.Addr().String()
 	}
 	if pf != nil {
 		addrs["picker"] = pf.ln.Addr().String()
