@@ -1,6 +1,8 @@
 package workloads
 
 import (
+	"time"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -48,7 +50,33 @@ type Fleet struct {
 	Staging *Staging
 	// Annotations go on the Deployment (the provider keeps its settings there).
 	Annotations map[string]string
+	// Autoscaling, when set, hands the replica count to a
+	// HorizontalPodAutoscaler on the router's demand: the Deployment is
+	// applied without replicas.
+	Autoscaling *Autoscaling
 }
+
+// Autoscaling is the fleet's HorizontalPodAutoscaler and the router's part
+// in it (router/autoscale).
+type Autoscaling struct {
+	// Min and Max bound the replicas; Min 0 lets the router take the idle
+	// fleet to zero (the HPA's own minimum is then 1: below it the HPA
+	// stands aside).
+	Min, Max int32
+	// TargetPerPod is the router's demand (requests in flight and waiting)
+	// per pod the HPA aims at.
+	TargetPerPod int64
+	// ScaleDownDelay is the HPA's scale-down stabilization window: it
+	// scales in to the highest recommendation of that window.
+	ScaleDownDelay time.Duration
+	// ScaleToZeroAfter is how long the fleet has no demand before the
+	// router takes it to zero (with Min 0).
+	ScaleToZeroAfter time.Duration
+}
+
+// DemandMetric is the External metric the router serves its demand as
+// (router/autoscale.MetricDemand).
+const DemandMetric = "llmd-router-demand"
 
 // Storage is where the weights are: an FSx for Lustre file system, which
 // becomes a static PersistentVolume and its claim, or a claim that exists.
@@ -86,12 +114,21 @@ type Resources struct {
 	CPU, Memory, MemoryLimit, Shm string
 }
 
-// Rollout bounds a rolling update and the pods' start.
+// Rollout bounds a rolling update and the pods' start and end.
 type Rollout struct {
 	MaxUnavailable, MaxSurge int
 	// StartupSeconds is the budget for a cold load of the weights.
 	StartupSeconds int
+	// DrainSeconds is how long a pod told to stop (a rollout, a scale-in)
+	// lets its open requests finish (vLLM's --shutdown-timeout; without
+	// it vLLM aborts them on SIGTERM).
+	DrainSeconds int
 }
+
+// fleetPreStop is how long a terminating vLLM pod keeps serving before
+// SIGTERM, so that the baseline Service's endpoints (kube-proxy) stop
+// sending it requests first; the router drops a terminating pod at once.
+const fleetPreStop = 5
 
 // Baseline is the round-robin Service beside the router, for A/B runs.
 type Baseline struct {
@@ -112,7 +149,7 @@ const ModelRevisionKey = "llmd.dev/model-revision"
 // managedFlags are the vllm serve flags the fleet sets itself; extra_args may not repeat them.
 var managedFlags = []string{"--model", "--served-model-name", "--host", "--port", "--block-size", "--enable-prefix-caching",
 	"--no-enable-prefix-caching", "--kv-events-config", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs",
-	"--tensor-parallel-size", "-tp", "--disable-access-log-for-endpoints", "--enable-scale-out"}
+	"--tensor-parallel-size", "-tp", "--disable-access-log-for-endpoints", "--enable-scale-out", "--shutdown-timeout"}
 
 // managedEnv are environment variables the fleet sets; VLLM_PORT is
 // refused because vLLM reads it as its own port setting (the Service-link clash).
@@ -123,11 +160,19 @@ var managedEnv = []string{"POD_IP", "USER", "VLLM_PORT", "HF_HUB_OFFLINE"}
 
 // Validate checks the spec, naming the Terraform attribute at fault.
 func (f Fleet) Validate() error {
+	if f.Autoscaling != nil {
+		if err := f.Autoscaling.validate(); err != nil {
+			return err
+		}
+	}
+	if f.Rollout.DrainSeconds < 0 {
+		return fmt.Errorf("rollout.drain_timeout must be >= 0s, got %ds", f.Rollout.DrainSeconds)
+	}
 	for _, a := range f.VLLM.ExtraArgs {
 		flag, _, _ := strings.Cut(a, "=")
 		for _, m := range managedFlags {
 			if flag == m {
-				return fmt.Errorf("vllm.extra_args: %q is set by the fleet itself; use the matching attribute (block_size, gpu_memory_utilization, max_model_len, max_num_seqs, tensor_parallel_size, kv_events, model) instead", a)
+				return fmt.Errorf("vllm.extra_args: %q is set by the fleet itself; use the matching attribute (block_size, gpu_memory_utilization, max_model_len, max_num_seqs, tensor_parallel_size, kv_events, model, rollout.drain_timeout) instead", a)
 			}
 		}
 	}
@@ -246,15 +291,29 @@ type RouterTarget struct {
 	// MaxNumSeqs is vLLM's --max-num-seqs: the most requests one pod runs
 	// at once, the router's default capacity of a pod.
 	MaxNumSeqs int
+	// Deployment is the fleet's Deployment; Autoscaled says an HPA scales
+	// it on the router's demand, which the router then serves; and
+	// ScaleToZero, when set, is how long the fleet has no demand before the
+	// router takes it to zero (and back from zero for a request).
+	Deployment       string
+	Autoscaled       bool
+	ScaleToZeroAfter time.Duration
 }
 
 // Target reports the fleet as the router sees it.
 func (f Fleet) Target() RouterTarget {
-	return RouterTarget{Namespace: f.Namespace, Selector: selectorString(f.Selector()), HTTPPort: HTTPPort,
+	t := RouterTarget{Namespace: f.Namespace, Selector: selectorString(f.Selector()), HTTPPort: HTTPPort,
 		KVEventsPort: f.KVEvents.Port, ReplayPort: f.KVEvents.ReplayPort, Topic: f.KVEvents.Topic, BlockSize: f.VLLM.BlockSize,
 		ServedModel: f.ServedName, ClaimName: f.ClaimName(), ModelPath: f.ServedPath(),
 		TokenizerPath: path.Join(f.ServedPath(), "tokenizer.json"), TokenizerConfigPath: path.Join(f.ServedPath(), "tokenizer_config.json"),
-		MaxNumSeqs: f.VLLM.MaxNumSeqs}
+		MaxNumSeqs: f.VLLM.MaxNumSeqs, Deployment: f.Name}
+	if a := f.Autoscaling; a != nil {
+		t.Autoscaled = true
+		if a.Min == 0 {
+			t.ScaleToZeroAfter = a.ScaleToZeroAfter
+		}
+	}
+	return t
 }
 
 func selectorString(m map[string]string) string {
@@ -297,6 +356,10 @@ func (f Fleet) Args() ([]string, error) {
 		// variable VLLM_ENABLE_SCALE_OUT_ENDPOINTS (vLLM #55176,
 		// vllm/entrypoints/scale_out/factories.py; v0.30.0 release notes).
 		"--enable-scale-out",
+		// On SIGTERM, refuse new requests and let open ones finish (vLLM
+		// #34730, vllm/engine/arg_utils.py in v0.32.0: the default 0 aborts
+		// them), within the pod's grace period.
+		"--shutdown-timeout", fmt.Sprint(f.Rollout.DrainSeconds),
 	}
 	return append(args, f.VLLM.ExtraArgs...), nil
 }
@@ -323,6 +386,9 @@ func (f Fleet) Objects(withPodMonitor bool) ([]kube.Object, error) {
 	acs = append(acs, f.deployment(labels, args))
 	if f.Baseline.Enabled {
 		acs = append(acs, f.service(labels))
+	}
+	if f.Autoscaling != nil {
+		acs = append(acs, f.autoscaler(labels))
 	}
 	acs = append(acs, policyv1ac.PodDisruptionBudget(f.Name, f.Namespace).WithLabels(labels).
 		WithSpec(policyv1ac.PodDisruptionBudgetSpec().WithMaxUnavailable(intstr.FromInt32(1)).
@@ -393,6 +459,7 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(f.Resources.MemoryLimit), gpus: tp})).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName("dshm").WithMountPath("/dev/shm")).
+		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(fleetPreStop)))).
 		WithStartupProbe(probe(10, startupFailures)).
 		WithReadinessProbe(probe(5, 3)).
 		WithLivenessProbe(probe(10, 6)).
@@ -401,7 +468,8 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 	pod := corev1ac.PodSpec().
 		// Service links would inject VLLM_PORT-style variables vLLM misreads.
 		WithEnableServiceLinks(false).
-		WithTerminationGracePeriodSeconds(60).
+		// The preStop, the drain, and time for the engine to exit.
+		WithTerminationGracePeriodSeconds(int64(fleetPreStop+f.Rollout.DrainSeconds+15)).
 		WithNodeSelector(f.NodeSelector).
 		WithContainers(container).
 		WithVolumes(corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName()).WithReadOnly(true)),
@@ -423,8 +491,13 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 	if len(f.Annotations) > 0 {
 		d = d.WithAnnotations(f.Annotations)
 	}
-	return d.WithSpec(appsv1ac.DeploymentSpec().
-		WithReplicas(f.Replicas).
+	spec := appsv1ac.DeploymentSpec()
+	if f.Autoscaling == nil {
+		// Autoscaled, the HPA and the router own the replicas: applying
+		// them would undo every scale.
+		spec = spec.WithReplicas(f.Replicas)
+	}
+	return d.WithSpec(spec.
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(f.Selector())).
 		// No spare GPUs: replace pods one by one, never surge.
 		WithStrategy(appsv1ac.DeploymentStrategy().WithType("RollingUpdate").WithRollingUpdate(appsv1ac.RollingUpdateDeployment().

@@ -185,8 +185,9 @@ func (r Router) Config() (*config.Config, error) {
 			Ports:      config.Ports{HTTP: t.HTTPPort, KVEvents: t.KVEventsPort, Replay: t.ReplayPort},
 			Topic:      t.Topic,
 		},
-		Scoring: config.Scoring{Scorers: r.Scorers},
-		Peers:   r.peers(),
+		Scoring:     config.Scoring{Scorers: r.Scorers},
+		Peers:       r.peers(),
+		Autoscaling: r.autoscalingConfig(),
 	}
 	if t.TokenizerPath != "" {
 		c.Tokenizer = config.Tokenizer{JSON: path.Join(MountPath, t.TokenizerPath), Config: path.Join(MountPath, t.TokenizerConfigPath)}
@@ -314,6 +315,7 @@ func (r Router) Objects(withServiceMonitor bool) ([]kube.Object, error) {
 		r.peerPolicy(labels),
 	)
 	acs = append(acs, r.peerRBAC(labels)...)
+	acs = append(acs, r.autoscalingObjects(labels)...)
 	if r.Gateway != nil {
 		// After the Service it names as its endpoint picker.
 		acs = append(acs, r.inferencePool(labels))

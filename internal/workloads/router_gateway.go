@@ -55,7 +55,7 @@ func (r Router) validateGateway() error {
 	for _, p := range []struct {
 		port int
 		what string
-	}{{RouterPort, "the router's HTTP port"}, {PickerHealthPort, "the picker's health port"}} {
+	}{{RouterPort, "the router's HTTP port"}, {PickerHealthPort, "the picker's health port"}, {PeerPort, "the router's peer port"}, {MetricsAPIPort, "the router's metrics API port"}} {
 		if g.Port == p.port {
 			return fmt.Errorf("gateway.port: %d is %s on the router pods; choose another (default %d)", g.Port, p.what, DefaultPickerPort)
 		}
@@ -75,6 +75,9 @@ func (r Router) roleRules() []*rbacv1ac.PolicyRuleApplyConfiguration {
 		rules = append(rules, rbacv1ac.PolicyRule().WithAPIGroups(InferencePoolGVK.Group).WithResources("inferencepools").
 			WithVerbs("get", "list", "watch"))
 	}
+	if rule := r.scaleRule(); rule != nil {
+		rules = append(rules, rule)
+	}
 	return rules
 }
 
@@ -83,6 +86,9 @@ func (r Router) containerPorts() []*corev1ac.ContainerPortApplyConfiguration {
 	if r.Gateway != nil {
 		ports = append(ports, corev1ac.ContainerPort().WithName("grpc-ext-proc").WithContainerPort(int32(r.Gateway.Port)),
 			corev1ac.ContainerPort().WithName("grpc-health").WithContainerPort(PickerHealthPort))
+	}
+	if r.Target.Autoscaled {
+		ports = append(ports, corev1ac.ContainerPort().WithName("metrics-api").WithContainerPort(MetricsAPIPort))
 	}
 	return ports
 }

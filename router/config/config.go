@@ -40,8 +40,9 @@ type Config struct {
 	Upstream Upstream `json:"upstream"`
 	// Peers shares decisions with the other replicas of this router.
 	Peers Peers `json:"peers"`
-	// Autoscaling is the router's part in its fleet's autoscaling.
-	Autoscaling Autoscaling `json:"autoscaling"`
+	// Autoscaling is the router's part in its fleet's autoscaling; nil:
+	// none.
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 }
 
 // Autoscaling configures the router's part in its fleet's autoscaling

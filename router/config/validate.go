@@ -39,7 +39,9 @@ func (c *Config) Validate() error {
 	}
 	c.Discovery.validate(bad)
 	c.Peers.validate(bad)
-	c.Autoscaling.validate(c.Discovery.Kubernetes, bad)
+	if c.Autoscaling != nil {
+		c.Autoscaling.validate(c.Discovery.Kubernetes, bad)
+	}
 	for _, d := range []struct {
 		key string
 		d   Duration

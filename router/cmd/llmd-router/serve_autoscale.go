@@ -37,7 +37,7 @@ type autoscaler struct {
 func newAutoscaler(cfg *config.Config, kubeconfig string, demand func() int64, log *slog.Logger) (*autoscaler, error) {
 	a := &autoscaler{}
 	as := cfg.Autoscaling
-	if as.Deployment == "" {
+	if as == nil || as.Deployment == "" {
 		return a, nil
 	}
 	_, cs, err := kubeClient(kubeconfig)
@@ -65,7 +65,7 @@ func (a *autoscaler) start(ctx context.Context, cfg *config.Config, kubeconfig s
 		go a.scaler.Run(ctx)
 	}
 	as := cfg.Autoscaling
-	if as.MetricsListen == "" {
+	if as == nil || as.MetricsListen == "" {
 		return nil
 	}
 	k := cfg.Discovery.Kubernetes
