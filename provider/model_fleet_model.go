@@ -26,6 +26,7 @@ type modelFleetModel struct {
 	HFToken          types.String   `tfsdk:"hf_token"`
 	Storage          types.Object   `tfsdk:"storage"`
 	Replicas         types.Int64    `tfsdk:"replicas"`
+	Autoscaling      types.Object   `tfsdk:"autoscaling"`
 	VLLM             types.Object   `tfsdk:"vllm"`
 	KVEvents         types.Object   `tfsdk:"kv_events"`
 	Resources        types.Object   `tfsdk:"resources"`
@@ -60,8 +61,15 @@ type fleetSettings struct {
 		MountName    string `json:"mount_name,omitempty"`
 		ClaimName    string `json:"claim_name,omitempty"`
 	} `json:"storage"`
-	Replicas int64 `json:"replicas"`
-	VLLM     struct {
+	Replicas    int64 `json:"replicas"`
+	Autoscaling *struct {
+		MinReplicas      int64  `json:"min_replicas"`
+		MaxReplicas      int64  `json:"max_replicas"`
+		TargetPerPod     int64  `json:"target_per_pod"`
+		ScaleDownDelay   string `json:"scale_down_delay"`
+		ScaleToZeroAfter string `json:"scale_to_zero_after"`
+	} `json:"autoscaling,omitempty"`
+	VLLM struct {
 		Image                string            `json:"image"`
 		BlockSize            int64             `json:"block_size"`
 		GPUMemoryUtilization *float64          `json:"gpu_memory_utilization,omitempty"`
@@ -91,6 +99,7 @@ type fleetSettings struct {
 		MaxUnavailable int64  `json:"max_unavailable"`
 		MaxSurge       int64  `json:"max_surge"`
 		StartupTimeout string `json:"startup_timeout"`
+		DrainTimeout   string `json:"drain_timeout"`
 	} `json:"rollout"`
 	Baseline struct {
 		Enabled     bool              `json:"enabled"`
@@ -113,7 +122,7 @@ const settingsAnnotation = "llmd.dev/fleet-settings"
 // known reports whether every input is known (a plan that waits on the
 // cluster or the file system is not).
 func (m modelFleetModel) known() bool {
-	for _, v := range []attr.Value{m.Name, m.Namespace, m.Model, m.Storage, m.Replicas, m.VLLM, m.KVEvents, m.Resources,
+	for _, v := range []attr.Value{m.Name, m.Namespace, m.Model, m.Storage, m.Replicas, m.Autoscaling, m.VLLM, m.KVEvents, m.Resources,
 		m.Scheduling, m.Rollout, m.BaselineService, m.ForceConflicts, m.WaitForRollout} {
 		if !fullyKnown(v) {
 			return false
@@ -144,6 +153,16 @@ func (m modelFleetModel) settings(ctx context.Context) (fleetSettings, diag.Diag
 		}{}
 		diags.Append(decodeObject(m.Resources, s.Resources)...)
 	}
+	if !m.Autoscaling.IsNull() {
+		s.Autoscaling = &struct {
+			MinReplicas      int64  `json:"min_replicas"`
+			MaxReplicas      int64  `json:"max_replicas"`
+			TargetPerPod     int64  `json:"target_per_pod"`
+			ScaleDownDelay   string `json:"scale_down_delay"`
+			ScaleToZeroAfter string `json:"scale_to_zero_after"`
+		}{}
+		diags.Append(decodeObject(m.Autoscaling, s.Autoscaling)...)
+	}
 	if !m.Scheduling.IsNull() {
 		s.Scheduling = &struct {
 			NodeSelector map[string]string `json:"node_selector,omitempty"`
@@ -162,6 +181,10 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 	if err != nil {
 		return workloads.Fleet{}, fmt.Errorf("rollout.startup_timeout: %w", err)
 	}
+	drain, err := time.ParseDuration(s.Rollout.DrainTimeout)
+	if err != nil {
+		return workloads.Fleet{}, fmt.Errorf("rollout.drain_timeout: %w", err)
+	}
 	memory := 0.9
 	if s.VLLM.GPUMemoryUtilization != nil {
 		memory = *s.VLLM.GPUMemoryUtilization
@@ -173,12 +196,25 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 			MaxModelLen: int(s.VLLM.MaxModelLen), MaxNumSeqs: int(s.VLLM.MaxNumSeqs), TensorParallelSize: int(s.VLLM.TensorParallelSize),
 			ExtraArgs: s.VLLM.ExtraArgs, Env: s.VLLM.Env},
 		KVEvents: workloads.KVEvents{Port: int(s.KVEvents.Port), ReplayPort: int(s.KVEvents.ReplayPort), Topic: s.KVEvents.Topic},
-		Rollout:  workloads.Rollout{MaxUnavailable: int(s.Rollout.MaxUnavailable), MaxSurge: int(s.Rollout.MaxSurge), StartupSeconds: int(startup.Seconds())},
+		Rollout: workloads.Rollout{MaxUnavailable: int(s.Rollout.MaxUnavailable), MaxSurge: int(s.Rollout.MaxSurge), StartupSeconds: int(startup.Seconds()),
+			DrainSeconds: int(drain.Seconds())},
 		Baseline: workloads.Baseline{Enabled: s.Baseline.Enabled, Exposure: workloads.Exposure{Type: s.Baseline.Type, Port: int(s.Baseline.Port),
 			Internal: s.Baseline.Internal == nil || *s.Baseline.Internal, SourceRanges: s.Baseline.SourceRanges, Annotations: s.Baseline.Annotations}},
 	}
 	if s.Baseline.Name != nil {
 		f.Baseline.Name = *s.Baseline.Name
+	}
+	if a := s.Autoscaling; a != nil {
+		down, err := time.ParseDuration(a.ScaleDownDelay)
+		if err != nil {
+			return workloads.Fleet{}, fmt.Errorf("autoscaling.scale_down_delay: %w", err)
+		}
+		zero, err := time.ParseDuration(a.ScaleToZeroAfter)
+		if err != nil {
+			return workloads.Fleet{}, fmt.Errorf("autoscaling.scale_to_zero_after: %w", err)
+		}
+		f.Autoscaling = &workloads.Autoscaling{Min: int32(a.MinReplicas), Max: int32(a.MaxReplicas), TargetPerPod: a.TargetPerPod,
+			ScaleDownDelay: down, ScaleToZeroAfter: zero}
 	}
 	if s.Model.Source != nil {
 		repo, rev, err := workloads.ParseSource(*s.Model.Source)
@@ -261,6 +297,9 @@ func (m *modelFleetModel) restore(ctx context.Context, raw string) diag.Diagnost
 	if s.Baseline.SourceRanges == nil {
 		s.Baseline.SourceRanges = []string{}
 	}
+	if s.Rollout.DrainTimeout == "" { // written by a provider before rollout.drain_timeout
+		s.Rollout.DrainTimeout = defaultDrainTimeout
+	}
 	m.Name, m.Namespace, m.Replicas = types.StringValue(s.Name), types.StringValue(s.Namespace), types.Int64Value(s.Replicas)
 	m.ForceConflicts, m.WaitForRollout = types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)
 	for _, part := range []struct {
@@ -273,7 +312,12 @@ func (m *modelFleetModel) restore(ctx context.Context, raw string) diag.Diagnost
 		diags.Append(d...)
 		*part.into = v
 	}
-	m.Resources, m.Scheduling = types.ObjectNull(fleetResourcesTypes), types.ObjectNull(fleetSchedulingTypes)
+	m.Resources, m.Scheduling, m.Autoscaling = types.ObjectNull(fleetResourcesTypes), types.ObjectNull(fleetSchedulingTypes), types.ObjectNull(fleetAutoscalingTypes)
+	if s.Autoscaling != nil {
+		v, d := encodeObject(ctx, s.Autoscaling, fleetAutoscalingTypes)
+		diags.Append(d...)
+		m.Autoscaling = v
+	}
 	if s.Resources != nil {
 		v, d := encodeObject(ctx, s.Resources, fleetResourcesTypes)
 		diags.Append(d...)
@@ -302,7 +346,16 @@ func routerTargetObject(t workloads.RouterTarget) types.Object {
 		"topic": types.StringValue(t.Topic), "block_size": types.Int64Value(int64(t.BlockSize)), "served_model": types.StringValue(t.ServedModel),
 		"claim_name": types.StringValue(t.ClaimName), "model_path": types.StringValue(t.ModelPath),
 		"tokenizer_path": types.StringValue(t.TokenizerPath), "tokenizer_config_path": types.StringValue(t.TokenizerConfigPath),
-		"max_num_seqs": types.Int64Value(int64(t.MaxNumSeqs))})
+		"max_num_seqs": types.Int64Value(int64(t.MaxNumSeqs)), "deployment": types.StringValue(t.Deployment),
+		"autoscaled": types.BoolValue(t.Autoscaled), "scale_to_zero_after": types.StringValue(durationString(t.ScaleToZeroAfter))})
+}
+
+// durationString is d as the router's config reads it; empty for 0.
+func durationString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // baselineEndpoint is the in-cluster URL of the baseline Service.

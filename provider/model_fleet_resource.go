@@ -67,6 +67,17 @@ func (r *modelFleetResource) ValidateConfig(ctx context.Context, req resource.Va
 	if p, msg := validateConnectionConfig(m.Cluster, m.Kubernetes); msg != "" {
 		resp.Diagnostics.AddAttributeError(p, "Where the fleet runs", msg)
 	}
+	if !m.Autoscaling.IsNull() && !m.Replicas.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("replicas"), "Fixed and autoscaled at once",
+			"replicas sets a fixed size, autoscaling sizes the fleet on the router's demand: remove replicas and bound the fleet with autoscaling.min_replicas and max_replicas.")
+	}
+	if a := m.Autoscaling.Attributes(); len(a) > 0 {
+		lo, hi := a["min_replicas"].(types.Int64), a["max_replicas"].(types.Int64)
+		if !lo.IsUnknown() && !hi.IsUnknown() && !lo.IsNull() && !hi.IsNull() && hi.ValueInt64() < lo.ValueInt64() {
+			resp.Diagnostics.AddAttributeError(path.Root("autoscaling").AtName("max_replicas"), "Autoscaling bounds",
+				fmt.Sprintf("max_replicas (%d) is below min_replicas (%d).", hi.ValueInt64(), lo.ValueInt64()))
+		}
+	}
 }
 
 // desired is the fleet a model describes: its spec and objects (without the
@@ -229,7 +240,14 @@ func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, pr
 	if err != nil {
 		return nil, err
 	}
-	tflog.Info(ctx, "applying model fleet", map[string]any{"objects": len(objs), "replicas": d.fleet.Replicas})
+	tflog.Info(ctx, "applying model fleet", map[string]any{"objects": len(objs), "replicas": d.fleet.Replicas, "autoscaled": d.fleet.Autoscaling != nil})
+	if d.fleet.Autoscaling != nil {
+		// Applied without replicas from now on: they keep their value
+		// until the autoscaler writes them.
+		if err := c.HandOverReplicas(ctx, d.fleet.Namespace, d.fleet.Name); err != nil {
+			return nil, err
+		}
+	}
 	keep, applyErr := r.applyObjects(ctx, c, d, objs, previous, token)
 	state := plan
 	state.ID = types.StringValue(d.fleet.Namespace + "/" + d.fleet.Name)

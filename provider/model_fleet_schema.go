@@ -45,15 +45,18 @@ var (
 	fleetVLLMTypes  = map[string]attr.Type{"image": types.StringType, "block_size": types.Int64Type, "gpu_memory_utilization": types.Float64Type,
 		"max_model_len": types.Int64Type, "max_num_seqs": types.Int64Type, "tensor_parallel_size": types.Int64Type,
 		"extra_args": types.ListType{ElemType: types.StringType}, "env": types.MapType{ElemType: types.StringType}}
-	fleetKVTypes       = map[string]attr.Type{"port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType}
-	fleetRolloutTypes  = map[string]attr.Type{"max_unavailable": types.Int64Type, "max_surge": types.Int64Type, "startup_timeout": types.StringType}
+	fleetKVTypes          = map[string]attr.Type{"port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType}
+	fleetRolloutTypes     = map[string]attr.Type{"max_unavailable": types.Int64Type, "max_surge": types.Int64Type, "startup_timeout": types.StringType, "drain_timeout": types.StringType}
+	fleetAutoscalingTypes = map[string]attr.Type{"min_replicas": types.Int64Type, "max_replicas": types.Int64Type, "target_per_pod": types.Int64Type,
+		"scale_down_delay": types.StringType, "scale_to_zero_after": types.StringType}
 	fleetBaselineTypes = map[string]attr.Type{"enabled": types.BoolType, "name": types.StringType, "type": types.StringType, "port": types.Int64Type,
 		"annotations": types.MapType{ElemType: types.StringType}, "internal": types.BoolType,
 		"load_balancer_source_ranges": types.ListType{ElemType: types.StringType}}
 	routerTargetTypes = map[string]attr.Type{"namespace": types.StringType, "selector": types.StringType, "http_port": types.Int64Type,
 		"kv_events_port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType, "block_size": types.Int64Type,
 		"served_model": types.StringType, "claim_name": types.StringType, "model_path": types.StringType,
-		"tokenizer_path": types.StringType, "tokenizer_config_path": types.StringType, "max_num_seqs": types.Int64Type}
+		"tokenizer_path": types.StringType, "tokenizer_config_path": types.StringType, "max_num_seqs": types.Int64Type,
+		"deployment": types.StringType, "autoscaled": types.BoolType, "scale_to_zero_after": types.StringType}
 )
 
 func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -103,7 +106,8 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 			}},
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8),
 			Validators:          []validator.Int64{int64validator.Between(0, 512)},
-			MarkdownDescription: "vLLM pods, one per GPU node by default; default `8`. Changes in place, one pod at a time."},
+			MarkdownDescription: "vLLM pods, one per GPU node by default; default `8`. Changes in place, one pod at a time. Not with `autoscaling`, which sizes the fleet instead."},
+		"autoscaling":      fleetAutoscalingAttribute(),
 		"vllm":             vllmAttribute(),
 		"kv_events":        kvEventsAttribute(),
 		"resources":        fleetResourcesAttribute(),
@@ -125,6 +129,9 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 				"tokenizer_path":        computedString("tokenizer.json on the volume."),
 				"tokenizer_config_path": computedString("tokenizer_config.json on the volume."),
 				"max_num_seqs":          computedInt("vLLM's `--max-num-seqs` (`vllm.max_num_seqs`): the requests one pod runs at once, the router's default capacity of a pod."),
+				"deployment":            computedString("The fleet's Deployment."),
+				"autoscaled":            schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether `autoscaling` sizes the fleet on the router's demand, which the router then serves to the fleet's HPA."},
+				"scale_to_zero_after":   computedString("With `autoscaling.min_replicas = 0`, how long the fleet has no demand before the router takes it to zero; empty otherwise."),
 			}},
 		"baseline_endpoint": schema.StringAttribute{Computed: true,
 			MarkdownDescription: "In-cluster URL of the round-robin baseline Service, for the A/B benchmark; empty when disabled."},
@@ -232,7 +239,8 @@ func fleetSchedulingAttribute() schema.SingleNestedAttribute {
 func fleetRolloutAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetRolloutTypes, map[string]attr.Value{
-			"max_unavailable": types.Int64Value(1), "max_surge": types.Int64Value(0), "startup_timeout": types.StringValue("20m")})),
+			"max_unavailable": types.Int64Value(1), "max_surge": types.Int64Value(0), "startup_timeout": types.StringValue("20m"),
+			"drain_timeout": types.StringValue(defaultDrainTimeout)})),
 		MarkdownDescription: "Rolling updates. There are no spare GPUs, so the default replaces one pod at a time without a surge.",
 		Attributes: map[string]schema.Attribute{
 			"max_unavailable": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
@@ -242,8 +250,49 @@ func fleetRolloutAttribute() schema.SingleNestedAttribute {
 			"startup_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("20m"),
 				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^\d+(s|m|h)$`), "must be a duration such as 20m")},
 				MarkdownDescription: "Startup probe budget for a cold load of the weights; default `20m`."},
+			"drain_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDrainTimeout),
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^\d+(s|m|h)$`), "must be a duration such as 60s")},
+				MarkdownDescription: "How long a pod that is stopping (a rollout, a scale-in) lets its open requests finish: vLLM's `--shutdown-timeout`, after a 5 s `preStop` " +
+					"while the baseline Service stops sending it requests (the router stops at once), within a grace period of both plus 15 s. " +
+					"Set it above your longest request (`max_model_len` tokens of output at your decode speed); `0s` aborts open requests on SIGTERM, vLLM's own default. Default `" + defaultDrainTimeout + "`."},
 		}}
 }
+
+// defaultDrainTimeout covers a 2,048-token answer at the A10G's ~25 ms a
+// token (BENCHMARK.md's Qwen2.5-7B), with room to spare.
+const defaultDrainTimeout = "60s"
+
+func fleetAutoscalingAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: "Size the fleet on the router's demand instead of `replicas`: a HorizontalPodAutoscaler (`autoscaling/v2`) on an External metric, " +
+			"`llmd-router-demand`, which `llmd_prefix_router` serves from its exact counts (requests in flight on the fleet's pods from every router replica, plus those waiting in the router): " +
+			"replicas = ceil(demand / `target_per_pod`) between `min_replicas` and `max_replicas`. The router registers its metrics API with the cluster's aggregation layer " +
+			"(`v1beta1.external.metrics.k8s.io`, one per cluster: a cluster where KEDA or prometheus-adapter serves it already is an apply error). " +
+			"The Deployment is then applied without replicas, which the autoscaler owns (switching an existing fleet keeps its current count until the HPA moves it). " +
+			"With `min_replicas = 0` the router takes the fleet to zero after `scale_to_zero_after` with no demand and back to one pod when a request comes; " +
+			"the request waits, up to its class's time-to-live (`limits.priority_classes`, default 30 s), so set that above the pod's start (the weights' load from FSx and vLLM's warm-up: minutes for a 7B model).",
+		Attributes: map[string]schema.Attribute{
+			"min_replicas": schema.Int64Attribute{Required: true, Validators: []validator.Int64{int64validator.Between(0, 512)},
+				MarkdownDescription: "Fewest pods; `0` lets the router take an idle fleet to zero."},
+			"max_replicas": schema.Int64Attribute{Required: true, Validators: []validator.Int64{int64validator.Between(1, 512)},
+				MarkdownDescription: "Most pods; at least `min_replicas`. The GPU nodes must hold them."},
+			"target_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultTargetPerPod),
+				Validators: []validator.Int64{int64validator.AtLeast(1)},
+				MarkdownDescription: "Requests in flight or waiting per pod the autoscaler aims at. Keep it below what a pod serves at full speed (on the seed's A10G pods about 100 at once): " +
+					"the margin is what absorbs a ramp while new pods start. Default `75`."},
+			"scale_down_delay": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"),
+				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^\d+(s|m|h)$`), "must be a duration such as 5m")},
+				MarkdownDescription: "The HPA scales in to the highest size it wanted over this window (its scale-down stabilization window, at most 1h); default `5m`, the HPA's own."},
+			"scale_to_zero_after": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("15m"),
+				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^\d+(s|m|h)$`), "must be a duration such as 15m")},
+				MarkdownDescription: "With `min_replicas = 0`, how long the fleet has no demand before the router takes it to zero; default `15m`."},
+		}}
+}
+
+// defaultTargetPerPod is three quarters of the requests a seed pod (A10G,
+// Qwen2.5-7B) held in flight at the fixed fleet's capacity in the virtual
+// day (BENCHMARKS.md, 2026-12-05).
+const defaultTargetPerPod = 75
 
 func fleetBaselineAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,

@@ -54,7 +54,7 @@ func TestRouterPlacedFromCluster(t *testing.T) {
 	fs.Storage.ClaimName, fs.VLLM.Image, fs.VLLM.BlockSize, fs.VLLM.TensorParallelSize = "weights", "vllm/vllm-openai:v0.30.0", 64, 1
 	fs.VLLM.MaxModelLen, fs.VLLM.MaxNumSeqs = 4096, 64
 	fs.KVEvents.Port, fs.KVEvents.ReplayPort, fs.KVEvents.Topic = 5557, 5558, "kv@{ip}:{port}@{model}"
-	fs.Rollout.MaxUnavailable, fs.Rollout.StartupTimeout = 1, "30m"
+	fs.Rollout.MaxUnavailable, fs.Rollout.StartupTimeout, fs.Rollout.DrainTimeout = 1, "30m", "60s"
 	fs.Baseline.Type, fs.Baseline.Port = "ClusterIP", 8000
 	f, err := fs.fleet(ctx, systemCluster(2))
 	if err != nil {

@@ -67,6 +67,9 @@ type routerFleet struct {
 	TokenizerPath       string `json:"tokenizer_path,omitempty"`
 	TokenizerConfigPath string `json:"tokenizer_config_path,omitempty"`
 	MaxNumSeqs          *int64 `json:"max_num_seqs,omitempty"`
+	Deployment          string `json:"deployment,omitempty"`
+	Autoscaled          *bool  `json:"autoscaled,omitempty"`
+	ScaleToZeroAfter    string `json:"scale_to_zero_after,omitempty"`
 }
 
 type routerScorer struct {
@@ -251,7 +254,8 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 		Target: workloads.RouterTarget{Namespace: s.Fleet.Namespace, Selector: s.Fleet.Selector, HTTPPort: int(s.Fleet.HTTPPort),
 			KVEventsPort: int(s.Fleet.KVEventsPort), ReplayPort: int(s.Fleet.ReplayPort), Topic: s.Fleet.Topic, BlockSize: int(s.Fleet.BlockSize),
 			ServedModel: s.Fleet.ServedModel, ClaimName: s.Fleet.ClaimName, ModelPath: s.Fleet.ModelPath,
-			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath},
+			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath,
+			Deployment: s.Fleet.Deployment, Autoscaled: s.Fleet.Autoscaled != nil && *s.Fleet.Autoscaled},
 		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()),
 			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxQueue: int(s.Limits.MaxQueue)},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,
@@ -263,6 +267,14 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 	}
 	if r.Limits.Drain, err = time.ParseDuration(s.Limits.DrainTimeout); err != nil {
 		return r, fmt.Errorf("limits.drain_timeout: %w", err)
+	}
+	if z := s.Fleet.ScaleToZeroAfter; z != "" {
+		if r.Target.ScaleToZeroAfter, err = time.ParseDuration(z); err != nil {
+			return r, fmt.Errorf("fleet.scale_to_zero_after: %w", err)
+		}
+		if r.Target.Deployment == "" || !r.Target.Autoscaled {
+			return r, fmt.Errorf("fleet.scale_to_zero_after needs fleet.deployment and fleet.autoscaled: pass llmd_model_fleet.router_target as is")
+		}
 	}
 	if err := s.flow(&r); err != nil {
 		return r, err

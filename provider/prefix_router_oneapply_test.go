@@ -136,6 +136,12 @@ func playRouterPods(t *testing.T, c *testenv.Cluster, ns, name string, want int)
 		if _, peerPort, ok := strings.Cut(cfg.Peers.Listen, ":"); ok {
 			podCfg.Peers.Listen = p.Status.PodIP + ":" + peerPort
 		}
+		if a := cfg.Autoscaling; a != nil && a.MetricsListen != "" {
+			_, apiPort, _ := strings.Cut(a.MetricsListen, ":")
+			played := *a
+			played.MetricsListen = p.Status.PodIP + ":" + apiPort
+			podCfg.Autoscaling = &played
+		}
 		yaml, err := podCfg.Marshal()
 		if err != nil {
 			t.Fatal(err)

@@ -277,6 +277,11 @@ func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel
 			return nil, err
 		}
 	}
+	if d.router.Target.Autoscaled {
+		if err := requireMetricsAPIFree(ctx, c, d.router); err != nil {
+			return nil, err
+		}
+	}
 	objs, err := d.withMonitoring(c)
 	if err != nil {
 		return nil, err

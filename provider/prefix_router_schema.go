@@ -173,6 +173,10 @@ func routerFleetAttribute() schema.SingleNestedAttribute {
 			"tokenizer_path": optS("tokenizer.json on the volume."), "tokenizer_config_path": optS("tokenizer_config.json on the volume."),
 			"max_num_seqs": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{int64validator.AtLeast(1)},
 				MarkdownDescription: "vLLM's `--max-num-seqs`: each pod's capacity unless `limits.max_in_flight_per_pod` sets one; unset (a fleet deployed another way), no cap."},
+			"deployment": optS("The fleet's Deployment, which the router scales from and to zero with `scale_to_zero_after`."),
+			"autoscaled": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "The fleet's HPA sizes it on the router's demand: the router serves it as an External metric through an APIService (`v1beta1.external.metrics.k8s.io`) it registers."},
+			"scale_to_zero_after": optS("With `autoscaled`, how long the fleet has no demand before the router takes it to zero (and back for a request); empty: never."),
 		}}
 }
 

@@ -35,9 +35,9 @@ func (r Router) autoscalingConfig() *config.Autoscaling {
 	return a
 }
 
-// metricsAPIServiceName is the Service the APIService sends the HPA's
+// MetricsAPIServiceName is the Service the APIService sends the HPA's
 // queries to.
-func (r Router) metricsAPIServiceName() string { return r.Name + "-metrics-api" }
+func (r Router) MetricsAPIServiceName() string { return r.Name + "-metrics-api" }
 
 // autoscalingObjects register the router's metrics API with the
 // aggregation layer and let it check who calls: the Service and the
@@ -53,7 +53,7 @@ func (r Router) autoscalingObjects(labels map[string]string) []any {
 	sa := rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(r.Name).WithNamespace(r.Namespace)
 	clusterName := "llmd:" + r.Namespace + ":" + r.Name
 	return []any{
-		corev1ac.Service(r.metricsAPIServiceName(), r.Namespace).WithLabels(labels).WithSpec(corev1ac.ServiceSpec().
+		corev1ac.Service(r.MetricsAPIServiceName(), r.Namespace).WithLabels(labels).WithSpec(corev1ac.ServiceSpec().
 			WithType("ClusterIP").WithSelector(r.Selector()).
 			WithPorts(corev1ac.ServicePort().WithName("metrics-api").WithPort(443).WithTargetPort(intstr.FromString("metrics-api")))),
 		rbacv1ac.ClusterRoleBinding(clusterName + ":auth-delegator").WithLabels(labels).
@@ -66,7 +66,7 @@ func (r Router) autoscalingObjects(labels map[string]string) []any {
 			"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
 			"metadata": map[string]any{"name": MetricsAPIService, "labels": labels},
 			"spec": map[string]any{"group": "external.metrics.k8s.io", "version": "v1beta1",
-				"service":               map[string]any{"namespace": r.Namespace, "name": r.metricsAPIServiceName(), "port": int64(443)},
+				"service":               map[string]any{"namespace": r.Namespace, "name": r.MetricsAPIServiceName(), "port": int64(443)},
 				"insecureSkipTLSVerify": true, "groupPriorityMinimum": int64(100), "versionPriority": int64(100)},
 		},
 	}

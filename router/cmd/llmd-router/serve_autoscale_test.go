@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	player := playFleet(t, c, ns, "app=vllm")
+	player := playSims(t, c, ns, "app=vllm")
 
 	// The router's pod, for the APIService's Service to select; the router
 	// process answers on its IP.
@@ -147,7 +148,7 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 	heavy := load(12, stopHeavy)
 	began := time.Now()
 	eventually(t, "the HPA to scale the fleet to 3 pods on the router's demand", 90*time.Second, func() bool {
-		return player.serving() == 3 && r.gauge(t, "llmd_router_pods") == 3
+		return player.Serving() == 3 && r.gauge(t, "llmd_router_pods") == 3
 	})
 	t.Logf("1 -> 3 pods serving, routed to, in %s", time.Since(began).Round(time.Millisecond))
 	h, err := c.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "vllm", metav1.GetOptions{})
@@ -294,102 +295,25 @@ func registerMetricsAPI(t *testing.T, c *testenv.Cluster, ns string) {
 	})
 }
 
-// fleetPlayer runs a simulated vLLM at the IP of every running pod a
-// selector chooses, as the kubelet runs the container; a deleted pod's
-// simulator keeps serving its open requests until the pod's grace period
-// ends (the kubelet's SIGTERM then SIGKILL, which vLLM's --shutdown-timeout
-// drains within), or until a new pod takes its IP.
-type fleetPlayer struct {
-	mu   sync.Mutex
-	sims map[string]*playedSim // by pod name
-}
-
+// playedSim is a simulated vLLM playing one fleet pod.
 type playedSim struct {
-	ip      string
-	proc    *proc
-	deleted bool
+	t *testing.T
+	p *proc
 }
 
-func playFleet(t *testing.T, c *testenv.Cluster, ns, selector string) *fleetPlayer {
-	fp := &fleetPlayer{sims: map[string]*playedSim{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			fp.sync(t, c, ns, selector)
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return fp
-}
-
-// graceAfterDelete is how long a deleted pod's simulator keeps serving:
-// the open requests here end well within it.
-const graceAfterDelete = 30 * time.Second
-
-func (fp *fleetPlayer) sync(t *testing.T, c *testenv.Cluster, ns, selector string) {
-	pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return
+func (s playedSim) Stop(kill bool) {
+	sig := os.Signal(syscall.SIGTERM)
+	if kill {
+		sig = os.Kill
 	}
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	live := map[string]bool{}
-	for _, p := range pods.Items {
-		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
-			continue
-		}
-		live[p.Name] = true
-		if fp.sims[p.Name] != nil {
-			continue
-		}
-		for name, s := range fp.sims {
-			// A deleted pod held this IP: kwok frees a pod's IP once the
-			// pod object is gone, where the kubelet would hold it until the
-			// containers stopped, so the old simulator goes now.
-			if s.ip == p.Status.PodIP {
-				s.proc.stop(t, os.Kill, 10*time.Second)
-				delete(fp.sims, name)
-			}
-		}
+	s.p.stop(s.t, sig, 10*time.Second)
+}
+
+// playSims runs a simulated vLLM at the IP of every pod selector chooses,
+// on vLLM's default ports.
+func playSims(t *testing.T, c *testenv.Cluster, ns, selector string) *testenv.FleetPlayer {
+	return c.PlayFleet(t, ns, selector, func(p *corev1.Pod) testenv.PlayedProcess {
 		var info []struct{ Pod string }
-		fp.sims[p.Name] = &playedSim{ip: p.Status.PodIP, proc: start(t, "", 1, &info, "sim", "--host", p.Status.PodIP,
-			"--port", "8000", "--kv-port", "5557", "--time-scale", "4")}
-		// Serving: the readiness probe passes.
-		if err := c.MarkPodReady(ns, p.Name); err != nil {
-			t.Errorf("marking %s ready: %v", p.Name, err)
-		}
-	}
-	for name, s := range fp.sims {
-		if !live[name] && !s.deleted {
-			s.deleted = true
-			go func() {
-				time.Sleep(graceAfterDelete)
-				fp.mu.Lock()
-				defer fp.mu.Unlock()
-				if fp.sims[name] == s {
-					s.proc.stop(t, os.Interrupt, 10*time.Second)
-					delete(fp.sims, name)
-				}
-			}()
-		}
-	}
-}
-
-// serving is how many live pods have a simulator.
-func (fp *fleetPlayer) serving() int {
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	n := 0
-	for _, s := range fp.sims {
-		if !s.deleted {
-			n++
-		}
-	}
-	return n
+		return playedSim{t: t, p: start(t, "", 1, &info, "sim", "--host", p.Status.PodIP, "--port", "8000", "--kv-port", "5557", "--time-scale", "4")}
+	})
 }
