@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,7 +65,7 @@ func TestAccFleetAutoscaling(t *testing.T) {
 	c := g.c
 	const cluster, ns = "acc-autoscale", "llmd-autoscale"
 	autoscaled := autoscaledConfig(g, cluster, ns, `  autoscaling = { min_replicas = 2, max_replicas = 8, target_per_pod = 2, scale_down_delay = "0s" }`)
-	var failed, sent atomic.Int64
+	var load *testenv.ClosedLoop
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -112,30 +110,14 @@ func TestAccFleetAutoscaling(t *testing.T) {
 					// Load: 24 clients, each sending its next request as the
 					// last ends, across the two router pods; at 2 per pod the
 					// HPA wants at least 8 pods, its maximum.
-					stop := make(chan struct{})
-					var stopOnce sync.Once
-					halt := func() { stopOnce.Do(func() { close(stop) }) }
-					t.Cleanup(halt)
-					var wg sync.WaitGroup
 					model := "Qwen/Qwen2.5-7B-Instruct"
-					for w := range 24 {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							for i := uint32(0); ; i++ {
-								select {
-								case <-stop:
-									return
-								default:
-								}
-								sent.Add(1)
-								if status, err := postQuietly(routers[w%2].url, completionBody(t, model, prefixPrompt(uint32(w)+1, i))); err != nil || status != http.StatusOK {
-									failed.Add(1)
-									t.Logf("request %d/%d: %d %v", w, i, status, err)
-								}
-							}
-						}()
-					}
+					load = testenv.StartClosedLoop(t, 24, func(w int, i uint32) error {
+						status, err := postQuietly(routers[w%2].url, completionBody(t, model, prefixPrompt(uint32(w)+1, i)))
+						if err == nil && status != http.StatusOK {
+							err = fmt.Errorf("status %d", status)
+						}
+						return err
+					})
 					began := time.Now()
 					waitUntil(t, "the HPA to scale the fleet to 8 on the router's demand", func() bool {
 						return fleetReplicas(t, c, ns) == 8 && sims.Serving() == 8
@@ -143,19 +125,18 @@ func TestAccFleetAutoscaling(t *testing.T) {
 						return fmt.Sprintf("replicas %d, %d pods played\n%s", fleetReplicas(t, c, ns), sims.Serving(), hpaStatus(t, c, ns))
 					})
 					t.Logf("3 -> 8 pods in %s under 24 clients", time.Since(began).Round(time.Millisecond))
-					halt()
-					wg.Wait()
+					load.Stop()
 					began = time.Now()
 					waitUntil(t, "the HPA to scale the idle fleet in to 2", func() bool { return fleetReplicas(t, c, ns) == 2 },
 						func() string { return hpaStatus(t, c, ns) })
-					t.Logf("8 -> 2 pods %s after the load stopped; %d requests sent, %d failed", time.Since(began).Round(time.Millisecond), sent.Load(), failed.Load())
+					t.Logf("8 -> 2 pods %s after the load stopped; %d requests sent, %d failed", time.Since(began).Round(time.Millisecond), load.Sent.Load(), load.Failed.Load())
 				},
 				// The autoscaler's changes are not drift: the plan is empty.
 				Config:   autoscaled,
 				PlanOnly: true,
 				Check: func(*terraform.State) error {
-					if n := failed.Load(); n > 0 {
-						return fmt.Errorf("%d of %d requests failed while the fleet scaled 3 -> 8 -> 2", n, sent.Load())
+					if n := load.Failed.Load(); n > 0 {
+						return fmt.Errorf("%d of %d requests failed while the fleet scaled 3 -> 8 -> 2: %v", n, load.Sent.Load(), load.Failures())
 					}
 					return nil
 				},

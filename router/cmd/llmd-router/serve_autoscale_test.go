@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -118,34 +116,18 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A load of 12 requests always open: the HPA wants 12 / 4 = 3 pods.
-	var sent, failed atomic.Int64
-	var failures sync.Map
-	load := func(workers int, stop <-chan struct{}) *sync.WaitGroup {
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := uint32(0); ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					sent.Add(1)
-					status, err := complete(r.url, completion(t, tokens(64, uint32(w)*1000+i), 96, false))
-					if err != nil || status != http.StatusOK {
-						failed.Add(1)
-						failures.Store(fmt.Sprintf("%d/%d", w, i), fmt.Sprintf("%d %v", status, err))
-					}
-				}
-			}()
-		}
-		return &wg
+	// A load of 12 clients, each sending its next request as its last
+	// ends: the HPA wants about 12 / 4 = 3 pods.
+	load := func(clients int) *testenv.ClosedLoop {
+		return testenv.StartClosedLoop(t, clients, func(w int, i uint32) error {
+			status, err := complete(r.url, completion(t, tokens(64, uint32(w)*1000+i), 96, false))
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("status %d", status)
+			}
+			return err
+		})
 	}
-	stopHeavy := make(chan struct{})
-	heavy := load(12, stopHeavy)
+	heavy := load(12)
 	began := time.Now()
 	eventually(t, "the HPA to scale the fleet to 3 pods on the router's demand", 90*time.Second, func() bool {
 		return player.Serving() == 3 && r.gauge(t, "llmd_router_pods") == 3
@@ -162,22 +144,20 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 
 	// Scale-in under a lighter load: 2 requests open want 1 pod; the
 	// requests open on the pods that go are not cut.
-	stopLight := make(chan struct{})
-	light := load(2, stopLight)
-	close(stopHeavy)
-	heavy.Wait()
+	light := load(2)
+	heavy.Stop()
 	began = time.Now()
 	eventually(t, "the HPA to scale the fleet in to 1 pod", 90*time.Second, func() bool {
 		return r.gauge(t, "llmd_router_pods") == 1 && deploymentReplicas(t, c, ns) == 1
 	})
 	t.Logf("3 -> 1 pod in %s under 2 open requests", time.Since(began).Round(time.Millisecond))
-	close(stopLight)
-	light.Wait()
-	if n := failed.Load(); n > 0 {
-		failures.Range(func(k, v any) bool { t.Logf("request %s: %s", k, v); return true })
-		t.Fatalf("%d of %d requests failed while the fleet scaled out and in", n, sent.Load())
+	light.Stop()
+	for _, l := range []*testenv.ClosedLoop{heavy, light} {
+		if n := l.Failed.Load(); n > 0 {
+			t.Fatalf("%d of %d requests failed while the fleet scaled out and in: %v", n, l.Sent.Load(), l.Failures())
+		}
 	}
-	t.Logf("%d requests, none failed, through 1 -> 3 -> 1 pods", sent.Load())
+	t.Logf("%d requests, none failed, through 1 -> 3 -> 1 pods", heavy.Sent.Load()+light.Sent.Load())
 
 	// Idle: the router takes the fleet to zero; the HPA stands aside.
 	began = time.Now()
