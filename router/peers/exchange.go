@@ -56,6 +56,9 @@ type Config struct {
 	// CutOff is how long a peer that sent a malformed frame is not
 	// followed (default 30s).
 	CutOff time.Duration
+	// Waiting is how many requests this replica holds waiting for a pod,
+	// sent with every batch (nil: none).
+	Waiting func() int
 	// Logger gets one line per peer connected, lost or cut off.
 	Logger *slog.Logger
 }
@@ -83,6 +86,9 @@ type Exchange struct {
 	// peerLoads is what each followed peer last reported, by peer address
 	// then pod; sums go to the fleet.
 	peerLoads map[string]map[string]load
+	// peerWaiting is what each followed peer last reported it holds
+	// waiting, by peer address.
+	peerWaiting map[string]int
 }
 
 // New returns an Exchange following no peer yet. Its ID, which peers see
@@ -111,7 +117,7 @@ func New(cfg Config) *Exchange {
 	if len(id) > maxReplicaID {
 		id = id[len(id)-maxReplicaID:]
 	}
-	x := &Exchange{cfg: cfg, id: id, followers: make(map[string]*follower), peerLoads: make(map[string]map[string]load),
+	x := &Exchange{cfg: cfg, id: id, followers: make(map[string]*follower), peerLoads: make(map[string]map[string]load), peerWaiting: make(map[string]int),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmd_router_peer_delay_seconds",
 			Help: "How late peer replicas' decisions are held here: from each decision, in the deciding replica's clock (across nodes the clocks' skew adds), to its entries held.",
 			// 0.5 ms to ~4 s.
@@ -190,10 +196,38 @@ func (x *Exchange) setPeerLoads(peer string, ls []load, full bool) {
 	x.pushSums(touched)
 }
 
+// setPeerWaiting records what peer holds waiting.
+func (x *Exchange) setPeerWaiting(peer string, n int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.peerWaiting[peer] = n
+}
+
+// PeerWaiting is how many requests the followed peers hold waiting for a
+// pod, as each last reported.
+func (x *Exchange) PeerWaiting() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, w := range x.peerWaiting {
+		n += w
+	}
+	return n
+}
+
+// waiting is what this replica holds waiting, for its batches.
+func (x *Exchange) waiting() int {
+	if x.cfg.Waiting == nil {
+		return 0
+	}
+	return x.cfg.Waiting()
+}
+
 // forgetPeer drops what peer reported.
 func (x *Exchange) forgetPeer(peer string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	delete(x.peerWaiting, peer)
 	touched := make(map[string]bool)
 	for pod := range x.peerLoads[peer] {
 		touched[pod] = true

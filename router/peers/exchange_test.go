@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +183,26 @@ func TestPeerLoadsSumOverPeers(t *testing.T) {
 		end()
 	}
 	eventually(t, "c sees all end", func() bool { in, _, _ := c.load("pod-a"); return in == 0 })
+}
+
+// TestPeersWaitingSumsAndIsForgotten: each replica tells its peers how
+// many requests it holds waiting (part of the fleet's demand, which the
+// autoscaler reads from any one replica); a lost peer's count goes.
+func TestPeersWaitingSumsAndIsForgotten(t *testing.T) {
+	var waitingA, waitingB atomic.Int64
+	a := newReplica(t, func(c *Config) { c.Waiting = func() int { return int(waitingA.Load()) } })
+	b := newReplica(t, func(c *Config) { c.Waiting = func() int { return int(waitingB.Load()) } })
+	c := newReplica(t, func(c *Config) { c.SilentAfter = 300 * time.Millisecond })
+	link := newRelay(t, b.addr)
+	c.x.Sync([]string{a.addr, link.ln.Addr().String()})
+	waitingA.Store(7)
+	waitingB.Store(5)
+	// Nothing else changes: the full batches (every FullEvery) carry it.
+	eventually(t, "c sums a's 7 and b's 5 waiting", func() bool { return c.x.PeerWaiting() == 12 })
+	waitingA.Store(0)
+	eventually(t, "c sees a's queue drain", func() bool { return c.x.PeerWaiting() == 5 })
+	link.freeze()
+	eventually(t, "c forgets the silent b's waiting", func() bool { return c.x.PeerWaiting() == 0 })
 }
 
 // relay forwards TCP between a client and target until frozen: then it

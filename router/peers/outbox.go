@@ -148,7 +148,7 @@ func (o *outbox) cut(full bool) [][]byte {
 	if subs == 0 || (!full && len(specs) == 0 && len(settles) == 0 && len(dirty) == 0) {
 		return nil
 	}
-	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Settles: settles, Open: open}
+	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Settles: settles, Open: open}
 	if len(specs) > 0 {
 		m.SpecsSince = since.UnixNano()
 	}
@@ -175,7 +175,7 @@ func (o *outbox) cut(full bool) [][]byte {
 			return frames
 		}
 		// Loads, settles and the open list went with the first frame.
-		m = batch{ID: o.x.id, BlockSize: m.BlockSize, SpecsSince: m.SpecsSince}
+		m = batch{ID: o.x.id, BlockSize: m.BlockSize, Waiting: m.Waiting, SpecsSince: m.SpecsSince}
 	}
 }
 
@@ -210,7 +210,7 @@ func (o *outbox) subscribe() *subscriber {
 		open = append(open, id)
 	}
 	o.mu.Unlock()
-	m := batch{ID: o.x.id, Full: true, BlockSize: o.x.cfg.Index.BlockSize(), Loads: o.x.ownLoads(nil), Open: open}
+	m := batch{ID: o.x.id, Full: true, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Loads: o.x.ownLoads(nil), Open: open}
 	s.frames <- m.encode(nil)
 	return s
 }

@@ -16,7 +16,7 @@ import (
 
 const (
 	// wireVersion changes with any change of the frame layout.
-	wireVersion = 2
+	wireVersion = 3
 	// keyScheme names the router's block-key hash (index.BlockKey): peers
 	// exchange keys, so replicas of versions that key blocks differently
 	// must not (a rollout from such a version runs them independently).
@@ -81,7 +81,11 @@ type batch struct {
 	// from it: how late the receiver learns each decision.
 	SpecsSince int64
 	BlockSize  int
-	Loads      []load
+	// Waiting is how many requests the sender holds waiting for a pod (its
+	// queue, and those waiting for the fleet to scale from zero): part of
+	// the fleet's demand its autoscaler reads from any one replica.
+	Waiting int
+	Loads   []load
 	Specs      []spec
 	Settles    []uint64
 	Open       []uint64
@@ -130,6 +134,7 @@ func (m *batch) encode(b []byte) []byte {
 	b = appendBool(b, m.Full)
 	b = binary.AppendUvarint(b, uint64(max(m.SpecsSince, 0)))
 	b = binary.AppendUvarint(b, uint64(m.BlockSize))
+	b = binary.AppendUvarint(b, uint64(max(m.Waiting, 0)))
 	b = binary.AppendUvarint(b, uint64(len(m.Loads)))
 	for _, l := range m.Loads {
 		b = appendString(b, l.Pod)
@@ -301,6 +306,7 @@ func decodeBatch(b []byte) (batch, error) {
 	m.Full = r.bool("full")
 	m.SpecsSince = int64(r.uvarint("specs since", math.MaxInt64))
 	m.BlockSize = int(r.uvarint("block size", maxBlockSize))
+	m.Waiting = int(r.uvarint("waiting", maxCount))
 	m.Loads = make([]load, r.count("loads", maxPods, 3))
 	for i := range m.Loads {
 		m.Loads[i] = load{Pod: r.name("load pod"), InFlight: int(r.uvarint("in flight", maxCount)),

@@ -47,13 +47,17 @@ func (s *Server) awaitPod(ctx context.Context, flow Flow, since time.Time) error
 
 // Demand is what this router asks of the fleet now: the requests every
 // replica has in flight on its ready pods (this replica's and the peers'
-// as last exchanged), the requests queued here for room on a pod, and the
-// requests held here while the fleet scales from zero. The fleet's
+// as last exchanged) and the requests this replica holds waiting
+// (Waiting); add the peers' Waiting for the whole router's. The fleet's
 // autoscaler divides it by its target per pod (package autoscale).
 func (s *Server) Demand() int64 {
 	n := 0
 	for _, p := range s.cfg.Fleet.Pods(nil) {
 		n += p.Load.InFlight
 	}
-	return int64(n + s.adm.queued() + int(s.waking.Load()))
+	return int64(n + s.Waiting())
 }
+
+// Waiting is how many requests this replica holds waiting for a pod: those
+// queued for room on one and those held while the fleet scales from zero.
+func (s *Server) Waiting() int { return s.adm.queued() + int(s.waking.Load()) }

@@ -71,7 +71,17 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	lim.Fleet, lim.Picker, lim.Prompter, lim.Metrics, lim.Logger = core.fleet, core.picker, core.prompter, metrics, log
 	lim.Upstream = cfg.Upstream
-	demand := func() int64 { return core.server.Demand() }
+	// The router's whole demand: this replica's, and what its peers hold
+	// waiting (their in flight is in the fleet's loads already). The peers
+	// start below, before anything reads it.
+	var ps *peerServer
+	demand := func() int64 {
+		d := core.server.Demand()
+		if ps != nil {
+			d += int64(ps.x.PeerWaiting())
+		}
+		return d
+	}
 	auto, err := newAutoscaler(cfg, o.kubeconfig, demand, log)
 	if err != nil {
 		return err
@@ -94,7 +104,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer stopCore()
 	// Peers first: a warm start must fill the index before the fleet
 	// follows the pods.
-	ps, err := startPeers(runCtx, cfg, core, o.limits.AdminToken, o.kubeconfig, reg, log)
+	ps, err = startPeers(runCtx, cfg, core, o.limits.AdminToken, o.kubeconfig, reg, log)
 	if err != nil {
 		return err
 	}
