@@ -86,9 +86,9 @@ type batch struct {
 	// the fleet's demand its autoscaler reads from any one replica.
 	Waiting int
 	Loads   []load
-	Specs      []spec
-	Settles    []uint64
-	Open       []uint64
+	Specs   []spec
+	Settles []uint64
+	Open    []uint64
 }
 
 // chunk is part of one engine's index in a snapshot, with the sender's
