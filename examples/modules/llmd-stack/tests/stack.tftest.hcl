@@ -24,6 +24,9 @@ mock_provider "llmd" {
         tokenizer_path        = "/models/Qwen2.5-7B-Instruct/tokenizer.json"
         tokenizer_config_path = "/models/Qwen2.5-7B-Instruct/tokenizer_config.json"
         max_num_seqs          = 256
+        deployment            = "fleet"
+        autoscaled            = false
+        scale_to_zero_after   = ""
       }
     }
   }
