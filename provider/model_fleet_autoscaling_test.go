@@ -87,7 +87,7 @@ func TestAccFleetAutoscaling(t *testing.T) {
 				Config: autoscaled,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("autoscaled"), knownvalue.Bool(true)),
-					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("scale_to_zero_after"), knownvalue.StringExact("")),
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("scale_to_zero_after"), knownvalue.Null()),
 				},
 				Check: func(*terraform.State) error {
 					// The switch kept the fleet's 3 pods: llmd stopped applying

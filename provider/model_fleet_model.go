@@ -347,15 +347,16 @@ func routerTargetObject(t workloads.RouterTarget) types.Object {
 		"claim_name": types.StringValue(t.ClaimName), "model_path": types.StringValue(t.ModelPath),
 		"tokenizer_path": types.StringValue(t.TokenizerPath), "tokenizer_config_path": types.StringValue(t.TokenizerConfigPath),
 		"max_num_seqs": types.Int64Value(int64(t.MaxNumSeqs)), "deployment": types.StringValue(t.Deployment),
-		"autoscaled": types.BoolValue(t.Autoscaled), "scale_to_zero_after": types.StringValue(durationString(t.ScaleToZeroAfter))})
+		"autoscaled": types.BoolValue(t.Autoscaled), "scale_to_zero_after": durationOrNull(t.ScaleToZeroAfter)})
 }
 
-// durationString is d as the router's config reads it; empty for 0.
-func durationString(d time.Duration) string {
+// durationOrNull is d as the router's config reads it; null for 0 (a
+// router imported from its settings reads it back so).
+func durationOrNull(d time.Duration) types.String {
 	if d == 0 {
-		return ""
+		return types.StringNull()
 	}
-	return d.String()
+	return types.StringValue(d.String())
 }
 
 // baselineEndpoint is the in-cluster URL of the baseline Service.

@@ -131,7 +131,7 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 				"max_num_seqs":          computedInt("vLLM's `--max-num-seqs` (`vllm.max_num_seqs`): the requests one pod runs at once, the router's default capacity of a pod."),
 				"deployment":            computedString("The fleet's Deployment."),
 				"autoscaled":            schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether `autoscaling` sizes the fleet on the router's demand, which the router then serves to the fleet's HPA."},
-				"scale_to_zero_after":   computedString("With `autoscaling.min_replicas = 0`, how long the fleet has no demand before the router takes it to zero; empty otherwise."),
+				"scale_to_zero_after":   computedString("With `autoscaling.min_replicas = 0`, how long the fleet has no demand before the router takes it to zero; null otherwise."),
 			}},
 		"baseline_endpoint": schema.StringAttribute{Computed: true,
 			MarkdownDescription: "In-cluster URL of the round-robin baseline Service, for the A/B benchmark; empty when disabled."},

@@ -26,7 +26,7 @@ mock_provider "llmd" {
         max_num_seqs          = 256
         deployment            = "fleet"
         autoscaled            = false
-        scale_to_zero_after   = ""
+        scale_to_zero_after   = null
       }
     }
   }
