@@ -141,6 +141,20 @@ func TestAccFleetAutoscaling(t *testing.T) {
 					return nil
 				},
 			},
+			{
+				// Back to a fixed size: llmd takes the replicas back from
+				// the HPA's last write, and the HPA goes.
+				Config: autoscaledConfig(g, cluster, ns, "  replicas = 4"),
+				Check: func(*terraform.State) error {
+					if n := fleetReplicas(t, c, ns); n != 4 {
+						return fmt.Errorf("the fleet has %d replicas after autoscaling was removed, want 4", n)
+					}
+					if _, err := c.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "qwen", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("the HPA after autoscaling was removed: %v", err)
+					}
+					return nil
+				},
+			},
 		},
 	})
 }

@@ -248,6 +248,21 @@ func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, pr
 			return nil, err
 		}
 	}
+	if d.fleet.Autoscaling == nil && prior != nil && !prior.Autoscaling.IsNull() {
+		// Autoscaling off: the HPA goes first, so it cannot scale again
+		// after the apply, and the replicas are llmd's again, taken back
+		// from the autoscaler that wrote them last.
+		var hpa []kube.Ref
+		for _, r := range previous {
+			if r.Kind == "HorizontalPodAutoscaler" {
+				hpa = append(hpa, r)
+			}
+		}
+		if err := c.Delete(ctx, hpa); err != nil {
+			return nil, err
+		}
+		d.settings.ForceConflicts = true
+	}
 	keep, applyErr := r.applyObjects(ctx, c, d, objs, previous, token)
 	state := plan
 	state.ID = types.StringValue(d.fleet.Namespace + "/" + d.fleet.Name)
