@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -112,7 +111,7 @@ func TestAccFleetAutoscaling(t *testing.T) {
 					// HPA wants at least 8 pods, its maximum.
 					model := "Qwen/Qwen2.5-7B-Instruct"
 					load = testenv.StartClosedLoop(t, 24, func(w int, i uint32) error {
-						status, err := postQuietly(routers[w%2].url, completionBody(t, model, prefixPrompt(uint32(w)+1, i)))
+						status, err := testenv.PostCompletion(routers[w%2].url, completionBody(t, model, prefixPrompt(uint32(w)+1, i)))
 						if err == nil && status != http.StatusOK {
 							err = fmt.Errorf("status %d", status)
 						}
@@ -245,15 +244,4 @@ func checkMetricsAPIGone(c *testenv.Cluster) resource.TestCheckFunc {
 		}
 		return nil
 	}
-}
-
-// postQuietly posts a completion and drains the answer.
-func postQuietly(url string, body []byte) (int, error) {
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(string(body)))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, err
 }

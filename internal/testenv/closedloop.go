@@ -1,7 +1,10 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,4 +67,16 @@ func (l *ClosedLoop) Failures() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.failures...)
+}
+
+// PostCompletion posts a /v1/completions body to an OpenAI-style server at
+// url and reads the whole answer, returning its status.
+func PostCompletion(url string, body []byte) (int, error) {
+	resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
 }

@@ -120,7 +120,7 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 	// ends: the HPA wants about 12 / 4 = 3 pods.
 	load := func(clients int) *testenv.ClosedLoop {
 		return testenv.StartClosedLoop(t, clients, func(w int, i uint32) error {
-			status, err := complete(r.url, completion(t, tokens(64, uint32(w)*1000+i), 96, false))
+			status, err := testenv.PostCompletion(r.url, completion(t, tokens(64, uint32(w)*1000+i), 96, false))
 			if err == nil && status != http.StatusOK {
 				err = fmt.Errorf("status %d", status)
 			}
@@ -179,7 +179,7 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 
 	// A request at zero waits while the router wakes the fleet, and is served.
 	began = time.Now()
-	status, err := complete(r.url, completion(t, tokens(64, 99), 8, false))
+	status, err := testenv.PostCompletion(r.url, completion(t, tokens(64, 99), 8, false))
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("the first request after zero: %d %v", status, err)
 	}
@@ -187,17 +187,6 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 	if n := deploymentReplicas(t, c, ns); n != 1 {
 		t.Errorf("the fleet has %d replicas after one request woke it, want 1", n)
 	}
-}
-
-// complete posts a completion and returns its status, reading the body.
-func complete(url string, body []byte) (int, error) {
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(string(body)))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, err
 }
 
 // eventually waits up to timeout for cond.
