@@ -166,10 +166,20 @@ func TestKubernetesFollowsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("vllm-c relabelled", "vllm-a", at)
-	removedMu.Lock()
-	if !slices.Equal(removed, []string{"vllm-a", "vllm-b", "vllm-c"}) {
-		t.Errorf("OnRemove saw %v", removed)
+	// OnRemove runs after the pod has left the view, once its scraper has
+	// stopped (up to one scrape timeout later), so wait for it.
+	want := []string{"vllm-a", "vllm-b", "vllm-c"}
+	var saw []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		removedMu.Lock()
+		saw = slices.Clone(removed)
+		removedMu.Unlock()
+		if len(saw) >= len(want) {
+			break
+		}
 	}
-	removedMu.Unlock()
+	if !slices.Equal(saw, want) {
+		t.Errorf("OnRemove saw %v, want %v", saw, want)
+	}
 	t.Logf("worst change-to-view latency %s", slices.Max(lat))
 }
