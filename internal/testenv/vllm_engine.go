@@ -26,6 +26,10 @@ type EngineOptions struct {
 	// KVCacheGiB is the CPU backend's KV cache (VLLM_CPU_KVCACHE_SPACE, whole
 	// GiB; 0: 1). --num-gpu-blocks-override in Args bounds it in blocks.
 	KVCacheGiB int
+	// S3, when set, is the object store the engine reaches as a pod reaches
+	// S3 (engineS3Env); a model path of s3://... in Args is then kept as
+	// written and streamed from it (--load-format runai_streamer).
+	S3 *Moto
 }
 
 // Engine is a real vLLM engine serving the tiny model in a network
@@ -74,8 +78,21 @@ func StartEngines(t testing.TB, n int, opts EngineOptions) []*Engine {
 		if err != nil {
 			unavailable(t, "a network namespace for a vLLM engine", err, "run as root with iproute2 (make deps)")
 		}
-		engines[i] = newEngine(inst, slot, opts)
-		onStop(func(bool) { engines[i].Stop(); dropEngineNetwork(slot) })
+		e := newEngine(inst, slot, opts)
+		stopS3 := func() {}
+		if opts.S3 != nil {
+			env, stop, err := engineS3Env(slot, opts.S3)
+			if err != nil {
+				dropEngineNetwork(slot)
+				t.Fatalf("testenv: %v", err)
+			}
+			for k, v := range env {
+				e.env = append(e.env, k+"="+v)
+			}
+			stopS3 = stop
+		}
+		engines[i] = e
+		onStop(func(bool) { e.Stop(); stopS3(); dropEngineNetwork(slot) })
 	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -94,7 +111,11 @@ func StartEngines(t testing.TB, n int, opts EngineOptions) []*Engine {
 
 func newEngine(inst VLLMInstall, slot int, opts EngineOptions) *Engine {
 	e := &Engine{Name: fmt.Sprintf("vllm-%d", slot), IP: fmt.Sprintf("10.251.%d.2", slot), inst: inst, slot: slot}
-	e.args = append([]string{inst.Model}, opts.Args[1:]...)
+	model := inst.Model
+	if strings.HasPrefix(opts.Args[0], "s3://") {
+		model = opts.Args[0]
+	}
+	e.args = append([]string{model}, opts.Args[1:]...)
 	for i, a := range e.args {
 		e.args[i] = strings.ReplaceAll(a, "$(POD_IP)", e.IP)
 	}

@@ -79,7 +79,8 @@ type Autoscaling struct {
 const DemandMetric = "llmd-router-demand"
 
 // Storage is where the weights are: an FSx for Lustre file system, which
-// becomes a static PersistentVolume and its claim, or a claim that exists.
+// becomes a static PersistentVolume and its claim, a claim that exists, or
+// an S3 bucket the pods stream from.
 type Storage struct {
 	FileSystemID, DNSName, MountName string
 	// ExistingClaim, when set, is used instead of a volume of our own.
@@ -88,6 +89,8 @@ type Storage struct {
 	// the file system id was in them (LegacyVolumeName), for a fleet that
 	// applied its volume under that name and still has the same file system.
 	UnversionedNames bool
+	// S3, when set, keeps the weights in a bucket instead (no volume).
+	S3 *S3Weights
 }
 
 // VLLM is the engine's image and settings.
@@ -207,7 +210,19 @@ func (f Fleet) Validate() error {
 	if f.Baseline.Enabled && f.Baseline.Name == "vllm" {
 		return fmt.Errorf("baseline_service.name: \"vllm\" makes Kubernetes inject VLLM_PORT into pods, which vLLM misreads as its port; choose another name")
 	}
-	if (f.Storage.ExistingClaim == "") == (f.Storage.FileSystemID == "") {
+	if s3 := f.Storage.S3; s3 != nil {
+		if f.Storage.ExistingClaim != "" || f.Storage.FileSystemID != "" {
+			return fmt.Errorf("storage: give one of s3_bucket, file_system_id (with dns_name and mount_name) or claim_name")
+		}
+		if err := s3.validate(f.ModelPath); err != nil {
+			return err
+		}
+		for _, a := range f.VLLM.ExtraArgs {
+			if flag, _, _ := strings.Cut(a, "="); flag == "--load-format" {
+				return fmt.Errorf("vllm.extra_args: %q: weights in S3 are streamed with --load-format runai_streamer, which the fleet sets", a)
+			}
+		}
+	} else if (f.Storage.ExistingClaim == "") == (f.Storage.FileSystemID == "") {
 		return fmt.Errorf("storage: give either file_system_id (with dns_name and mount_name) or claim_name")
 	}
 	if f.Staging != nil && f.Staging.Image == "" {
@@ -216,7 +231,7 @@ func (f Fleet) Validate() error {
 	if f.Storage.FileSystemID != "" && !fileSystemID.MatchString(f.Storage.FileSystemID) {
 		return fmt.Errorf("storage.file_system_id: %q is not an FSx file system id (fs- and lowercase hex): pass llmd_inference_cluster.model_storage.file_system_id", f.Storage.FileSystemID)
 	}
-	if f.Storage.ExistingClaim == "" && (f.Storage.DNSName == "" || f.Storage.MountName == "") {
+	if f.Storage.S3 == nil && f.Storage.ExistingClaim == "" && (f.Storage.DNSName == "" || f.Storage.MountName == "") {
 		return fmt.Errorf("storage: file_system_id %s needs dns_name and mount_name too (llmd_inference_cluster.model_storage has all three)", f.Storage.FileSystemID)
 	}
 	for _, q := range []struct{ name, v string }{{"resources.cpu", f.Resources.CPU}, {"resources.memory", f.Resources.Memory},
@@ -245,8 +260,11 @@ func (f Fleet) Selector() map[string]string {
 	return map[string]string{"llmd.dev/fleet": f.Name, "app.kubernetes.io/component": "decode"}
 }
 
-// ClaimName is the claim the pods mount.
+// ClaimName is the claim the pods mount; empty with S3 weights.
 func (f Fleet) ClaimName() string {
+	if f.Storage.S3 != nil {
+		return ""
+	}
 	if f.Storage.ExistingClaim != "" {
 		return f.Storage.ExistingClaim
 	}
@@ -287,7 +305,11 @@ type RouterTarget struct {
 	BlockSize                          int
 	ServedModel                        string
 	ClaimName, ModelPath               string
+	// TokenizerPath and TokenizerConfigPath are relative to the claim's
+	// root, or s3:// URIs with S3 weights (S3Region is then the bucket's
+	// region, and the router reads them with its own Pod Identity).
 	TokenizerPath, TokenizerConfigPath string
+	S3Region                           string
 	// MaxNumSeqs is vLLM's --max-num-seqs: the most requests one pod runs
 	// at once, the router's default capacity of a pod.
 	MaxNumSeqs int
@@ -307,6 +329,11 @@ func (f Fleet) Target() RouterTarget {
 		ServedModel: f.ServedName, ClaimName: f.ClaimName(), ModelPath: f.ServedPath(),
 		TokenizerPath: path.Join(f.ServedPath(), "tokenizer.json"), TokenizerConfigPath: path.Join(f.ServedPath(), "tokenizer_config.json"),
 		MaxNumSeqs: f.VLLM.MaxNumSeqs, Deployment: f.Name}
+	if f.Storage.S3 != nil {
+		t.ModelPath = f.S3URI()
+		t.TokenizerPath, t.TokenizerConfigPath = f.s3TokenizerPaths()
+		t.S3Region = f.Storage.S3.Region
+	}
 	if a := f.Autoscaling; a != nil {
 		t.Autoscaled = true
 		if a.Min == 0 {
@@ -337,7 +364,11 @@ func (f Fleet) Args() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{path.Join(MountPath, f.ServedPath()),
+	model := path.Join(MountPath, f.ServedPath())
+	if f.Storage.S3 != nil {
+		model = f.S3URI()
+	}
+	args := []string{model,
 		"--served-model-name", f.ServedName,
 		"--host", "0.0.0.0", "--port", fmt.Sprint(HTTPPort),
 		"--block-size", fmt.Sprint(f.VLLM.BlockSize),
@@ -361,6 +392,9 @@ func (f Fleet) Args() ([]string, error) {
 		// them), within the pod's grace period.
 		"--shutdown-timeout", fmt.Sprint(f.Rollout.DrainSeconds),
 	}
+	if f.Storage.S3 != nil {
+		args = append(args, "--load-format", "runai_streamer")
+	}
 	return append(args, f.VLLM.ExtraArgs...), nil
 }
 
@@ -377,7 +411,10 @@ func (f Fleet) Objects(withPodMonitor bool) ([]kube.Object, error) {
 	labels := f.Labels()
 	var acs []any
 	acs = append(acs, corev1ac.Namespace(f.Namespace).WithLabels(map[string]string{"app.kubernetes.io/managed-by": "llmd"}))
-	if f.Storage.ExistingClaim == "" {
+	switch {
+	case f.Storage.S3 != nil:
+		acs = append(acs, f.s3ServiceAccounts(labels)...)
+	case f.Storage.ExistingClaim == "":
 		acs = append(acs, f.volume(labels), f.claim(labels))
 	}
 	if f.Staging != nil {
@@ -432,8 +469,20 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 		corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP"))),
 		// vLLM >= 0.20 needs USER in containers that run without a passwd entry.
 		corev1ac.EnvVar().WithName("USER").WithValue("vllm"),
-		// The weights are on the volume: never reach out to the Hub.
+		// The weights are on the volume or in the bucket: never reach out to the Hub.
 		corev1ac.EnvVar().WithName("HF_HUB_OFFLINE").WithValue("1"),
+	}
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{corev1ac.VolumeMount().WithName("dshm").WithMountPath("/dev/shm")}
+	volumes := []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName("dshm").WithEmptyDir(corev1ac.EmptyDirVolumeSource().
+		WithMedium(corev1.StorageMediumMemory).WithSizeLimit(resource.MustParse(f.Resources.Shm)))}
+	if f.Storage.S3 != nil {
+		// The streamer signs for the bucket's region; EKS Pod Identity
+		// gives the credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI).
+		env = append(env, corev1ac.EnvVar().WithName("AWS_REGION").WithValue(f.Storage.S3.Region))
+	} else {
+		mounts = append([]*corev1ac.VolumeMountApplyConfiguration{corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath).WithReadOnly(true)}, mounts...)
+		volumes = append([]*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName()).WithReadOnly(true))}, volumes...)
 	}
 	keys := make([]string, 0, len(f.VLLM.Env))
 	for k := range f.VLLM.Env {
@@ -457,23 +506,23 @@ func (f Fleet) deployment(labels map[string]string, args []string) any {
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(f.Resources.CPU), corev1.ResourceMemory: resource.MustParse(f.Resources.Memory), gpus: tp}).
 			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(f.Resources.MemoryLimit), gpus: tp})).
-		WithVolumeMounts(corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName("dshm").WithMountPath("/dev/shm")).
+		WithVolumeMounts(mounts...).
 		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(fleetPreStop)))).
 		WithStartupProbe(probe(10, startupFailures)).
 		WithReadinessProbe(probe(5, 3)).
 		WithLivenessProbe(probe(10, 6)).
 		WithSecurityContext(vllmSecurityContext())
-	shm := resource.MustParse(f.Resources.Shm)
 	pod := corev1ac.PodSpec().
 		// Service links would inject VLLM_PORT-style variables vLLM misreads.
 		WithEnableServiceLinks(false).
 		// The preStop, the drain, and time for the engine to exit.
-		WithTerminationGracePeriodSeconds(int64(fleetPreStop+f.Rollout.DrainSeconds+15)).
+		WithTerminationGracePeriodSeconds(int64(fleetPreStop + f.Rollout.DrainSeconds + 15)).
 		WithNodeSelector(f.NodeSelector).
 		WithContainers(container).
-		WithVolumes(corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName()).WithReadOnly(true)),
-			corev1ac.Volume().WithName("dshm").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithMedium(corev1.StorageMediumMemory).WithSizeLimit(shm)))
+		WithVolumes(volumes...)
+	if f.Storage.S3 != nil {
+		pod = pod.WithServiceAccountName(f.ReaderServiceAccount())
+	}
 	for _, t := range f.Tolerations {
 		pod = pod.WithTolerations(toleration(t))
 	}

@@ -189,7 +189,10 @@ func (r Router) Config() (*config.Config, error) {
 		Peers:       r.peers(),
 		Autoscaling: r.autoscalingConfig(),
 	}
-	if t.TokenizerPath != "" {
+	switch {
+	case t.tokenizerInS3():
+		c.Tokenizer = config.Tokenizer{JSON: t.TokenizerPath, Config: t.TokenizerConfigPath}
+	case t.TokenizerPath != "":
 		c.Tokenizer = config.Tokenizer{JSON: path.Join(MountPath, t.TokenizerPath), Config: path.Join(MountPath, t.TokenizerConfigPath)}
 	}
 	c.Default()
@@ -231,10 +234,14 @@ func (r Router) Validate() error {
 	if r.Target.Namespace == "" || r.Target.Selector == "" {
 		return fmt.Errorf("fleet: namespace and selector must be set (pass llmd_model_fleet.<name>.router_target)")
 	}
-	if r.Target.TokenizerPath != "" && r.Target.ClaimName == "" {
+	if r.Target.tokenizerInS3() {
+		if !strings.HasPrefix(r.Target.TokenizerConfigPath, "s3://") || r.Target.S3Region == "" {
+			return fmt.Errorf("fleet: tokenizer_path %s is in S3, so tokenizer_config_path must be too and s3_region must be set (pass llmd_model_fleet.<name>.router_target)", r.Target.TokenizerPath)
+		}
+	} else if r.Target.TokenizerPath != "" && r.Target.ClaimName == "" {
 		return fmt.Errorf("fleet.claim_name: must be set with fleet.tokenizer_path: the tokenizer files are read from that claim")
 	}
-	if r.Target.TokenizerPath != "" && r.Namespace != r.Target.Namespace {
+	if r.Target.TokenizerPath != "" && !r.Target.tokenizerInS3() && r.Namespace != r.Target.Namespace {
 		return fmt.Errorf("namespace: %q is not fleet.namespace %q: the router reads the tokenizer files from the fleet's claim %s, "+
 			"and a claim can only be mounted in its own namespace; leave namespace unset (the fleet's)", r.Namespace, r.Target.Namespace, r.Target.ClaimName)
 	}
@@ -347,7 +354,7 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(r.Name)),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("64Mi"))),
 	}
-	if r.Target.TokenizerPath != "" {
+	if r.Target.TokenizerPath != "" && !r.Target.tokenizerInS3() {
 		// The fleet's own claim, read-only: the router tokenizes with exactly the engines' tokenizer files.
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(
@@ -356,6 +363,11 @@ func (r Router) deployment(labels map[string]string, checksum string) any {
 	limit := resource.MustParse(r.Resources.MemoryLimit)
 	env := []*corev1ac.EnvVarApplyConfiguration{corev1ac.EnvVar().WithName("GOGC").WithValue(routerGOGC),
 		corev1ac.EnvVar().WithName("GOMEMLIMIT").WithValue(strconv.FormatInt(limit.Value()/10*9, 10))}
+	if r.Target.tokenizerInS3() {
+		// The router reads the tokenizer files from the bucket with its
+		// service account's Pod Identity, signing for the bucket's region.
+		env = append(env, corev1ac.EnvVar().WithName("AWS_REGION").WithValue(r.Target.S3Region))
+	}
 	podAnnotations := map[string]string{ConfigChecksumKey: checksum}
 	if r.APIKeyVersion != "" {
 		// Not optional: a missing Secret stops the pod (CreateContainerConfigError)
@@ -473,3 +485,7 @@ func (r Router) URL() string {
 	}
 	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", r.Name, r.Namespace, r.Service.Port)
 }
+
+// tokenizerInS3 says the tokenizer files are in the fleet's bucket (S3
+// weights), which the router reads itself instead of mounting a claim.
+func (t RouterTarget) tokenizerInS3() bool { return strings.HasPrefix(t.TokenizerPath, "s3://") }

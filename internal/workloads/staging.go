@@ -130,6 +130,9 @@ except Exception as e:
 `
 
 func (f Fleet) stagingTemplate(labels map[string]string) *corev1ac.PodTemplateSpecApplyConfiguration {
+	if f.Storage.S3 != nil {
+		return f.s3StagingTemplate(labels)
+	}
 	root := path.Join(MountPath, f.ModelPath)
 	env := []*corev1ac.EnvVarApplyConfiguration{
 		corev1ac.EnvVar().WithName("REPO").WithValue(f.Staging.Repo),
@@ -147,10 +150,18 @@ func (f Fleet) stagingTemplate(labels map[string]string) *corev1ac.PodTemplateSp
 	// depend on a write-only input the plan cannot see.
 	env = append(env, corev1ac.EnvVar().WithName("HF_TOKEN").WithValueFrom(corev1ac.EnvVarSource().
 		WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(f.TokenSecretName()).WithKey("token").WithOptional(true))))
-	jobLabels := stagingLabels(labels)
+	pod := f.stagingPod(corev1ac.Container().WithName("stage").WithImage(f.Staging.Image).
+		WithCommand("/bin/sh", "-c", stagingScript).WithEnv(env...).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath))).
+		WithVolumes(corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName())))
+	return corev1ac.PodTemplateSpec().WithLabels(stagingLabels(labels)).WithSpec(pod)
+}
+
+// stagingPod is the staging Job's pod around its one container, c: run
+// once, off the GPU nodes, with the download's requests and limits.
+func (f Fleet) stagingPod(c *corev1ac.ContainerApplyConfiguration) *corev1ac.PodSpecApplyConfiguration {
 	pod := corev1ac.PodSpec().WithRestartPolicy(corev1.RestartPolicyNever).WithEnableServiceLinks(false).
-		WithContainers(corev1ac.Container().WithName("stage").WithImage(f.Staging.Image).
-			WithCommand("/bin/sh", "-c", stagingScript).WithEnv(env...).
+		WithContainers(c.
 			// Requested, so the scheduler counts it and it is not the first evicted.
 			WithResources(corev1ac.ResourceRequirements().
 				WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")}).
@@ -159,16 +170,14 @@ func (f Fleet) stagingTemplate(labels map[string]string) *corev1ac.PodTemplateSp
 				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 			// The kubelet puts the last log lines in the termination message on
 			// failure, which the apply's diagnostic quotes.
-			WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
-			WithVolumeMounts(corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath))).
-		WithVolumes(corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName())))
+			WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError))
 	if len(f.Staging.NodeSelector) > 0 {
 		pod = pod.WithNodeSelector(f.Staging.NodeSelector)
 	}
 	for _, t := range f.Staging.Tolerations {
 		pod = pod.WithTolerations(toleration(t))
 	}
-	return corev1ac.PodTemplateSpec().WithLabels(jobLabels).WithSpec(pod)
+	return pod
 }
 
 func stagingLabels(labels map[string]string) map[string]string {
