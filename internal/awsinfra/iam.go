@@ -59,26 +59,10 @@ func (c *Clients) ensureRoles(ctx context.Context, spec ClusterSpec) (Roles, err
 // error, never silently taken over.
 func (c *Clients) ensureRole(ctx context.Context, spec ClusterSpec, rs roleSpec) (string, error) {
 	name := roleName(spec.Name, c.Config.Region, rs)
-	var arn string
-	got, err := c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
-	switch {
-	case err == nil:
-		if tags := fromIAMTags(got.Role.Tags); !c.ownsRole(tags, spec.Name) {
-			return "", fmt.Errorf("IAM role %s exists but is not owned by cluster %s in %s (tags %s=%q, %s=%q): rename the cluster or delete the role",
-				name, spec.Name, c.Config.Region, OwnerTag, tags[OwnerTag], regionTag, tags[regionTag])
-		}
-		arn = aws.ToString(got.Role.Arn)
-		c.adopted(ctx, "IAM role", name)
-	case isNotFound(err):
-		trust := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"%s"},"Action":["sts:AssumeRole","sts:TagSession"]}]}`, rs.service)
-		created, err := c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(trust),
-			Description: aws.String("llmd inference cluster " + spec.Name), Tags: iamTags(c.tagSet(spec.Name, spec.Tags, "role"+rs.suffix))})
-		if err != nil {
-			return "", fmt.Errorf("creating IAM role %s: %w", name, err)
-		}
-		arn = aws.ToString(created.Role.Arn)
-	default:
-		return "", fmt.Errorf("finding IAM role %s: %w", name, err)
+	arn, err := c.ensureOwnedRole(ctx, ownedRole{name: name, owner: spec.Name, service: rs.service,
+		description: "llmd inference cluster " + spec.Name, tags: c.tagSet(spec.Name, spec.Tags, "role"+rs.suffix)})
+	if err != nil {
+		return "", err
 	}
 	partition, err := c.callerPartition(ctx)
 	if err != nil {
@@ -92,6 +76,46 @@ func (c *Clients) ensureRole(ctx context.Context, spec ClusterSpec, rs roleSpec)
 		}
 	}
 	return arn, nil
+}
+
+// ownedRole is an IAM role the provider makes for a service to assume,
+// named deterministically and tagged with its owner (tags carry OwnerTag
+// and the region, as tagSet makes them).
+type ownedRole struct {
+	name, owner, service, description string
+	tags                              map[string]string
+}
+
+// ensureOwnedRole finds the role by its name and adopts it only if its tags
+// are the ones this owner gives it (OwnerTag, the region and, for a part of
+// the owner such as a fleet, the part's tags): a same-named role of someone
+// else is an error, never silently taken over. Missing, it is created with
+// a trust policy for the service (sts:AssumeRole and sts:TagSession, which
+// EKS Pod Identity needs: EKS user guide, "Create a Pod Identity association").
+func (c *Clients) ensureOwnedRole(ctx context.Context, r ownedRole) (string, error) {
+	got, err := c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(r.name)})
+	switch {
+	case err == nil:
+		tags := fromIAMTags(got.Role.Tags)
+		for k, v := range r.tags {
+			if (k == OwnerTag || k == regionTag || k == fleetTag) && tags[k] != v {
+				return "", fmt.Errorf("IAM role %s exists but is not owned by %s in %s (tag %s=%q, want %q): rename it or delete the role",
+					r.name, r.owner, c.Config.Region, k, tags[k], v)
+			}
+		}
+		c.adopted(ctx, "IAM role", r.name)
+		return aws.ToString(got.Role.Arn), nil
+	case isNotFound(err):
+		trust := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"%s"},"Action":["sts:AssumeRole","sts:TagSession"]}]}`, r.service)
+		created, err := c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(r.name), AssumeRolePolicyDocument: aws.String(trust),
+			Description: aws.String(r.description), Tags: iamTags(r.tags)})
+		if err != nil {
+			return "", fmt.Errorf("creating IAM role %s: %w", r.name, err)
+		}
+		return aws.ToString(created.Role.Arn), nil
+	default:
+		return "", fmt.Errorf("finding IAM role %s: %w", r.name, err)
+	}
 }
 
 // deleteRoles removes the cluster's roles, detaching policies and instance
@@ -124,6 +148,17 @@ func (c *Clients) deleteRole(ctx context.Context, owner, name string) error {
 		for _, p := range attached.AttachedPolicies {
 			if _, err := c.IAM.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: aws.String(name), PolicyArn: p.PolicyArn}); err != nil && !isNotFound(err) {
 				return fmt.Errorf("detaching %s from IAM role %s: %w", aws.ToString(p.PolicyName), name, err)
+			}
+		}
+	}
+	inline, err := c.IAM.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(name)})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("listing inline policies of IAM role %s: %w", name, err)
+	}
+	if inline != nil {
+		for _, p := range inline.PolicyNames {
+			if _, err := c.IAM.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(name), PolicyName: aws.String(p)}); err != nil && !isNotFound(err) {
+				return fmt.Errorf("deleting inline policy %s of IAM role %s: %w", p, name, err)
 			}
 		}
 	}

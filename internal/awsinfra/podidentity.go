@@ -43,27 +43,7 @@ func (c *Clients) ensureFSxCSIIdentity(ctx context.Context, spec ClusterSpec) er
 	if err != nil {
 		return err
 	}
-	have, err := c.findPodIdentity(ctx, spec.Name, fsxCSINamespace, fsxCSIServiceAccount)
-	if err != nil {
-		return err
-	}
-	switch {
-	case have == nil:
-		_, err := c.EKS.CreatePodIdentityAssociation(ctx, &eks.CreatePodIdentityAssociationInput{ClusterName: aws.String(spec.Name),
-			Namespace: aws.String(fsxCSINamespace), ServiceAccount: aws.String(fsxCSIServiceAccount), RoleArn: aws.String(roleARN),
-			Tags: c.tagSet(spec.Name, spec.Tags, "pod-identity-"+fsxCSIServiceAccount)})
-		if err != nil && !isCode(err, "ResourceInUseException") {
-			return fmt.Errorf("associating IAM role %s with service account %s/%s of cluster %s (EKS Pod Identity): %w",
-				roleARN, fsxCSINamespace, fsxCSIServiceAccount, spec.Name, err)
-		}
-	case have.RoleARN != roleARN:
-		c.logf(ctx, "pointing the FSx CSI driver's Pod Identity association at its role", map[string]any{"from": have.RoleARN, "to": roleARN})
-		if _, err := c.EKS.UpdatePodIdentityAssociation(ctx, &eks.UpdatePodIdentityAssociationInput{ClusterName: aws.String(spec.Name),
-			AssociationId: aws.String(have.ID), RoleArn: aws.String(roleARN)}); err != nil {
-			return fmt.Errorf("updating EKS Pod Identity association %s of cluster %s: %w", have.ID, spec.Name, err)
-		}
-	}
-	return nil
+	return c.BindServiceAccount(ctx, spec.Name, fsxCSINamespace, fsxCSIServiceAccount, roleARN, spec.Tags)
 }
 
 // findPodIdentity is the association of one service account; nil when there is none.
@@ -95,15 +75,8 @@ func (c *Clients) findPodIdentity(ctx context.Context, cluster, namespace, servi
 // driver is turned off. A cluster's destroy needs neither call: EKS deletes
 // a cluster's associations with it, and deleteRoles removes the role.
 func (c *Clients) deleteFSxCSIIdentity(ctx context.Context, cluster string) error {
-	have, err := c.findPodIdentity(ctx, cluster, fsxCSINamespace, fsxCSIServiceAccount)
-	if err != nil {
+	if err := c.UnbindServiceAccount(ctx, cluster, fsxCSINamespace, fsxCSIServiceAccount); err != nil {
 		return err
-	}
-	if have != nil {
-		if _, err := c.EKS.DeletePodIdentityAssociation(ctx, &eks.DeletePodIdentityAssociationInput{ClusterName: aws.String(cluster),
-			AssociationId: aws.String(have.ID)}); err != nil && !isNotFound(err) {
-			return fmt.Errorf("deleting EKS Pod Identity association %s of cluster %s: %w", have.ID, cluster, err)
-		}
 	}
 	return c.deleteRole(ctx, cluster, roleName(cluster, c.Config.Region, fsxCSIRole))
 }

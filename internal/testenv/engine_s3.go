@@ -48,7 +48,7 @@ func engineS3Env(slot int, moto *Moto) (env map[string]string, stop func(), err 
 		"AWS_REGION":            "us-west-2",
 		// No instance metadata service answers here; the SDK would wait
 		// for it before the environment's credentials.
-		"AWS_EC2_METADATA_DISABLED":               "true",
+		"AWS_EC2_METADATA_DISABLED":                "true",
 		"RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0",
 	}, stop, nil
 }

@@ -101,10 +101,6 @@ def size_in_bucket(s3, key):
 
 def main():
     s3 = boto3.client("s3")
-    try:
-        s3.head_bucket(Bucket=bucket)
-    except ClientError as e:
-        s3_error(e, "")
     if size_in_bucket(s3, marker) is not None:
         print("llmd: %s@%s already staged in %s" % (repo, rev, where))
         return

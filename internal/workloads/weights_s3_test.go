@@ -283,7 +283,7 @@ func TestS3StagingScript(t *testing.T) {
 		return lines[len(lines)-1]
 	}
 	out, err := run("no-such-bucket", testCommit)
-	if l := lastLine(out); err == nil || !strings.Contains(l, "S3 answered") || !strings.Contains(l, "s3://no-such-bucket/qwen/"+testCommit) {
+	if l := lastLine(out); err == nil || !strings.Contains(l, "NoSuchBucket") || !strings.Contains(l, "s3://no-such-bucket/qwen/"+testCommit) {
 		t.Errorf("a missing bucket ends with %q (%v)", l, err)
 	}
 	out, err = run("acme-weights", strings.Repeat("c", 40), "FAKE_HUB_REFUSE=1")
