@@ -54,6 +54,9 @@ type anchoredKind[M any] struct {
 	// refresh gives a state's desired objects and hash and sets its computed
 	// attributes from the live cluster.
 	refresh func(ctx context.Context, c *kube.Client, dep *appsv1.Deployment, state *M) ([]kube.Object, string, error)
+	// afterDelete, when set, removes what the resource made outside the
+	// cluster (IAM roles, Pod Identity associations) once its objects are gone.
+	afterDelete func(ctx context.Context, state *M) error
 }
 
 // createAnchored is Create: on an error it records no state, so the next
@@ -153,6 +156,9 @@ func deleteAnchored[M any, P interface {
 	c, err := conn.client(ctx, data)
 	if err == nil {
 		err = c.Delete(ctx, refs)
+	}
+	if err == nil && k.afterDelete != nil {
+		err = k.afterDelete(ctx, &state)
 	}
 	if err != nil {
 		resp.Diagnostics.AddError("Deleting "+k.what+" "+f.id.ValueString(), err.Error())

@@ -60,6 +60,8 @@ type fleetSettings struct {
 		DNSName      string `json:"dns_name,omitempty"`
 		MountName    string `json:"mount_name,omitempty"`
 		ClaimName    string `json:"claim_name,omitempty"`
+		Bucket       string `json:"bucket,omitempty"`
+		Region       string `json:"region,omitempty"`
 	} `json:"storage"`
 	Replicas    int64 `json:"replicas"`
 	Autoscaling *struct {
@@ -267,6 +269,16 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 			f.OnePerNode = *sc.OnePerNode
 		}
 	}
+	if s.Storage.Bucket != "" {
+		if conn.cluster == nil {
+			return f, fmt.Errorf("storage.bucket: weights in S3 need `cluster` (llmd_inference_cluster.<name>.kubernetes): the fleet binds its service accounts to IAM roles with EKS Pod Identity in that cluster")
+		}
+		region := s.Storage.Region
+		if region == "" {
+			region = conn.cluster.Region.ValueString()
+		}
+		f.Storage.S3 = &workloads.S3Weights{Bucket: s.Storage.Bucket, Region: region}
+	}
 	if err := f.Validate(); err != nil {
 		return f, err
 	}
@@ -332,7 +344,8 @@ func (m *modelFleetModel) restore(ctx context.Context, raw string) diag.Diagnost
 }
 
 var (
-	fleetStorageTypes    = map[string]attr.Type{"file_system_id": types.StringType, "dns_name": types.StringType, "mount_name": types.StringType, "claim_name": types.StringType}
+	fleetStorageTypes    = map[string]attr.Type{"file_system_id": types.StringType, "dns_name": types.StringType, "mount_name": types.StringType, "claim_name": types.StringType,
+		"bucket": types.StringType, "region": types.StringType}
 	fleetResourcesTypes  = map[string]attr.Type{"cpu": types.StringType, "memory": types.StringType, "memory_limit": types.StringType, "shm_size": types.StringType}
 	fleetSchedulingTypes = map[string]attr.Type{"node_selector": types.MapType{ElemType: types.StringType},
 		"tolerations": types.ListType{ElemType: types.StringType}, "one_per_node": types.BoolType}
@@ -347,7 +360,16 @@ func routerTargetObject(t workloads.RouterTarget) types.Object {
 		"claim_name": types.StringValue(t.ClaimName), "model_path": types.StringValue(t.ModelPath),
 		"tokenizer_path": types.StringValue(t.TokenizerPath), "tokenizer_config_path": types.StringValue(t.TokenizerConfigPath),
 		"max_num_seqs": types.Int64Value(int64(t.MaxNumSeqs)), "deployment": types.StringValue(t.Deployment),
-		"autoscaled": types.BoolValue(t.Autoscaled), "scale_to_zero_after": durationOrNull(t.ScaleToZeroAfter)})
+		"autoscaled": types.BoolValue(t.Autoscaled), "scale_to_zero_after": durationOrNull(t.ScaleToZeroAfter),
+		"s3_region": stringOrNull(t.S3Region), "s3_reader_role": stringOrNull(t.S3ReaderRole)})
+}
+
+// stringOrNull is s, null when empty.
+func stringOrNull(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
 }
 
 // durationOrNull is d as the router's config reads it; null for 0 (a

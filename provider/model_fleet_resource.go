@@ -205,7 +205,7 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 
 func (r *modelFleetResource) kind() anchoredKind[modelFleetModel] {
 	return anchoredKind[modelFleetModel]{what: "model fleet", label: "llmd.dev/fleet",
-		annotation: settingsAnnotation, typeName: "llmd_model_fleet", refresh: r.refresh,
+		annotation: settingsAnnotation, typeName: "llmd_model_fleet", refresh: r.refresh, afterDelete: r.deleteWeightsAccess,
 		createTimeout: defaultFleetCreateTimeout, updateTimeout: defaultFleetUpdateTimeout, deleteTimeout: defaultFleetDeleteTimeout,
 		apply: func(ctx context.Context, plan modelFleetModel, prior *modelFleetModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*modelFleetModel, error) {
 			return r.apply(ctx, plan, prior, previous, writeOnlyString(ctx, config, "hf_token", diags))
@@ -263,11 +263,14 @@ func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, pr
 		}
 		d.settings.ForceConflicts = true
 	}
+	if err := r.ensureWeightsAccess(ctx, d); err != nil {
+		return nil, err
+	}
 	keep, applyErr := r.applyObjects(ctx, c, d, objs, previous, token)
 	state := plan
 	state.ID = types.StringValue(d.fleet.Namespace + "/" + d.fleet.Name)
 	state.RenderedHash = types.StringValue(d.hash)
-	state.RouterTarget = routerTargetObject(d.fleet.Target())
+	state.RouterTarget = routerTargetObject(d.target())
 	state.BaselineEndpoint = types.StringValue(baselineEndpoint(d.fleet))
 	state.Inventory = inventoryList(kube.Refs(keep))
 	state.ReadyReplicas = types.Int64Value(0)
@@ -276,6 +279,12 @@ func (r *modelFleetResource) apply(ctx context.Context, plan modelFleetModel, pr
 	}
 	if err := c.Prune(ctx, previous, keep); err != nil {
 		return &state, err
+	}
+	if prior != nil && d.fleet.Storage.S3 == nil {
+		// Off S3: the pods reading the bucket are gone with the prune.
+		if err := r.deleteWeightsAccess(ctx, prior); err != nil {
+			return &state, err
+		}
 	}
 	if d.settings.WaitForRollout {
 		if err := c.WaitDeployment(ctx, d.fleet.Namespace, d.fleet.Name); err != nil {
@@ -367,7 +376,7 @@ func (r *modelFleetResource) refresh(ctx context.Context, c *kube.Client, dep *a
 		return nil, "", err
 	}
 	objs, err := d.withMonitoring(c)
-	state.RouterTarget = routerTargetObject(d.fleet.Target())
+	state.RouterTarget = routerTargetObject(d.target())
 	state.BaselineEndpoint = types.StringValue(baselineEndpoint(d.fleet))
 	state.ReadyReplicas = types.Int64Value(int64(dep.Status.ReadyReplicas))
 	hash := d.hash

@@ -56,7 +56,8 @@ var (
 		"kv_events_port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType, "block_size": types.Int64Type,
 		"served_model": types.StringType, "claim_name": types.StringType, "model_path": types.StringType,
 		"tokenizer_path": types.StringType, "tokenizer_config_path": types.StringType, "max_num_seqs": types.Int64Type,
-		"deployment": types.StringType, "autoscaled": types.BoolType, "scale_to_zero_after": types.StringType}
+		"deployment": types.StringType, "autoscaled": types.BoolType, "scale_to_zero_after": types.StringType,
+		"s3_region": types.StringType, "s3_reader_role": types.StringType}
 )
 
 func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -97,12 +98,19 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 			MarkdownDescription: "Hugging Face token for `model.source` (gated models). Write-only: kept in a Kubernetes Secret for the staging Job, never in Terraform state or plan. Needs Terraform 1.11."},
 		"storage": schema.SingleNestedAttribute{Required: true,
 			MarkdownDescription: "Where the weights are: `llmd_inference_cluster.<name>.model_storage` as is (an FSx for Lustre file system, mounted read-only through a static " +
-				"PersistentVolume with reclaim policy Retain: destroying the fleet never touches the file system), or `claim_name` of an existing claim in the namespace.",
+				"PersistentVolume with reclaim policy Retain: destroying the fleet never touches the file system), `claim_name` of an existing claim in the namespace, " +
+				"or `llmd_inference_cluster.<name>.model_bucket` as is (`bucket` and `region`: an S3 bucket the pods stream the weights from with the Run:ai Model Streamer, " +
+				"`--load-format runai_streamer`). With a bucket, `model.path` is the key prefix the revisions live under (`s3://<bucket>/<path>/<commit>/`), the fleet " +
+				"needs `cluster` (it binds its service accounts with EKS Pod Identity there), and it makes two IAM roles: a reader for its pods and its router " +
+				"(s3:GetObject under the prefix, s3:ListBucket limited to it) and a writer for the staging Job (also s3:PutObject); neither may delete. Destroying the fleet " +
+				"removes the roles and their associations, never the bucket's objects.",
 			Attributes: map[string]schema.Attribute{
 				"file_system_id": schema.StringAttribute{Optional: true, MarkdownDescription: "FSx file system id (`fs-...`)."},
 				"dns_name":       schema.StringAttribute{Optional: true, MarkdownDescription: "DNS name of the file system."},
 				"mount_name":     schema.StringAttribute{Optional: true, MarkdownDescription: "Lustre mount name of the file system."},
 				"claim_name":     schema.StringAttribute{Optional: true, MarkdownDescription: "An existing PersistentVolumeClaim instead of the file system."},
+				"bucket":         schema.StringAttribute{Optional: true, MarkdownDescription: "S3 bucket holding the weights, instead of a volume."},
+				"region":         schema.StringAttribute{Optional: true, MarkdownDescription: "Region of `bucket`; default the cluster's."},
 			}},
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(8),
 			Validators:          []validator.Int64{int64validator.Between(0, 512)},
@@ -128,6 +136,8 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 				"claim_name": computedString("Claim holding the weights."), "model_path": computedString("Model directory on the volume."),
 				"tokenizer_path":        computedString("tokenizer.json on the volume."),
 				"tokenizer_config_path": computedString("tokenizer_config.json on the volume."),
+				"s3_region":             computedString("With weights in S3, the bucket's region (the tokenizer paths are then s3:// URIs); null otherwise."),
+				"s3_reader_role":        computedString("With weights in S3, the IAM role (name) that reads them, which the router binds its service account to; null otherwise."),
 				"max_num_seqs":          computedInt("vLLM's `--max-num-seqs` (`vllm.max_num_seqs`): the requests one pod runs at once, the router's default capacity of a pod."),
 				"deployment":            computedString("The fleet's Deployment."),
 				"autoscaled":            schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether `autoscaling` sizes the fleet on the router's demand, which the router then serves to the fleet's HPA."},

@@ -310,6 +310,9 @@ type RouterTarget struct {
 	// region, and the router reads them with its own Pod Identity).
 	TokenizerPath, TokenizerConfigPath string
 	S3Region                           string
+	// S3ReaderRole is the IAM role (name) that reads the fleet's weights,
+	// which the router binds its own service account to.
+	S3ReaderRole string
 	// MaxNumSeqs is vLLM's --max-num-seqs: the most requests one pod runs
 	// at once, the router's default capacity of a pod.
 	MaxNumSeqs int
