@@ -344,7 +344,7 @@ func (m *modelFleetModel) restore(ctx context.Context, raw string) diag.Diagnost
 }
 
 var (
-	fleetStorageTypes    = map[string]attr.Type{"file_system_id": types.StringType, "dns_name": types.StringType, "mount_name": types.StringType, "claim_name": types.StringType,
+	fleetStorageTypes = map[string]attr.Type{"file_system_id": types.StringType, "dns_name": types.StringType, "mount_name": types.StringType, "claim_name": types.StringType,
 		"bucket": types.StringType, "region": types.StringType}
 	fleetResourcesTypes  = map[string]attr.Type{"cpu": types.StringType, "memory": types.StringType, "memory_limit": types.StringType, "shm_size": types.StringType}
 	fleetSchedulingTypes = map[string]attr.Type{"node_selector": types.MapType{ElemType: types.StringType},

@@ -59,6 +59,16 @@ func LoadModel(tokenizerJSON, tokenizerConfig string, opts Options) (*Model, err
 	return NewModel(tok, data, opts)
 }
 
+// ParseModel is LoadModel on the contents of tokenizer.json and
+// tokenizer_config.json, for files that do not come from disk.
+func ParseModel(tokenizerJSON, tokenizerConfig []byte, opts Options) (*Model, error) {
+	tok, err := tokenizer.ParseWithConfig(tokenizerJSON, tokenizerConfig)
+	if err != nil {
+		return nil, err
+	}
+	return NewModel(tok, tokenizerConfig, opts)
+}
+
 // NewModel builds a Model from a loaded tokenizer and the contents of
 // tokenizer_config.json.
 func NewModel(tok *tokenizer.Tokenizer, tokenizerConfig []byte, opts Options) (*Model, error) {

@@ -21,9 +21,9 @@ type Config struct {
 	LoRAAdapters []string `json:"lora_adapters,omitempty"`
 	// Listen is the router's serving address.
 	Listen string `json:"listen"`
-	// Tokenizer locates Model's tokenizer files, which the router reads from
-	// the same read-only volume as the engines. Without them requests route
-	// on load alone.
+	// Tokenizer locates Model's tokenizer files, which the router reads at
+	// start from the engines' read-only volume or from the S3 bucket they
+	// stream the weights from. Without them requests route on load alone.
 	Tokenizer Tokenizer `json:"tokenizer"`
 	// BlockSize is vLLM's --block-size; 0 learns it from the first
 	// BlockStored event. A fleet whose events disagree is counted.
@@ -116,10 +116,12 @@ type Breaker struct {
 
 // Tokenizer names the model's Hugging Face tokenizer files.
 type Tokenizer struct {
-	// JSON is the path of tokenizer.json.
+	// JSON is tokenizer.json: a path, or an s3://bucket/key URI read with
+	// the AWS SDK's default credentials and region (EKS Pod Identity, whose
+	// role must allow s3:GetObject on the key).
 	JSON string `json:"json,omitempty"`
-	// Config is the path of tokenizer_config.json (chat template, BOS/EOS
-	// rules); needed with JSON.
+	// Config is tokenizer_config.json (chat template, BOS/EOS rules), a path
+	// or an s3://bucket/key URI like JSON; needed with JSON.
 	Config string `json:"config,omitempty"`
 	// CacheBytes bounds the cache of recently tokenized prompt text (the
 	// rendered messages), so a prompt repeating a recent one's prefix is not

@@ -68,6 +68,18 @@ func TestTokenizerCacheOff(t *testing.T) {
 	}
 }
 
+// TestTokenizerS3 accepts S3 URIs beside paths; the bucket and key are
+// kept as written.
+func TestTokenizerS3(t *testing.T) {
+	c, err := Parse([]byte(minimal + "tokenizer: {json: 's3://models/qwen3/abc/tokenizer.json', config: /models/tokenizer_config.json}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tokenizer.JSON != "s3://models/qwen3/abc/tokenizer.json" || c.Tokenizer.Config != "/models/tokenizer_config.json" {
+		t.Errorf("tokenizer %+v", c.Tokenizer)
+	}
+}
+
 // TestRoundTrip renders a config as the provider would and parses it back.
 func TestRoundTrip(t *testing.T) {
 	c, err := Parse([]byte(`
@@ -122,6 +134,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"static", "model: m\ndiscovery: {static: [{name: a}, {name: a, ip: x, http: 'ftp://x', kv_events: 'udp://x'}]}",
 			[]string{"discovery.static[0].ip: must be set", `discovery.static[1].name: "a" is listed twice`,
 				"discovery.static[1].http: must be an http(s) URL", "discovery.static[1].kv_events: must be a tcp:// address"}},
+		{"tokenizer s3", minimal + "tokenizer: {json: 's3://models', config: 's3:///qwen3/tokenizer_config.json'}\n",
+			[]string{`tokenizer.json: "s3://models" lacks a bucket or a key: write s3://bucket/key`,
+				`tokenizer.config: "s3:///qwen3/tokenizer_config.json" lacks a bucket or a key`}},
 		{"tokenizer cache", minimal + "tokenizer: {cache_bytes: -1}\n", []string{"tokenizer.cache_bytes: must be >= 0 (0 turns the cache off)"}},
 		{"data parallel", minimal + "  data_parallel_size: 9\n", []string{"discovery.data_parallel_size: must be 0 to 8"}},
 		{"ports", minimal + "  ports: {http: 70000, kv_events: -1, replay: -2}\n",

@@ -20,6 +20,12 @@ func (c *Config) Validate() error {
 	if (c.Tokenizer.JSON == "") != (c.Tokenizer.Config == "") {
 		bad("tokenizer", "set both json and config, or neither")
 	}
+	for _, f := range []struct{ key, value, file string }{{"tokenizer.json", c.Tokenizer.JSON, "tokenizer.json"},
+		{"tokenizer.config", c.Tokenizer.Config, "tokenizer_config.json"}} {
+		if !validS3URI(f.value) {
+			bad(f.key, "%q lacks a bucket or a key: write s3://bucket/key, e.g. s3://models/qwen3/<revision>/%s", f.value, f.file)
+		}
+	}
 	if n := c.Tokenizer.CacheBytes; n != nil && *n < 0 {
 		bad("tokenizer.cache_bytes", "must be >= 0 (0 turns the cache off), got %d", *n)
 	}
@@ -197,4 +203,16 @@ func (d *Discovery) validate(bad func(key, format string, args ...any)) {
 	if d.Ports.Replay < 0 || d.Ports.Replay > 65535 {
 		bad("discovery.ports.replay", "must be a port 1-65535, or 0 for no replay, got %d", d.Ports.Replay)
 	}
+}
+
+// validS3URI reports whether v, if it is an s3:// URI, names a bucket and a
+// key, as router/objectfile.ParseS3 requires; this package may not import
+// it (TestCgoFree). Paths pass.
+func validS3URI(v string) bool {
+	rest, ok := strings.CutPrefix(v, "s3://")
+	if !ok {
+		return true
+	}
+	bucket, key, _ := strings.Cut(rest, "/")
+	return bucket != "" && key != ""
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat/canary"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
+	"github.com/llmd-dev/terraform-provider-llmd/router/objectfile"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 	"github.com/llmd-dev/terraform-provider-llmd/router/tokenizer"
 )
@@ -116,8 +117,9 @@ func (c *Chat) tokenize(r *chat.Request, release func()) (*chat.Tokens, error) {
 }
 
 // ChatFromConfig builds the Chat prompter the configuration describes: the
-// model's tokenizer files and its LoRA adapters. Without tokenizer files
-// every request routes on load alone (reason "unknown_model").
+// model's tokenizer files, local paths or s3:// URIs (package objectfile),
+// and its LoRA adapters. Without tokenizer files every request routes on
+// load alone (reason "unknown_model").
 func ChatFromConfig(cfg *config.Config) (*Chat, error) {
 	c := &Chat{Catalog: chat.NewCatalog(), turns: newTurns(runtime.GOMAXPROCS(0))}
 	if cfg.Tokenizer.JSON != "" {
@@ -125,7 +127,7 @@ func ChatFromConfig(cfg *config.Config) (*Chat, error) {
 		if n := cfg.Tokenizer.CacheBytes; n != nil {
 			opts.TokenCacheBytes = *n
 		}
-		m, err := chat.LoadModel(cfg.Tokenizer.JSON, cfg.Tokenizer.Config, opts)
+		m, err := loadModel(cfg.Tokenizer, opts)
 		if err != nil {
 			return nil, fmt.Errorf("loading the tokenizer of %s: %w", cfg.Model, err)
 		}
@@ -136,4 +138,31 @@ func ChatFromConfig(cfg *config.Config) (*Chat, error) {
 		c.Catalog.AddAdapter(a, cfg.Model)
 	}
 	return c, nil
+}
+
+// tokenizerFileLimit bounds each tokenizer file read; Qwen's tokenizer.json
+// is about 11 MB.
+const tokenizerFileLimit = 64 << 20
+
+// tokenizerReadTimeout bounds reading both tokenizer files, S3 retries
+// included.
+const tokenizerReadTimeout = 2 * time.Minute
+
+// loadModel reads the tokenizer files from disk or S3 and builds the model.
+func loadModel(files config.Tokenizer, opts chat.Options) (*chat.Model, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), tokenizerReadTimeout)
+	defer cancel()
+	data, err := objectfile.Read(ctx, files.JSON, tokenizerFileLimit)
+	if err != nil {
+		return nil, fmt.Errorf("reading tokenizer.json: %w", err)
+	}
+	cfg, err := objectfile.Read(ctx, files.Config, tokenizerFileLimit)
+	if err != nil {
+		return nil, fmt.Errorf("reading tokenizer_config.json: %w", err)
+	}
+	m, err := chat.ParseModel(data, cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s with %s: %w", files.JSON, files.Config, err)
+	}
+	return m, nil
 }

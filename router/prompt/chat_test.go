@@ -2,6 +2,7 @@ package prompt_test
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -43,6 +44,51 @@ func TestChatWithoutTokenizer(t *testing.T) {
 	}
 	if _, err := prompt.ChatFromConfig(&config.Config{Model: "qwen", Tokenizer: config.Tokenizer{JSON: "/nonexistent", Config: "/nonexistent"}}); err == nil {
 		t.Error("loaded a tokenizer from a missing file")
+	}
+}
+
+// TestChatFromS3 loads the real Qwen3 tokenizer files from S3 (moto), where
+// the Run:ai Model Streamer deployment keeps them beside the weights, and
+// tokenizes a completion and a chat request to the same ids as the files
+// read from disk.
+func TestChatFromS3(t *testing.T) {
+	files := testenv.Tokenizer(t, "qwen3")
+	m := testenv.StartMoto(t)
+	m.SetEnv(t)
+	t.Setenv("AWS_ENDPOINT_URL_S3", m.URL)
+	for key, path := range map[string]string{"tokenizer.json": files.TokenizerJSON, "tokenizer_config.json": files.TokenizerConfig} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.PutObject(t, "models", "qwen3/rev1/"+key, data)
+	}
+	fromS3, err := prompt.ChatFromConfig(&config.Config{Model: "qwen",
+		Tokenizer: config.Tokenizer{JSON: "s3://models/qwen3/rev1/tokenizer.json", Config: "s3://models/qwen3/rev1/tokenizer_config.json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromDisk := &prompt.Chat{Catalog: qwenCatalog(t)}
+	for _, req := range []struct{ path, body string }{
+		{chat.PathCompletions, `{"model":"qwen","prompt":"Hello, my dog is cute"}`},
+		{chat.PathChatCompletions, `{"model":"qwen","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello, my dog is cute"}]}`},
+	} {
+		got, err := fromS3.Prompt(req.path, []byte(req.body))
+		if err != nil {
+			t.Fatalf("%s from S3: %v", req.path, err)
+		}
+		want, err := fromDisk.Prompt(req.path, []byte(req.body))
+		if err != nil {
+			t.Fatalf("%s from disk: %v", req.path, err)
+		}
+		if len(got.Tokens) == 0 || !slices.Equal(got.Tokens, want.Tokens) {
+			t.Errorf("%s: ids from S3 %v, from disk %v", req.path, got.Tokens, want.Tokens)
+		}
+	}
+	missing := "s3://models/qwen3/rev2/tokenizer.json"
+	_, err = prompt.ChatFromConfig(&config.Config{Model: "qwen", Tokenizer: config.Tokenizer{JSON: missing, Config: "s3://models/qwen3/rev1/tokenizer_config.json"}})
+	if err == nil || !strings.Contains(err.Error(), "reading tokenizer.json: reading "+missing+": S3 answered NoSuchKey") {
+		t.Errorf("a tokenizer.json missing from the bucket: %v", err)
 	}
 }
 

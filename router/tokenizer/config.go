@@ -15,16 +15,30 @@ import (
 // tokenizer.json adds nothing, while its config asks for
 // <｜begin▁of▁sentence｜>. Other classes keep tokenizer.json's post-processor.
 func LoadWithConfig(tokenizerJSON, tokenizerConfig string) (*Tokenizer, error) {
-	t, err := Load(tokenizerJSON)
+	data, err := os.ReadFile(tokenizerJSON)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading tokenizer: %w", err)
 	}
-	data, err := os.ReadFile(tokenizerConfig)
+	cfg, err := os.ReadFile(tokenizerConfig)
 	if err != nil {
 		return nil, fmt.Errorf("reading tokenizer config: %w", err)
 	}
-	if err := t.applyConfig(data); err != nil {
-		return nil, fmt.Errorf("applying %s: %w", tokenizerConfig, err)
+	t, err := ParseWithConfig(data, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s with %s: %w", tokenizerJSON, tokenizerConfig, err)
+	}
+	return t, nil
+}
+
+// ParseWithConfig is LoadWithConfig on the contents of tokenizer.json and
+// tokenizer_config.json, for files that do not come from disk.
+func ParseWithConfig(tokenizerJSON, tokenizerConfig []byte) (*Tokenizer, error) {
+	t, err := Parse(tokenizerJSON)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.applyConfig(tokenizerConfig); err != nil {
+		return nil, fmt.Errorf("applying tokenizer_config.json: %w", err)
 	}
 	return t, nil
 }
