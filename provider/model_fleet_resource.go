@@ -167,8 +167,18 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	// router_target depends on the settings alone, so the router's plan
-	// sees it even while the cluster is still to be created.
-	conn, _ := decodeConnection(ctx, types.ObjectNull(nil), plan.Kubernetes)
+	// sees it even while the cluster is still to be created; with weights
+	// in S3 it also names the cluster's role, known once the cluster is.
+	cluster := types.ObjectNull(nil)
+	if s.Storage.Bucket != "" {
+		if !fullyKnown(plan.Cluster) {
+			plan.RouterTarget = types.ObjectUnknown(routerTargetTypes)
+			resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+			return
+		}
+		cluster = plan.Cluster
+	}
+	conn, _ := decodeConnection(ctx, cluster, plan.Kubernetes)
 	f, err := s.fleet(ctx, conn)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid model fleet", err.Error())
@@ -180,7 +190,7 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
 	}
 	f.Storage.UnversionedNames = keepsUnversionedVolume(ctx, prior, f.Storage.FileSystemID)
-	plan.RouterTarget = routerTargetObject(f.Target())
+	plan.RouterTarget = routerTargetObject(desired{conn: conn, fleet: f}.target())
 	plan.BaselineEndpoint = types.StringValue(baselineEndpoint(f))
 	plan.ID = types.StringValue(s.Namespace + "/" + s.Name)
 	if fullyKnown(plan.Cluster) && fullyKnown(plan.Kubernetes) {

@@ -70,6 +70,8 @@ type routerFleet struct {
 	Deployment          string `json:"deployment,omitempty"`
 	Autoscaled          *bool  `json:"autoscaled,omitempty"`
 	ScaleToZeroAfter    string `json:"scale_to_zero_after,omitempty"`
+	S3Region            string `json:"s3_region,omitempty"`
+	S3ReaderRole        string `json:"s3_reader_role,omitempty"`
 }
 
 type routerScorer struct {
@@ -255,7 +257,8 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			KVEventsPort: int(s.Fleet.KVEventsPort), ReplayPort: int(s.Fleet.ReplayPort), Topic: s.Fleet.Topic, BlockSize: int(s.Fleet.BlockSize),
 			ServedModel: s.Fleet.ServedModel, ClaimName: s.Fleet.ClaimName, ModelPath: s.Fleet.ModelPath,
 			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath,
-			Deployment: s.Fleet.Deployment, Autoscaled: s.Fleet.Autoscaled != nil && *s.Fleet.Autoscaled},
+			Deployment: s.Fleet.Deployment, Autoscaled: s.Fleet.Autoscaled != nil && *s.Fleet.Autoscaled,
+			S3Region: s.Fleet.S3Region, S3ReaderRole: s.Fleet.S3ReaderRole},
 		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()),
 			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxQueue: int(s.Limits.MaxQueue)},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,

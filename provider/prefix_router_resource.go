@@ -238,7 +238,7 @@ func (r *prefixRouterResource) ModifyPlan(ctx context.Context, req resource.Modi
 
 func (r *prefixRouterResource) kind() anchoredKind[prefixRouterModel] {
 	return anchoredKind[prefixRouterModel]{what: "prefix router", label: "llmd.dev/router",
-		annotation: routerSettingsAnnotation, typeName: "llmd_prefix_router", refresh: r.refresh,
+		annotation: routerSettingsAnnotation, typeName: "llmd_prefix_router", refresh: r.refresh, afterDelete: r.unbindWeightsReader,
 		createTimeout: defaultRouterCreateTimeout, updateTimeout: defaultRouterUpdateTimeout, deleteTimeout: defaultRouterDeleteTimeout,
 		apply: func(ctx context.Context, plan prefixRouterModel, _ *prefixRouterModel, previous []kube.Ref, config tfsdk.Config, diags *diag.Diagnostics) (*prefixRouterModel, error) {
 			return r.apply(ctx, plan, previous, writeOnlyString(ctx, config, "api_key", diags))
@@ -281,6 +281,9 @@ func (r *prefixRouterResource) apply(ctx context.Context, plan prefixRouterModel
 		if err := requireMetricsAPIFree(ctx, c, d.router); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.bindWeightsReader(ctx, d); err != nil {
+		return nil, err
 	}
 	objs, err := d.withMonitoring(c)
 	if err != nil {

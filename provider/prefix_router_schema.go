@@ -177,6 +177,9 @@ func routerFleetAttribute() schema.SingleNestedAttribute {
 			"autoscaled": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "The fleet's HPA sizes it on the router's demand: the router serves it as an External metric through an APIService (`v1beta1.external.metrics.k8s.io`) it registers."},
 			"scale_to_zero_after": optS("With `autoscaled`, how long the fleet has no demand before the router takes it to zero (and back for a request); empty: never."),
+			"s3_region":           optS("With weights in S3 (the tokenizer paths are s3:// URIs), the bucket's region."),
+			"s3_reader_role": optS("With weights in S3, the fleet's reader IAM role (name): the router binds its service account to it with EKS Pod Identity " +
+				"(needs `cluster`) to read the tokenizer files, and removes the association on destroy."),
 		}}
 }
 
