@@ -163,6 +163,15 @@ func (e *Engine) Stop() {
 	}
 }
 
+// Terminate sends SIGTERM to the engine's server process alone, as the
+// kubelet signals a container's first process when its pod is deleted
+// (after the preStop hook), and returns without waiting.
+func (e *Engine) Terminate() {
+	if p := e.process(); p != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+}
+
 // Kill ends the engine at once, as an OOM kill or a lost node does.
 func (e *Engine) Kill() { e.signal(syscall.SIGKILL) }
 
