@@ -41,9 +41,6 @@ var bucketNameValidators = []validator.String{stringvalidator.LengthBetween(3, 6
 	"must be an S3 bucket name: lowercase letters, digits, dots and hyphens, a letter or digit at each end")}
 
 func modelBucketAttribute() schema.SingleNestedAttribute {
-	computed := func(desc string) schema.StringAttribute {
-		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
-	}
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "An S3 bucket for the model weights, which the vLLM pods stream straight from S3 (Run:ai Model Streamer) instead of reading " +
@@ -62,10 +59,10 @@ func modelBucketAttribute() schema.SingleNestedAttribute {
 				MarkdownDescription: "Whether deleting the bucket the cluster created (destroy, replacing the cluster, removing `model_bucket`, or giving `name` instead) " +
 					"deletes the objects in it, every version, first; default `false`: a plan or apply that would delete it while it holds objects is an error naming " +
 					"their count. Set it to `true` and apply before the destroy. Never applies to a bucket given by `name`."},
-			"bucket":              computed("The bucket's name: `name`, or the created bucket's."),
-			"arn":                 computed("ARN of the bucket."),
-			"region":              computed("Region of the bucket: the provider's."),
-			"gateway_endpoint_id": computed("The S3 gateway endpoint serving the nodes' route tables: the cluster's own, or one the VPC had already."),
+			"bucket":              computedString("The bucket's name: `name`, or the created bucket's."),
+			"arn":                 computedString("ARN of the bucket."),
+			"region":              computedString("Region of the bucket: the provider's."),
+			"gateway_endpoint_id": computedString("The S3 gateway endpoint serving the nodes' route tables: the cluster's own, or one the VPC had already."),
 		},
 	}
 }

@@ -103,8 +103,9 @@ func (p *llmdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 			MarkdownDescription: fmt.Sprintf("Base URL that replaces the %s endpoint, e.g. for a VPC endpoint or a local emulator.", service),
 		}
 	}
-	s3Endpoint := endpoint("S3 (the model bucket)")
-	s3Endpoint.MarkdownDescription += " Buckets are addressed path-style at an endpoint given by IP address, virtual-hosted otherwise, as the AWS SDK's endpoint rules do."
+	s3Endpoint := endpoint("S3")
+	s3Endpoint.MarkdownDescription += " S3 serves `model_bucket`; its buckets are addressed path-style at an endpoint given by IP address, virtual-hosted otherwise, " +
+		"as the AWS SDK's endpoint rules do."
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Runs LLM inference with prefix-cache-aware routing on AWS EKS: " +
 			"`llmd_inference_cluster`, `llmd_model_fleet` and `llmd_prefix_router` come up in one `terraform apply`. " +
