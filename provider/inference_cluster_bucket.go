@@ -133,6 +133,10 @@ func createdBucket(ctx context.Context, obj types.Object) (name string, force bo
 // goes.
 func planModelBucket(ctx context.Context, c *awsinfra.Clients, cluster string, plan, prior types.Object, destroy, replacing bool) (types.Object, diag.Diagnostics) {
 	var diags diag.Diagnostics
+	if !destroy && plan.IsUnknown() {
+		// Not known until another resource is applied: nothing to tell yet.
+		return plan, diags
+	}
 	at := path.Root("model_bucket")
 	var want modelBucketModel
 	on := !destroy && !plan.IsNull() && !plan.IsUnknown() && !plan.As(ctx, &want, asObject).HasError()

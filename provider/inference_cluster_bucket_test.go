@@ -141,7 +141,7 @@ func TestAccInferenceClusterModelBucket(t *testing.T) {
 					calls := standIn.Calls()
 					s3Calls := slices.DeleteFunc(slices.Clone(calls), func(op string) bool { return !isS3Op(op) })
 					refreshes := countOp(calls, "DescribeVpcEndpoints")
-					t.Logf("a no-op plan made %d AWS calls (%d refreshes); the model bucket's: %v and DescribeVpcEndpoints", len(calls), refreshes, s3Calls)
+					t.Logf("a no-op plan made %d AWS calls (%d refreshes): %v; the model bucket's: %v and DescribeVpcEndpoints", len(calls), refreshes, calls, s3Calls)
 					if refreshes == 0 || len(s3Calls) != refreshes || countOp(s3Calls, "GetBucketTagging") != refreshes {
 						t.Fatalf("a no-op plan's S3 calls %v, want one GetBucketTagging per refresh (%d)", s3Calls, refreshes)
 					}
