@@ -27,6 +27,7 @@ type inferenceClusterModel struct {
 	GPUNodeGroup           types.Object `tfsdk:"gpu_node_group"`
 	SystemNodeGroup        types.Object `tfsdk:"system_node_group"`
 	ModelStorage           types.Object `tfsdk:"model_storage"`
+	ModelBucket            types.Object `tfsdk:"model_bucket"`
 	Addons                 types.Object `tfsdk:"addons"`
 	AccessEntries          types.Map    `tfsdk:"access_entries"`
 	ImageMirrors           types.Map    `tfsdk:"image_mirrors"`
@@ -146,6 +147,8 @@ func (m inferenceClusterModel) spec(ctx context.Context) (awsinfra.ClusterSpec, 
 	s.GPU = nodeGroupSpec(ctx, m.GPUNodeGroup, &diags)
 	s.System = nodeGroupSpec(ctx, m.SystemNodeGroup, &diags)
 	s.Storage = storageSpec(ctx, m.ModelStorage, &diags)
+	s.ModelBucket = modelBucketSpec(ctx, m.ModelBucket, &diags)
+	s.ForceDestroyBucket = forceDestroyBucket(ctx, m.ModelBucket, types.ObjectNull(modelBucketTypes))
 	s.Addons = addonSpecs(ctx, m.Addons, &diags)
 	s.AccessEntries = accessEntrySpecs(ctx, m.AccessEntries, &diags)
 	return s, diags
@@ -231,6 +234,7 @@ func (m *inferenceClusterModel) refresh(ctx context.Context, c *awsinfra.Clients
 	m.GPUNodeGroup = nodeGroupObject(cl.GPU, m.GPUNodeGroup, gpuDefaults.colocate)
 	m.SystemNodeGroup = nodeGroupObject(cl.System, m.SystemNodeGroup, systemDefaults.colocate)
 	m.ModelStorage = storageObject(ctx, cl.Storage, m.ModelStorage)
+	m.ModelBucket = modelBucketObject(cl.ModelBucket, m.ModelBucket)
 	m.Addons = addonsObject(cl.Addons, m.Addons)
 	m.AccessEntries = accessEntriesMap(cl.AccessEntries, m.AccessEntries)
 	m.ARN = types.StringValue(cl.ARN)

@@ -61,8 +61,8 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 	}
 }
 
-// ModifyPlan enforces the file system's deletion protection (on destroy
-// too), checks node group sizes (with defaults applied), the version step and
+// ModifyPlan enforces the file system's deletion protection and the model
+// bucket's force_destroy (on destroy too), checks node group sizes (with defaults applied), the version step and
 // model_storage per deployment type, fills in what a plan can know (the
 // default Kubernetes version of a new cluster, node group versions, AWS's
 // values of parts that stay), computes tags_all (so default_tags changes show
@@ -80,6 +80,8 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	if req.Plan.Raw.IsNull() {
 		if exists && !unfinished {
 			_, diags := planStorage(ctx, types.ObjectNull(modelStorageTypes), prior.ModelStorage, types.StringNull(), true, false)
+			resp.Diagnostics.Append(diags...)
+			_, diags = planModelBucket(ctx, r.clientsOrNil(), prior.Name.ValueString(), types.ObjectNull(modelBucketTypes), prior.ModelBucket, true, false)
 			resp.Diagnostics.Append(diags...)
 		}
 		return
@@ -114,6 +116,12 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		return
 	}
 	plan.ModelStorage = storage
+	bucket, diags := planModelBucket(ctx, r.clientsOrNil(), plan.Name.ValueString(), plan.ModelBucket, prior.ModelBucket, false, replacing)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.ModelBucket = bucket
 	// A new file system (or one in another zone) moves colocated GPU nodes into its zone.
 	storageOn := !storage.IsNull() && !storage.IsUnknown() && storage.Attributes()["enabled"].Equal(types.BoolValue(true))
 	storageMoves := exists && !storage.IsNull() && storage.Attributes()["file_system_id"].IsUnknown() &&

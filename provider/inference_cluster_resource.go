@@ -57,6 +57,15 @@ func (r *inferenceClusterResource) Configure(_ context.Context, req resource.Con
 	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
 
+// clientsOrNil are clients(), or nil where the provider is not configured
+// (a plan may run without it).
+func (r *inferenceClusterResource) clientsOrNil() *awsinfra.Clients {
+	if r.data == nil {
+		return nil
+	}
+	return r.clients()
+}
+
 // clients are the provider's clients logging through tflog; a copy, because
 // the provider's are shared by every resource.
 func (r *inferenceClusterResource) clients() *awsinfra.Clients {
@@ -128,6 +137,10 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 	diags.Append(d...)
 	spec, d := plan.spec(ctx)
 	diags.Append(d...)
+	if prior != nil {
+		// A plan dropping model_bucket deletes the created bucket as the state's force_destroy says.
+		spec.ForceDestroyBucket = forceDestroyBucket(ctx, plan.ModelBucket, prior.ModelBucket)
+	}
 	password := writeOnlyString(ctx, config, "grafana_admin_password", diags)
 	if diags.HasError() {
 		return
@@ -217,6 +230,9 @@ func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRe
 	name := state.Name.ValueString()
 	gpu, system := nodeGroupNames(ctx, state)
 	cl, err := c.FindClusterByName(ctx, name, gpu, system)
+	if err == nil && cl != nil && !state.ModelBucket.IsNull() {
+		cl.ModelBucket, err = readModelBucket(ctx, c, name, state.ModelBucket, cl.Network.VPCID)
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Reading inference cluster "+name, err.Error())
 		return
@@ -313,13 +329,22 @@ func (r *inferenceClusterResource) Delete(ctx context.Context, req resource.Dele
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	c := r.clients()
+	name := state.Name.ValueString()
+	opts := awsinfra.DeleteOptions{ForceDestroyBucket: forceDestroyBucket(ctx, state.ModelBucket, types.ObjectNull(modelBucketTypes))}
+	// Before anything goes: a created bucket holding objects without
+	// force_destroy leaves the whole cluster, and its state, as it is.
+	if err := c.CheckModelBucketDeletable(ctx, name, opts.ForceDestroyBucket); err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("model_bucket").AtName("force_destroy"), "Deleting inference cluster "+name, err.Error())
+		return
+	}
 	// In-cluster add-ons first: the release's volumes and the DaemonSet go
 	// while the nodes and the API are still there.
 	if !r.deleteInCluster(ctx, state, &resp.Diagnostics) {
 		return
 	}
-	if err := r.clients().DeleteCluster(ctx, state.Name.ValueString()); err != nil {
-		resp.Diagnostics.AddError("Deleting inference cluster "+state.Name.ValueString(), err.Error())
+	if err := c.DeleteClusterWith(ctx, name, opts); err != nil {
+		resp.Diagnostics.AddError("Deleting inference cluster "+name, err.Error())
 	}
 }
 

@@ -99,6 +99,7 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 			"endpoint_access":           endpointAccessAttribute(),
 			"gpu_node_group":            nodeGroupAttribute("The GPU node group vLLM replicas run on.", gpuDefaults),
 			"model_storage":             modelStorageAttribute(),
+			"model_bucket":              modelBucketAttribute(),
 			"addons":                    addonsAttribute(),
 			"access_entries":            accessEntriesAttribute(),
 			"system_node_group":         nodeGroupAttribute("The node group for the router and cluster add-ons.", systemDefaults),

@@ -201,10 +201,15 @@ func planStorage(ctx context.Context, plan, prior types.Object, configZone types
 	var have modelStorageModel
 	exists := !prior.IsNull() && !prior.IsUnknown() && !prior.As(ctx, &have, asObject).HasError() && have.FileSystemID.ValueString() != ""
 	if !exists {
-		if want != nil {
+		switch {
+		case want != nil:
 			// To be created (or created again after a delete behind
 			// Terraform's back, which a plan equal to state would not show).
 			plan = unknownStorageComputed(plan, configZone)
+		case !plan.IsNull() && !plan.IsUnknown():
+			// Off: AWS assigns nothing, whatever the framework marked
+			// unknown for another attribute's change.
+			plan = knownOrNull(plan, modelStorageTypes)
 		}
 		return plan, diags
 	}

@@ -76,6 +76,7 @@ type endpointsModel struct {
 	EKS           types.String `tfsdk:"eks"`
 	FSx           types.String `tfsdk:"fsx"`
 	IAM           types.String `tfsdk:"iam"`
+	S3            types.String `tfsdk:"s3"`
 	ServiceQuotas types.String `tfsdk:"servicequotas"`
 	STS           types.String `tfsdk:"sts"`
 }
@@ -102,6 +103,9 @@ func (p *llmdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 			MarkdownDescription: fmt.Sprintf("Base URL that replaces the %s endpoint, e.g. for a VPC endpoint or a local emulator.", service),
 		}
 	}
+	s3Endpoint := endpoint("S3")
+	s3Endpoint.MarkdownDescription += " S3 serves `model_bucket`; its buckets are addressed path-style at an endpoint given by IP address, virtual-hosted otherwise, " +
+		"as the AWS SDK's endpoint rules do."
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Runs LLM inference with prefix-cache-aware routing on AWS EKS: " +
 			"`llmd_inference_cluster`, `llmd_model_fleet` and `llmd_prefix_router` come up in one `terraform apply`. " +
@@ -193,6 +197,7 @@ func (p *llmdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 					"eks":           endpoint("EKS"),
 					"fsx":           endpoint("FSx"),
 					"iam":           endpoint("IAM"),
+					"s3":            s3Endpoint,
 					"servicequotas": endpoint("Service Quotas"),
 					"sts":           endpoint("STS"),
 				},
@@ -282,7 +287,7 @@ func (m providerModel) settings(ctx context.Context, version string) (awsinfra.S
 		}
 	}
 	if e := m.Endpoints; e != nil {
-		for name, v := range map[string]types.String{"ec2": e.EC2, "eks": e.EKS, "fsx": e.FSx, "iam": e.IAM, "servicequotas": e.ServiceQuotas, "sts": e.STS} {
+		for name, v := range map[string]types.String{"ec2": e.EC2, "eks": e.EKS, "fsx": e.FSx, "iam": e.IAM, "s3": e.S3, "servicequotas": e.ServiceQuotas, "sts": e.STS} {
 			if v.ValueString() != "" {
 				s.Endpoints[name] = v.ValueString()
 			}

@@ -53,6 +53,7 @@ provider "llmd" {
     eks           = "` + moto.URL + `"
     fsx           = "` + moto.URL + `"
     iam           = "` + moto.URL + `"
+    s3            = "` + moto.URL + `"
     servicequotas = "` + moto.URL + `"
     sts           = "` + moto.URL + `"
   }

@@ -9,11 +9,12 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 )
 
-// CreateCluster brings up the whole cluster: network and IAM roles in
-// parallel; then, side by side, the model file system (security group, FSx
-// for Lustre, S3 association) and the control plane followed by the access
-// entries, node groups and add-ons; last, the file system admits the cluster
-// security group EKS made. Every step finds and adopts what an earlier failed
+// CreateCluster brings up the whole cluster: network, IAM roles and the
+// model bucket in parallel; then, side by side, the model file system
+// (security group, FSx for Lustre, S3 association), the VPC's S3 gateway
+// endpoint and the control plane followed by the access entries, node
+// groups and add-ons; last, the file system admits the cluster security
+// group EKS made. Every step finds and adopts what an earlier failed
 // create left, so calling it again after a failure converges without
 // deleting or duplicating anything.
 func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
@@ -26,6 +27,7 @@ func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	err := parallel(
 		func() (err error) { net, err = c.networkFor(ctx, spec); return err },
 		func() (err error) { roles, err = c.ensureRoles(ctx, spec); return err },
+		func() error { return c.ensureModelBucket(ctx, spec) },
 		func() error {
 			if spec.BootstrapCreatorAdmin {
 				return nil
@@ -52,6 +54,12 @@ func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 			return c.ensureStorage(ctx, spec, net.VPCID, storageSubnet)
 		},
 		func() error {
+			if spec.ModelBucket == nil {
+				return nil
+			}
+			return c.ensureGatewayEndpoint(ctx, spec, net.VPCID, net.PrivateSubnetIDs)
+		},
+		func() error {
 			if err := c.ensureEKSCluster(ctx, spec, net, roles); err != nil {
 				return err
 			}
@@ -70,7 +78,17 @@ func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 			return nil, err
 		}
 	}
-	return c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
+	return c.findClusterOf(ctx, spec)
+}
+
+// findClusterOf reads back the cluster of spec, with its model bucket.
+func (c *Clients) findClusterOf(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
+	cl, err := c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
+	if err != nil || cl == nil {
+		return cl, err
+	}
+	cl.ModelBucket, err = c.findModelBucketOf(ctx, spec, cl.Network.VPCID)
+	return cl, err
 }
 
 // ensureClusterContents creates what lives in an ACTIVE control plane: the
@@ -203,6 +221,10 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	if have == nil {
 		return nil, fmt.Errorf("EKS cluster %s no longer exists; run terraform apply again to create it", spec.Name)
 	}
+	// First: a bucket that may not be deleted stops the apply before anything changed.
+	if err := c.updateModelBucket(ctx, spec, have.Network); err != nil {
+		return nil, err
+	}
 	if err := c.updateEKSCluster(ctx, spec, have); err != nil {
 		return nil, err
 	}
@@ -266,7 +288,7 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	if err := c.removeAddons(ctx, spec, have.Addons); err != nil {
 		return nil, err
 	}
-	return c.FindClusterByName(ctx, spec.Name, spec.GPU.Name, spec.System.Name)
+	return c.findClusterOf(ctx, spec)
 }
 
 // nodeRoleOf is the role the cluster's nodes run as: the one an existing
@@ -280,15 +302,46 @@ func (c *Clients) nodeRoleOf(ctx context.Context, name string, have *Cluster) (s
 	return c.roleARN(ctx, roleName(name, c.Config.Region, nodeRole))
 }
 
-// DeleteCluster removes everything owned by the cluster in dependency order:
-// its node groups and file system, the control plane (its access entries and
-// add-ons go with it), then IAM roles and the network. Parts
-// are found by name and owner tag, not from state, so parts already gone are
-// skipped and parts a failed create left behind are removed too. Node groups
-// someone else added block the delete with their names.
+// DeleteOptions are what a delete takes from Terraform rather than from AWS.
+type DeleteOptions struct {
+	// ForceDestroyBucket empties the model bucket the cluster created
+	// before deleting it (model_bucket.force_destroy).
+	ForceDestroyBucket bool
+}
+
+// DeleteCluster deletes the cluster with DeleteOptions' zero values: a model
+// bucket the cluster created is deleted only when empty.
 func (c *Clients) DeleteCluster(ctx context.Context, name string) error {
+	return c.DeleteClusterWith(ctx, name, DeleteOptions{})
+}
+
+// CheckModelBucketDeletable fails, naming model_bucket.force_destroy and
+// the object count, when the bucket the cluster created holds objects and
+// force is off: a destroy checks it before it deletes anything.
+func (c *Clients) CheckModelBucketDeletable(ctx context.Context, name string, force bool) error {
+	_, err := c.checkCreatedBucketDeletable(ctx, name, force)
+	return err
+}
+
+// DeleteClusterWith removes everything owned by the cluster in dependency
+// order: its S3 gateway endpoint, node groups and file system, the control
+// plane (its access entries and add-ons go with it), then IAM roles, the
+// network and the model bucket it created (never a bucket given by name).
+// Parts are found by name and owner tag, not from state, so parts already
+// gone are skipped and parts a failed create left behind are removed too.
+// Node groups someone else added block the delete with their names, and so
+// does, before anything is deleted, a created bucket holding objects
+// without opts.ForceDestroyBucket.
+func (c *Clients) DeleteClusterWith(ctx context.Context, name string, opts DeleteOptions) error {
+	if err := c.CheckModelBucketDeletable(ctx, name, opts.ForceDestroyBucket); err != nil {
+		return err
+	}
 	cl, err := c.findEKSClusterByName(ctx, name)
 	if err != nil {
+		return err
+	}
+	// Before the route tables and the VPC, which it is part of.
+	if err := c.deleteGatewayEndpoint(ctx, name); err != nil {
 		return err
 	}
 	if cl != nil {
@@ -322,5 +375,6 @@ func (c *Clients) DeleteCluster(ctx context.Context, name string) error {
 		func() error { return c.deleteRoles(ctx, name) },
 		func() error { return c.deleteNetwork(ctx, name) },
 		func() error { return c.deleteLaunchTemplates(ctx, name) },
+		func() error { return c.deleteCreatedBucket(ctx, name, opts.ForceDestroyBucket) },
 	)
 }

@@ -19,13 +19,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/fsx"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 )
 
 // Services whose endpoint can be overridden, in the order the docs list them.
-var Services = []string{"ec2", "eks", "fsx", "iam", "servicequotas", "sts"}
+var Services = []string{"ec2", "eks", "fsx", "iam", "s3", "servicequotas", "sts"}
 
 // Settings are the provider-level AWS settings, free of Terraform types.
 type Settings struct {
@@ -245,6 +246,7 @@ type Clients struct {
 	EKS           *eks.Client
 	FSx           *fsx.Client
 	IAM           *iam.Client
+	S3            *s3.Client
 	ServiceQuotas *servicequotas.Client
 	STS           *sts.Client
 	// Config is the shared configuration the clients were built from (region, credentials).
@@ -270,6 +272,7 @@ func NewClients(cfg aws.Config, s Settings) *Clients {
 		EKS:           eks.NewFromConfig(cfg, func(o *eks.Options) { o.BaseEndpoint = s.endpoint("eks") }),
 		FSx:           fsx.NewFromConfig(cfg, func(o *fsx.Options) { o.BaseEndpoint = s.endpoint("fsx") }),
 		IAM:           iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = s.endpoint("iam") }),
+		S3:            s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = s.endpoint("s3") }),
 		ServiceQuotas: servicequotas.NewFromConfig(cfg, func(o *servicequotas.Options) { o.BaseEndpoint = s.endpoint("servicequotas") }),
 		STS:           sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = s.endpoint("sts") }),
 		Config:        cfg,

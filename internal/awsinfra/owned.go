@@ -19,7 +19,7 @@ type OwnedPart struct {
 	Tags map[string]string
 }
 
-// FindOwnedParts lists every live object in EC2, IAM, FSx and EKS that carries the
+// FindOwnedParts lists every live object in EC2, IAM, FSx, S3 and EKS that carries the
 // owner tag of the cluster: what a destroy must leave empty. EC2 is listed per
 // type rather than through DescribeTags, which also lists deleted objects.
 func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart, error) {
@@ -36,6 +36,13 @@ func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart
 		return nil, err
 	} else if fs != nil {
 		parts = append(parts, OwnedPart{"fsx file-system", aws.ToString(fs.FileSystemId), fsxTagMap(fs.Tags)})
+	}
+	if bucket, err := c.createdBucketName(ctx, owner); err != nil {
+		return nil, err
+	} else if tags, owned, _, err := c.findCreatedBucket(ctx, owner, bucket); err != nil {
+		return nil, err
+	} else if owned {
+		parts = append(parts, OwnedPart{"s3 bucket", bucket, tags})
 	}
 	clusters, err := c.EKS.ListClusters(ctx, &eks.ListClustersInput{})
 	if err != nil {
@@ -122,6 +129,15 @@ func (c *Clients) ownedEC2(ctx context.Context, owner string) ([]OwnedPart, erro
 	}
 	for _, g := range sgs.SecurityGroups {
 		add("security-group", aws.ToString(g.GroupId), g.Tags)
+	}
+	eps, err := c.EC2.DescribeVpcEndpoints(ctx, &ec2.DescribeVpcEndpointsInput{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("listing VPC endpoints of %s: %w", owner, err)
+	}
+	for _, ep := range eps.VpcEndpoints {
+		if endpointLive(ep) {
+			add("vpc-endpoint", aws.ToString(ep.VpcEndpointId), ep.Tags)
+		}
 	}
 	lts, err := c.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: f})
 	if err != nil {

@@ -20,6 +20,13 @@ type ClusterSpec struct {
 	System                NodeGroupSpec
 	// Storage is the FSx for Lustre file system for the weights; nil for none.
 	Storage *StorageSpec
+	// ModelBucket is the S3 bucket the pods stream the weights from, with
+	// an S3 gateway endpoint in the VPC; nil for none.
+	ModelBucket *ModelBucketSpec
+	// ForceDestroyBucket lets an apply empty the bucket the cluster created
+	// when it deletes it (model_bucket off, or a bucket given by name
+	// instead); without it a bucket holding objects stops the apply.
+	ForceDestroyBucket bool
 	// AccessEntries grant other principals (CI roles, people) access policies.
 	AccessEntries []AccessEntrySpec
 	// Addons are the EKS managed add-ons to install; disabled ones are absent.
@@ -122,7 +129,9 @@ type Cluster struct {
 	GPU    *NodeGroup
 	System *NodeGroup
 	// Storage is nil when the cluster has no file system.
-	Storage       *Storage
+	Storage *Storage
+	// ModelBucket is nil when the cluster has no model bucket.
+	ModelBucket   *ModelBucket
 	AccessEntries []AccessEntry
 	Addons        []Addon
 	// Tags are every tag on the cluster, bookkeeping included.

@@ -22,8 +22,10 @@ import (
 // group tags and chosen Service Quotas values itself (keeping what it changed
 // as an overlay on moto's descriptions), injects the
 // lifecycle states real AWS passes through (CREATING, DELETING, CREATE_FAILED
-// with health issues, DependencyViolation) and faults, and forwards every
-// other request to moto unchanged. Point every endpoint override at URL.
+// with health issues, DependencyViolation) and faults, answers S3 and S3
+// gateway endpoints as AWS does where moto is kinder (awsstandin_s3.go),
+// and forwards every other request to moto unchanged. Point every endpoint
+// override at URL.
 type AWSStandIn struct {
 	// URL is the base endpoint for every service.
 	URL  string
@@ -195,7 +197,9 @@ type awsRequest struct {
 	cluster     string
 	nodegroup   string
 	principal   string
-	body        []byte
+	// bucket is the S3 bucket of a path-style S3 call.
+	bucket string
+	body   []byte
 }
 
 var credentialScope = regexp.MustCompile(`Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request`)
@@ -235,7 +239,7 @@ func (s *AWSStandIn) serve(w http.ResponseWriter, r *http.Request) {
 
 // classify names the operation from the signing scope and the protocol:
 // Action for EC2, IAM and STS (query), X-Amz-Target for Service Quotas (JSON),
-// method and path for EKS (REST).
+// method and path for EKS (REST), method, path and query for S3 (REST).
 func classify(r *http.Request, body []byte) awsRequest {
 	req := awsRequest{body: body}
 	if m := credentialScope.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
@@ -247,6 +251,8 @@ func classify(r *http.Request, body []byte) awsRequest {
 		req.op = t[strings.LastIndex(t, ".")+1:]
 	case req.service == "eks":
 		eksOperation(r, &req)
+	case req.service == "s3":
+		s3Operation(r, &req)
 	default:
 		form, _ := url.ParseQuery(string(body))
 		req.op = form.Get("Action")
@@ -482,7 +488,8 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "TagResource", "UntagResource", "ListTagsForResource":
 		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req) || s.serveAccessEntryTags(w, r, req)
 	}
-	return s.servePodIdentity(w, r, req) || s.serveCapacity(w, req) || s.serveMissing(w, r, req)
+	return s.servePodIdentity(w, r, req) || s.serveCapacity(w, req) || s.serveS3Bucket(w, r, req) || s.serveGatewayRoutes(w, r, req) ||
+		s.serveMissing(w, r, req)
 }
 
 // serveVersionUpdate records the new version in the overlay, so the next

@@ -31,6 +31,10 @@ type standInExt struct {
 	fsPolls    int
 	draPolls   int
 	addonPolls int
+	// endpoints are the states VPC endpoints report before moto's (awsstandin_s3.go).
+	endpoints map[string]*endpointPhase
+	// policies are S3 bucket policies as written, by bucket (awsstandin_s3.go).
+	policies map[string]string
 }
 
 // StandInEvent is one moment the stand-in saw: a create accepted or an
@@ -263,6 +267,10 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 		return s.withUpdateID(req, body)
 	case "CreateFileSystem", "DescribeFileSystems", "DeleteFileSystem":
 		return s.patchFileSystems(req, body)
+	case "CreateBucket":
+		s.tagNewBucket(r, req)
+	case "CreateVpcEndpoint", "DeleteVpcEndpoints", "DescribeVpcEndpoints":
+		return s.patchEndpoints(req, body)
 	}
 	return body
 }
