@@ -23,7 +23,7 @@ import (
 )
 
 // TestAccModelFleetS3Weights: cluster, fleet and router in one apply with
-// the weights in an S3 bucket. The pods stream s3://<bucket>/<path>/<commit>
+// the weights in the cluster's S3 bucket (model_bucket, passed as is). The pods stream s3://<bucket>/<path>/<commit>
 // under the reader's service account, the staging Job writes under the
 // writer's; each service account is bound by EKS Pod Identity (the stand-in's
 // associations) to a role of the fleet whose policy covers its prefix only,
@@ -35,13 +35,13 @@ func TestAccModelFleetS3Weights(t *testing.T) {
 	const cluster, ns = "acc-s3w", "llmd-s3w"
 	const commit1, commit2 = "a09a35458c702b33eeacc393d103063234e8bc28", "bb46c15ee4bb56c5b63245ef50fd7637234d6f75"
 	cfg := func(commit string) string {
-		return g.config(cluster, "  addons = { monitoring = { enabled = false } }", fmt.Sprintf(`
+		return g.config(cluster, "  addons = { monitoring = { enabled = false } }\n  model_bucket = { force_destroy = true }", fmt.Sprintf(`
 resource "llmd_model_fleet" "test" {
   cluster   = llmd_inference_cluster.test.kubernetes
   name      = "qwen"
   namespace = %q
   replicas  = 2
-  storage   = { bucket = "acme-weights" }
+  storage   = llmd_inference_cluster.test.model_bucket
   model = {
     path   = "qwen2.5-7b-instruct"
     source = "hf://Qwen/Qwen2.5-7B-Instruct@%s"
@@ -66,13 +66,14 @@ resource "llmd_prefix_router" "test" {
 		}
 		return awssdk.ToString(got.Role.Arn), nil
 	}
+	var bucket string
 	served := func(commit string) error {
 		dep, err := g.c.Client.AppsV1().Deployments(ns).Get(ctx, "qwen", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		pod := dep.Spec.Template.Spec
-		want := "s3://acme-weights/qwen2.5-7b-instruct/" + commit
+		want := "s3://" + bucket + "/qwen2.5-7b-instruct/" + commit
 		if pod.Containers[0].Args[0] != want || pod.ServiceAccountName != "qwen-weights-reader" {
 			return fmt.Errorf("pods serve %s as %q, want %s as qwen-weights-reader", pod.Containers[0].Args[0], pod.ServiceAccountName, want)
 		}
@@ -108,7 +109,7 @@ resource "llmd_prefix_router" "test" {
 			return err
 		}
 		doc, _ := url.QueryUnescape(awssdk.ToString(pol.PolicyDocument))
-		if !strings.Contains(doc, "arn:aws:s3:::acme-weights/qwen2.5-7b-instruct/*") || strings.Contains(doc, "PutObject") {
+		if !strings.Contains(doc, "arn:aws:s3:::"+bucket+"/qwen2.5-7b-instruct/*") || strings.Contains(doc, "PutObject") {
 			return fmt.Errorf("reader policy %s", doc)
 		}
 		return nil
@@ -131,12 +132,19 @@ resource "llmd_prefix_router" "test" {
 			{
 				Config: cfg(commit1),
 				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("tokenizer_path"),
-						knownvalue.StringExact("s3://acme-weights/qwen2.5-7b-instruct/"+commit1+"/tokenizer.json")),
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("s3_region"), knownvalue.StringExact(testenv.Region)),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("s3_reader_role"), knownvalue.StringExact(reader)),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("claim_name"), knownvalue.StringExact("")),
 				},
-				Check: func(*terraform.State) error { return served(commit1) },
+				Check: func(s *terraform.State) error {
+					// The cluster's bucket, passed as is.
+					bucket = s.RootModule().Resources["llmd_inference_cluster.test"].Primary.Attributes["model_bucket.bucket"]
+					tok := s.RootModule().Resources[fleetRes].Primary.Attributes["router_target.tokenizer_path"]
+					if bucket == "" || tok != "s3://"+bucket+"/qwen2.5-7b-instruct/"+commit1+"/tokenizer.json" {
+						return fmt.Errorf("bucket %q, tokenizer_path %q", bucket, tok)
+					}
+					return served(commit1)
+				},
 			},
 			{
 				Config:           cfg(commit2),
