@@ -28,8 +28,8 @@ import (
 // writer's; each service account is bound by EKS Pod Identity (the stand-in's
 // associations) to a role of the fleet whose policy covers its prefix only,
 // and the router's to the reader's role; a new commit rolls the pods to its
-// own prefix with the same roles; the plan is then empty; destroy removes
-// roles and associations.
+// own prefix with the same roles (the framework's plan after each apply
+// must be empty); destroy removes roles and associations.
 func TestAccModelFleetS3Weights(t *testing.T) {
 	g := newInClusterGround(t, "s3w", 2, 1)
 	const cluster, ns = "acc-s3w", "llmd-s3w"
@@ -151,7 +151,6 @@ resource "llmd_prefix_router" "test" {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(fleetRes, plancheck.ResourceActionUpdate)}},
 				Check:            func(*terraform.State) error { return served(commit2) },
 			},
-			{Config: cfg(commit2), PlanOnly: true},
 		},
 	})
 }

@@ -27,6 +27,8 @@ mock_provider "llmd" {
         deployment            = "fleet"
         autoscaled            = false
         scale_to_zero_after   = null
+        s3_region             = null
+        s3_reader_role        = null
       }
     }
   }
