@@ -1,7 +1,6 @@
 package vllmcontract
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,10 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
@@ -55,13 +50,7 @@ def hf_hub_download(repo, filename, revision=None, local_dir=None, token=None):
 func TestEngineStreamsWeightsFromS3(t *testing.T) {
 	inst := testenv.VLLM(t)
 	moto := testenv.StartMoto(t)
-	ctx := context.Background()
-	client := s3.New(s3.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("tiny-weights"),
-		CreateBucketConfiguration: &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraintUsWest2}}); err != nil {
-		t.Fatal(err)
-	}
+	moto.CreateBucket(t, "tiny-weights")
 
 	f := testFleet()
 	f.Storage = workloads.Storage{S3: &workloads.S3Weights{Bucket: "tiny-weights", Region: "us-west-2"}}

@@ -134,27 +134,35 @@ func (f Fleet) stagingTemplate(labels map[string]string) *corev1ac.PodTemplateSp
 		return f.s3StagingTemplate(labels)
 	}
 	root := path.Join(MountPath, f.ModelPath)
-	env := []*corev1ac.EnvVarApplyConfiguration{
-		corev1ac.EnvVar().WithName("REPO").WithValue(f.Staging.Repo),
-		corev1ac.EnvVar().WithName("REVISION").WithValue(f.Staging.Revision),
+	env := f.stagingEnv(
 		corev1ac.EnvVar().WithName("ROOT").WithValue(root),
 		corev1ac.EnvVar().WithName("TARGET").WithValue(path.Join(MountPath, f.ServedPath())),
-		corev1ac.EnvVar().WithName("DOWNLOAD").WithValue(stagingDownload),
-		corev1ac.EnvVar().WithName("HF_HUB_ENABLE_HF_TRANSFER").WithValue("0"),
-		// The vLLM image asks the NVIDIA runtime for every GPU of the node;
-		// "void" makes it start the container as runc would, without one
-		// (NVIDIA container toolkit, NVIDIA_VISIBLE_DEVICES).
-		corev1ac.EnvVar().WithName("NVIDIA_VISIBLE_DEVICES").WithValue("void"),
-	}
-	// Optional: public models need no token, and the Job's spec must not
-	// depend on a write-only input the plan cannot see.
-	env = append(env, corev1ac.EnvVar().WithName("HF_TOKEN").WithValueFrom(corev1ac.EnvVarSource().
-		WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(f.TokenSecretName()).WithKey("token").WithOptional(true))))
+		corev1ac.EnvVar().WithName("DOWNLOAD").WithValue(stagingDownload))
 	pod := f.stagingPod(corev1ac.Container().WithName("stage").WithImage(f.Staging.Image).
 		WithCommand("/bin/sh", "-c", stagingScript).WithEnv(env...).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("weights").WithMountPath(MountPath))).
 		WithVolumes(corev1ac.Volume().WithName("weights").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(f.ClaimName())))
 	return corev1ac.PodTemplateSpec().WithLabels(stagingLabels(labels)).WithSpec(pod)
+}
+
+// stagingEnv is the staging container's environment: the revision, the
+// script's own inputs (own), then what every staging container needs.
+func (f Fleet) stagingEnv(own ...*corev1ac.EnvVarApplyConfiguration) []*corev1ac.EnvVarApplyConfiguration {
+	env := []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName("REPO").WithValue(f.Staging.Repo),
+		corev1ac.EnvVar().WithName("REVISION").WithValue(f.Staging.Revision),
+	}
+	env = append(env, own...)
+	return append(env,
+		corev1ac.EnvVar().WithName("HF_HUB_ENABLE_HF_TRANSFER").WithValue("0"),
+		// The vLLM image asks the NVIDIA runtime for every GPU of the node;
+		// "void" makes it start the container as runc would, without one
+		// (NVIDIA container toolkit, NVIDIA_VISIBLE_DEVICES).
+		corev1ac.EnvVar().WithName("NVIDIA_VISIBLE_DEVICES").WithValue("void"),
+		// Optional: public models need no token, and the Job's spec must not
+		// depend on a write-only input the plan cannot see.
+		corev1ac.EnvVar().WithName("HF_TOKEN").WithValueFrom(corev1ac.EnvVarSource().
+			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(f.TokenSecretName()).WithKey("token").WithOptional(true))))
 }
 
 // stagingPod is the staging Job's pod around its one container, c: run

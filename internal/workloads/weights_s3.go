@@ -143,18 +143,11 @@ main()
 // above under the writer's service account, with a scratch directory for
 // the file in transit.
 func (f Fleet) s3StagingTemplate(labels map[string]string) *corev1ac.PodTemplateSpecApplyConfiguration {
-	env := []*corev1ac.EnvVarApplyConfiguration{
-		corev1ac.EnvVar().WithName("REPO").WithValue(f.Staging.Repo),
-		corev1ac.EnvVar().WithName("REVISION").WithValue(f.Staging.Revision),
+	env := f.stagingEnv(
 		corev1ac.EnvVar().WithName("BUCKET").WithValue(f.Storage.S3.Bucket),
 		corev1ac.EnvVar().WithName("PREFIX").WithValue(f.ServedPath()),
 		corev1ac.EnvVar().WithName("AWS_REGION").WithValue(f.Storage.S3.Region),
-		corev1ac.EnvVar().WithName("SCRATCH").WithValue("/scratch"),
-		corev1ac.EnvVar().WithName("HF_HUB_ENABLE_HF_TRANSFER").WithValue("0"),
-		corev1ac.EnvVar().WithName("NVIDIA_VISIBLE_DEVICES").WithValue("void"),
-		corev1ac.EnvVar().WithName("HF_TOKEN").WithValueFrom(corev1ac.EnvVarSource().
-			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(f.TokenSecretName()).WithKey("token").WithOptional(true))),
-	}
+		corev1ac.EnvVar().WithName("SCRATCH").WithValue("/scratch"))
 	pod := f.stagingPod(corev1ac.Container().WithName("stage").WithImage(f.Staging.Image).
 		WithCommand("python3", "-c", s3StagingScript).WithEnv(env...).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("scratch").WithMountPath("/scratch"))).

@@ -10,9 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -202,12 +200,8 @@ func TestS3StagingScript(t *testing.T) {
 	}
 	moto := testenv.StartMoto(t)
 	ctx := context.Background()
-	client := s3.New(s3.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("acme-weights"),
-		CreateBucketConfiguration: &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraintUsWest2}}); err != nil {
-		t.Fatal(err)
-	}
+	client := moto.S3Client()
+	moto.CreateBucket(t, "acme-weights")
 	hub := filepath.Join(t.TempDir(), "huggingface_hub")
 	if err := os.MkdirAll(hub, 0o755); err != nil {
 		t.Fatal(err)

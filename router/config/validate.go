@@ -206,13 +206,20 @@ func (d *Discovery) validate(bad func(key, format string, args ...any)) {
 }
 
 // validS3URI reports whether v, if it is an s3:// URI, names a bucket and a
-// key, as router/objectfile.ParseS3 requires; this package may not import
-// it (TestCgoFree). Paths pass.
+// key. Paths pass.
 func validS3URI(v string) bool {
+	bucket, key, isS3 := SplitS3URI(v)
+	return !isS3 || (bucket != "" && key != "")
+}
+
+// SplitS3URI splits an s3://bucket/key URI (isS3 false for anything else,
+// a local path). The key is taken literally, as the AWS CLI takes it;
+// bucket or key is empty when the URI lacks it.
+func SplitS3URI(v string) (bucket, key string, isS3 bool) {
 	rest, ok := strings.CutPrefix(v, "s3://")
 	if !ok {
-		return true
+		return "", "", false
 	}
-	bucket, key, _ := strings.Cut(rest, "/")
-	return bucket != "" && key != ""
+	bucket, key, _ = strings.Cut(rest, "/")
+	return bucket, key, true
 }

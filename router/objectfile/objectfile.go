@@ -26,6 +26,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+
+	routerconfig "github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
 
 // S3Scheme starts every name Read fetches from S3.
@@ -37,15 +39,14 @@ var ErrTooLarge = errors.New("file too large")
 // IsS3 reports whether name is an S3 URI rather than a local path.
 func IsS3(name string) bool { return strings.HasPrefix(name, S3Scheme) }
 
-// ParseS3 splits an s3://bucket/key URI. The key is taken literally (no
-// percent-decoding), as the AWS CLI takes it; a URI without a bucket or a
-// key is an error.
+// ParseS3 splits an s3://bucket/key URI (router/config.SplitS3URI, which
+// the configuration's validation uses too); a URI without a bucket or a key
+// is an error.
 func ParseS3(uri string) (bucket, key string, err error) {
-	rest, ok := strings.CutPrefix(uri, S3Scheme)
-	if !ok {
+	bucket, key, isS3 := routerconfig.SplitS3URI(uri)
+	if !isS3 {
 		return "", "", fmt.Errorf("%q is not an s3:// URI", uri)
 	}
-	bucket, key, _ = strings.Cut(rest, "/")
 	if bucket == "" || key == "" {
 		return "", "", fmt.Errorf("%q is not of the form s3://bucket/key", uri)
 	}
