@@ -237,7 +237,7 @@ func waitHTTP(t *testing.T, c *ContainerProcess, url string) {
 			err = fmt.Errorf("status %d", resp.StatusCode)
 		}
 		if ended, werr := c.Exited(); ended {
-			t.Fatalf("container exited (%v) before %s answered:\n%s", werr, url, c.Logs())
+			t.Fatalf("container exited (%v) before %s answered:\n%s\nlisteners in the pod network: %q", werr, url, c.Logs(), listenersIn(podNetwork))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %v after 30s\n%s", url, err, c.Logs())

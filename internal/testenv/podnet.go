@@ -3,6 +3,7 @@ package testenv
 import (
 	"encoding/base64"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,15 @@ func claimPodCIDR() (string, error) {
 			return "", err
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		block := fmt.Sprintf("10.250.%d.0/22", 4*n)
+		if held := listenersIn(block); len(held) > 0 {
+			// A process of a test binary that has ended (an orphan of a
+			// killed run) still serves in the block: kwok would hand its
+			// IPs to new pods, and their processes could not bind them.
+			fmt.Fprintf(os.Stderr, "testenv: skipping pod CIDR %s, still served by:\n  %s\n", block, strings.Join(held, "\n  "))
 			f.Close()
 			continue
 		}
@@ -125,6 +135,35 @@ func otherPodCIDRsHeld() bool {
 		}
 	}
 	return false
+}
+
+// listenersIn lists the TCP listeners on addresses in cidr as ss prints
+// them, with their processes. It returns nil when ss cannot run: the check
+// is a guard, and ServePodIPs reports a missing iproute2.
+func listenersIn(cidr string) []string {
+	_, block, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil
+	}
+	out, err := exec.Command("ss", "-Hltnp").Output()
+	if err != nil {
+		return nil
+	}
+	var held []string
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 4 {
+			continue
+		}
+		host, _, err := net.SplitHostPort(fields[3])
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(host); ip != nil && block.Contains(ip) {
+			held = append(held, line)
+		}
+	}
+	return held
 }
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
