@@ -34,7 +34,7 @@ var nodeFacts = []struct {
 	compared []string
 }{
 	{"gpu_node_group", map[string]attr.Value{"gpu_instance_type": types.StringUnknown(), "gpu_node_labels": types.MapUnknown(types.StringType),
-		"gpu_node_taints": types.ListUnknown(types.StringType)}, []string{"instance_type", "labels", "taints"}},
+		"gpu_node_taints": types.ListUnknown(types.StringType), "gpu_node_desired_size": types.Int64Unknown()}, []string{"instance_type", "labels", "taints", "desired_size"}},
 	{"system_node_group", map[string]attr.Value{"system_node_labels": types.MapUnknown(types.StringType),
 		"system_node_taints": types.ListUnknown(types.StringType), "system_node_desired_size": types.Int64Unknown()}, []string{"labels", "taints", "desired_size"}},
 }

@@ -93,6 +93,10 @@ type kubernetesModel struct {
 	GPUInstanceType      types.String `tfsdk:"gpu_instance_type"`
 	GPUNodeLabels        types.Map    `tfsdk:"gpu_node_labels"`
 	GPUNodeTaints        types.List   `tfsdk:"gpu_node_taints"`
+	// GPUNodeDesiredSize is the GPU node group's desired size: with no node
+	// autoscaler, the GPU nodes there are (null in a cluster object written
+	// before it existed).
+	GPUNodeDesiredSize types.Int64 `tfsdk:"gpu_node_desired_size"`
 	// The system node group's labels, taints and desired size place the
 	// router and the staging Job; null in a cluster object written before
 	// they existed (then the default system group's label is assumed).
@@ -117,7 +121,7 @@ var (
 		"capacity_reservation": types.ObjectType{AttrTypes: capacityReservationTypes}}
 	kubernetesTypes = map[string]attr.Type{"name": types.StringType, "endpoint": types.StringType, "cluster_ca_certificate": types.StringType,
 		"region": types.StringType, "gpu_instance_type": types.StringType, "gpu_node_labels": types.MapType{ElemType: types.StringType},
-		"gpu_node_taints": types.ListType{ElemType: types.StringType}, "system_node_labels": types.MapType{ElemType: types.StringType},
+		"gpu_node_taints": types.ListType{ElemType: types.StringType}, "gpu_node_desired_size": types.Int64Type, "system_node_labels": types.MapType{ElemType: types.StringType},
 		"system_node_taints": types.ListType{ElemType: types.StringType}, "system_node_desired_size": types.Int64Type,
 		"image_mirrors": types.MapType{ElemType: types.StringType}}
 )
@@ -297,9 +301,9 @@ func kubernetesObject(m inferenceClusterModel, region string, gpu, system *awsin
 		// monitoring add-on finds it, nodeGroupPlacement).
 		sysLabels = mapOf(map[string]string{"eks.amazonaws.com/nodegroup": system.Name})
 	}
-	instanceType, sysSize := types.StringNull(), types.Int64Null()
+	instanceType, gpuSize, sysSize := types.StringNull(), types.Int64Null(), types.Int64Null()
 	if gpu != nil {
-		instanceType = types.StringValue(gpu.InstanceType)
+		instanceType, gpuSize = types.StringValue(gpu.InstanceType), types.Int64Value(int64(gpu.DesiredSize))
 	}
 	if system != nil {
 		sysSize = types.Int64Value(int64(system.DesiredSize))
@@ -312,7 +316,7 @@ func kubernetesObject(m inferenceClusterModel, region string, gpu, system *awsin
 	return types.ObjectValueMust(kubernetesTypes, map[string]attr.Value{"name": m.Name, "endpoint": m.Endpoint,
 		"cluster_ca_certificate": m.ClusterCACertificate, "region": types.StringValue(region),
 		"gpu_instance_type": instanceType, "gpu_node_labels": gpuLabels, "gpu_node_taints": gpuTaints,
-		"system_node_labels": sysLabels, "system_node_taints": sysTaints, "system_node_desired_size": sysSize,
+		"gpu_node_desired_size": gpuSize, "system_node_labels": sysLabels, "system_node_taints": sysTaints, "system_node_desired_size": sysSize,
 		"image_mirrors": mirrors})
 }
 

@@ -129,6 +129,8 @@ func (r *inferenceClusterResource) Schema(ctx context.Context, _ resource.Schema
 						MarkdownDescription: "Labels of the GPU nodes (the fleet's node selector)."},
 					"gpu_node_taints": schema.ListAttribute{ElementType: types.StringType, Computed: true,
 						MarkdownDescription: "Taints of the GPU nodes as `key=value:Effect` (the fleet tolerates them)."},
+					"gpu_node_desired_size": schema.Int64Attribute{Computed: true,
+						MarkdownDescription: "Desired size of the GPU node group: the GPU nodes there are, since no node autoscaler runs (the fleet's plan refuses more pods than they hold)."},
 					"system_node_labels": schema.MapAttribute{ElementType: types.StringType, Computed: true,
 						MarkdownDescription: "Labels of the system node group's nodes (`system_node_group.labels`, or `eks.amazonaws.com/nodegroup = <name>`, which EKS puts on every node of a managed node group, when it has none): the node selector of the router and of the staging Job."},
 					"system_node_taints": schema.ListAttribute{ElementType: types.StringType, Computed: true,

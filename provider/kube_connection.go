@@ -58,6 +58,8 @@ func connectionAttributes(what string) map[string]schema.Attribute {
 				"gpu_instance_type":      optional("Instance type of the GPU nodes (sizes the pods)."),
 				"gpu_node_labels":        schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Labels of the GPU nodes."},
 				"gpu_node_taints":        schema.ListAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Taints of the GPU nodes, `key=value:Effect`."},
+				"gpu_node_desired_size": schema.Int64Attribute{Optional: true,
+					MarkdownDescription: "Desired size of the GPU node group; the fleet's plan refuses more pods than those nodes hold. Unset: not checked."},
 				"system_node_labels": schema.MapAttribute{ElementType: types.StringType, Optional: true,
 					MarkdownDescription: "Labels of the system nodes (the router's and the staging Job's node selector). Unset (a cluster object from before this attribute): `llmd.dev/pool = system`, the default system node group's label."},
 				"system_node_taints": schema.ListAttribute{ElementType: types.StringType, Optional: true,

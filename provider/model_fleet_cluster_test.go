@@ -171,9 +171,11 @@ func TestAccModelFleetDisappears(t *testing.T) {
 	})
 }
 
-// TestAccModelFleetUnschedulable: nine replicas on eight GPUs fail inside the
-// create timeout with the scheduler's words; the next apply with eight
-// adopts what the failed one left and converges.
+// TestAccModelFleetUnschedulable: on a cluster made elsewhere (`kubernetes`,
+// which tells the plan nothing of its nodes; with `cluster` the plan refuses
+// this, TestAccModelFleetTooBigForGPUNodes), nine replicas on eight GPUs fail
+// inside the create timeout with the scheduler's words; the next apply with
+// eight adopts what the failed one left and converges.
 func TestAccModelFleetUnschedulable(t *testing.T) {
 	c, moto := fleetSetup(t, 8)
 	const ns = "fleet-tight"
@@ -460,5 +462,55 @@ func TestAccModelFleetPodMonitor(t *testing.T) {
 				},
 			},
 		},
+	})
+}
+
+// TestAccModelFleetTooBigForGPUNodes: a fleet larger than the cluster's GPU
+// node group holds fails at plan, from the cluster's exported facts alone
+// (no cluster is reached), and plans while those facts are unknown (a
+// cluster created or resized in the same apply), where the apply is left
+// to name the Pending pods (TestAccModelFleetUnschedulable).
+func TestAccModelFleetTooBigForGPUNodes(t *testing.T) {
+	moto := motoSetup(t)
+	fleet := func(size, body string) string {
+		return providerConfig(moto, "") + `
+resource "terraform_data" "resize" {
+  input = 8
+}
+resource "llmd_model_fleet" "test" {
+  cluster = {
+    name                  = "inference"
+    endpoint              = "https://127.0.0.1:1"
+    region                = "us-west-2"
+    gpu_instance_type     = "g5.xlarge"
+    gpu_node_desired_size = ` + size + `
+  }
+  name    = "big"
+  storage = { claim_name = "weights" }
+` + body + `
+}`
+	}
+	for name, tc := range map[string]struct {
+		size, body string
+		want       []string
+	}{
+		"replicas": {"8", "  replicas = 9", []string{"replicas = 9, but the cluster's GPU node group holds 8 fleet pods: 8 nodes", "of g5.xlarge, 1 pod(s) each",
+			"desired_size and max_size to 9 or more"}},
+		"autoscaling maximum": {"2", "  autoscaling = { min_replicas = 2, max_replicas = 8 }",
+			[]string{"autoscaling.max_replicas = 8, but the cluster's GPU node group holds 2 fleet pods"}},
+		"tensor parallel": {"8", "  replicas = 1\n  vllm = { tensor_parallel_size = 2 }", []string{"vllm.tensor_parallel_size = 2 needs 2 GPUs on one node", "have 1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: fleet(tc.size, tc.body), PlanOnly: true, ExpectError: saysInOrder(tc.want...)}},
+			})
+		})
+	}
+	t.Run("size unknown until apply", func(t *testing.T) {
+		resource.UnitTest(t, resource.TestCase{
+			ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+			Steps:                    []resource.TestStep{{Config: fleet("terraform_data.resize.output", "  replicas = 9"), PlanOnly: true, ExpectNonEmptyPlan: true}},
+		})
 	})
 }

@@ -169,6 +169,15 @@ func (r *modelFleetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	// router_target depends on the settings alone, so the router's plan
 	// sees it even while the cluster is still to be created; with weights
 	// in S3 it also names the cluster's role, known once the cluster is.
+	if !plan.Cluster.IsNull() && !plan.Cluster.IsUnknown() {
+		var facts kubernetesModel
+		if d := plan.Cluster.As(ctx, &facts, asObject); !d.HasError() {
+			if at, msg := gpuRoomError(&facts, s); msg != "" {
+				resp.Diagnostics.AddAttributeError(at, "Not enough GPU nodes for the fleet", msg)
+				return
+			}
+		}
+	}
 	cluster := types.ObjectNull(nil)
 	if s.Storage.Bucket != "" {
 		if !fullyKnown(plan.Cluster) {

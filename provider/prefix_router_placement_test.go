@@ -80,6 +80,7 @@ func TestAccPrefixRouterSystemNodes(t *testing.T) {
 				statecheck.ExpectKnownValue(clusterRes, tfjsonpath.New("kubernetes").AtMapKey("system_node_taints"),
 					knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("dedicated=router:NoSchedule")})),
 				statecheck.ExpectKnownValue(clusterRes, tfjsonpath.New("kubernetes").AtMapKey("system_node_desired_size"), knownvalue.Int64Exact(1)),
+				statecheck.ExpectKnownValue(clusterRes, tfjsonpath.New("kubernetes").AtMapKey("gpu_node_desired_size"), knownvalue.Int64Exact(1)),
 			},
 			Check: func(*terraform.State) error {
 				dep, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "router", metav1.GetOptions{})
