@@ -189,7 +189,7 @@ func TestAccModelFleetUnschedulable(t *testing.T) {
 				Config: directFleetConfig(c, moto, "tight", ns, `
   replicas = 9
   timeouts {
-    create = "60s"
+    create = "30s"
   }`),
 				ExpectError: regexp.MustCompile(`(?s)8/9\s+ready.*1\s+Pending:\s+0/8\s+nodes\s+are\s+available:.*Insufficient\s+nvidia.com/gpu`),
 			},

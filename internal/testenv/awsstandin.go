@@ -49,6 +49,9 @@ type AWSStandIn struct {
 	podIDs    podIdentities
 	// capacityState is the capacity reservations (awsstandin_capacity.go).
 	capacityState standInCapacity
+	// publicParams are AWS's public SSM parameters a test published
+	// (awsstandin_ssm.go).
+	publicParams map[string]string
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -488,7 +491,7 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "TagResource", "UntagResource", "ListTagsForResource":
 		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req) || s.serveAccessEntryTags(w, r, req)
 	}
-	return s.servePodIdentity(w, r, req) || s.serveCapacity(w, req) || s.serveS3Bucket(w, r, req) || s.serveGatewayRoutes(w, r, req) ||
+	return s.servePodIdentity(w, r, req) || s.serveCapacity(w, req) || s.servePricing(w, req) || s.serveSSMPublic(w, req) || s.serveS3Bucket(w, r, req) || s.serveGatewayRoutes(w, r, req) ||
 		s.serveMissing(w, r, req)
 }
 

@@ -21,6 +21,7 @@ func Prepare(w io.Writer) error {
 	}{
 		{"control plane " + KubernetesVersion, func() error { _, err := kubebinPath(); return err }},
 		{"kwok " + kwokVersion, func() error { _, _, _, err := kwokPaths(); return err }},
+		{"Karpenter " + KarpenterVersion + " (kwok build)", func() error { _, _, err := karpenterPaths(); return err }},
 		{"npm test packages", func() error { _, err := installNodeModules(); return err }},
 		{"prometheus-operator CRDs " + prometheusOperatorVersion, func() error { _, err := prometheusOperatorCRDDir(); return err }},
 		{"InferencePool CRD " + GIEVersion, func() error { _, err := gieDir(); return err }},

@@ -1,0 +1,174 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+)
+
+// KarpenterVersion is the Karpenter release the test ground runs: the AWS
+// provider (github.com/aws/karpenter-provider-aws) at this tag, whose go
+// directive this machine's Go meets (1.15.x needs a newer Go).
+const KarpenterVersion = "1.14.0"
+
+// karpenterModule is the AWS provider's module: its kwok build, its CRDs
+// (pkg/apis/crds) and its Helm chart (charts/karpenter).
+const karpenterModule = "github.com/aws/karpenter-provider-aws"
+
+// karpenterPaths returns Karpenter's binary and its module's source
+// directory, building the binary on first use (about 4.5 CPU-minutes cold).
+//
+// The binary is the AWS provider's own kwok build (its kwok/ directory): the
+// real Karpenter controllers and the real AWS cloud provider (EC2NodeClass,
+// AMI and subnet discovery, instance types and offerings, pricing, capacity
+// reservations, instance profiles), with one part replaced by the project
+// itself: its EC2 client's launch calls (CreateFleet, RunInstances,
+// DescribeInstances, TerminateInstances, launch templates) are served in
+// process and make each launched instance a Node object that kwok runs.
+// Every other AWS call goes to the AWS stand-in (and moto behind it).
+func karpenterPaths() (bin, moduleDir string, err error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", "", err
+	}
+	dir := filepath.Join(cache, "karpenter-"+KarpenterVersion)
+	bin = filepath.Join(dir, "kwok")
+	err = withFileLock(dir+".lock", func() error {
+		if _, err := os.Stat(bin); err == nil {
+			return nil
+		}
+		cmd := exec.Command("go", "install", "-ldflags=-s -w", karpenterModule+"/kwok@v"+KarpenterVersion)
+		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOWORK=off", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("installing Karpenter %s (kwok build): %w\n%s", KarpenterVersion, err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", "", err
+	}
+	out, err := exec.Command("go", "mod", "download", "-json", karpenterModule+"@v"+KarpenterVersion).Output()
+	if err != nil {
+		return "", "", fmt.Errorf("locating the Karpenter module source: %w", err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", "", fmt.Errorf("locating the Karpenter module source: no Dir in %s", out)
+	}
+	return bin, mod.Dir, nil
+}
+
+// KarpenterCRDs are the manifests of the CRDs Karpenter's chart installs
+// (its crds/ directory, which in the repository links to pkg/apis/crds).
+func KarpenterCRDs(t testing.TB) map[string][]byte {
+	t.Helper()
+	_, dir, err := karpenterPaths()
+	if err != nil {
+		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "pkg", "apis", "crds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("testenv: no Karpenter CRDs under %s (%v)", dir, err)
+	}
+	crds := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crds[filepath.Base(f)] = b
+	}
+	return crds
+}
+
+// InstallKarpenterCRDs installs Karpenter's CRDs for the test's duration.
+func (c *Cluster) InstallKarpenterCRDs(t testing.TB) {
+	t.Helper()
+	for name, raw := range KarpenterCRDs(t) {
+		c.installCRD(t, strings.TrimSuffix(name, ".yaml"), raw)
+	}
+}
+
+// Karpenter is a running Karpenter controller (KarpenterVersion's kwok
+// build) on the test's control plane.
+type Karpenter struct {
+	proc *process
+}
+
+// StartKarpenter runs Karpenter for the EKS cluster clusterName as its
+// Deployment would, with env on top (the container's env: CLUSTER_NAME,
+// INTERRUPTION_QUEUE, FEATURE_GATES and the like). Its AWS calls go to the
+// stand-in, which first publishes EKS's optimized AL2023 AMI parameters for
+// the control plane's Kubernetes version (naming x86_64 images moto holds),
+// as AWS publishes them in every region. The CRDs must be installed; the
+// process stops when the test ends.
+func StartKarpenter(t testing.TB, c *Cluster, s *AWSStandIn, env ...string) *Karpenter {
+	t.Helper()
+	bin, _, err := karpenterPaths()
+	if err != nil {
+		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
+	}
+	if err := s.publishEKSAMIs(); err != nil {
+		t.Fatalf("testenv: publishing the EKS AMI parameters: %v", err)
+	}
+	metrics, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"KUBECONFIG=" + c.Kubeconfig, "SYSTEM_NAMESPACE=kube-system", "DISABLE_LEADER_ELECTION=true",
+		fmt.Sprintf("METRICS_PORT=%d", metrics), fmt.Sprintf("HEALTH_PROBE_PORT=%d", health), "LOG_LEVEL=debug"}
+	for k, v := range s.moto.Env() {
+		if k == "AWS_ENDPOINT_URL" {
+			v = s.URL
+		}
+		all = append(all, k+"="+v)
+	}
+	p, err := startProcess("karpenter", bin, nil, append(all, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.stop)
+	if err := p.waitReady(2*time.Minute, httpOK(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
+		t.Fatalf("testenv: Karpenter not ready: %v\n%s", err, p.logTail(40))
+	}
+	return &Karpenter{proc: p}
+}
+
+// Logs is the tail of Karpenter's log, for failure messages.
+func (k *Karpenter) Logs() string { return k.proc.logTail(60) }
+
+// publishEKSAMIs publishes the AL2023 standard and NVIDIA AMI parameters
+// for KubernetesVersion's minor, x86_64, naming two of moto's x86_64 images.
+func (s *AWSStandIn) publishEKSAMIs() error {
+	client := ec2.New(ec2.Options{Region: Region, BaseEndpoint: aws.String(s.moto.URL),
+		Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")})
+	out, err := client.DescribeImages(context.Background(), &ec2.DescribeImagesInput{
+		Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}, {Name: aws.String("state"), Values: []string{"available"}}}})
+	if err != nil {
+		return err
+	}
+	if len(out.Images) < 2 {
+		return fmt.Errorf("moto holds %d x86_64 images, want 2", len(out.Images))
+	}
+	minor := strings.Join(strings.Split(strings.TrimPrefix(KubernetesVersion, "v"), ".")[:2], ".")
+	for i, variant := range []string{"standard", "nvidia"} {
+		s.PublishEKSAMI(eksAMIPrefix+minor+"/amazon-linux-2023/x86_64/"+variant+"/recommended/image_id", aws.ToString(out.Images[i].ImageId))
+	}
+	return nil
+}
