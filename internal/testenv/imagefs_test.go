@@ -122,6 +122,9 @@ func TestRouterImageDiscoversPodsInCluster(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if ips["vllm-0"] == ips["vllm-1"] || ips["router"] == ips["vllm-0"] || ips["router"] == ips["vllm-1"] {
+		t.Fatalf("kwok gave two running pods one IP: %v", ips)
+	}
 	startReplicas(t, img, []string{ips["vllm-0"], ips["vllm-1"]})
 
 	host, port, err := net.SplitHostPort(strings.TrimPrefix(c.Host, "https://"))
