@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
 // Cluster is a running Kubernetes control plane (etcd, kube-apiserver,
@@ -258,8 +259,58 @@ func startCluster() (*Cluster, error) {
 			return nil, fmt.Errorf("%s exited at start (%v); log %s:\n%s", p.name, err, p.logPath, p.logTail(40))
 		}
 	}
+	if err := warmPodIPPool(client); err != nil {
+		return nil, fmt.Errorf("kwok's first pod IP: %w (kwok log %s)", err, kw.logPath)
+	}
 	c.StartTime = time.Since(began)
 	return c, nil
+}
+
+// warmPodIPPool has kwok hand out its first pod IP to one pod alone. kwok
+// v0.8.0 makes a CIDR's IP pool when it first needs one, with a Load and
+// then a Store (PodController.ipPool, pkg/kwok/controllers/pod_controller.go),
+// so pods of a fresh kwok that start at once can each make a pool and get
+// the same first IPs: seen as two running pods on 10.250.0.2, whose
+// processes could not both bind it. Once the pool exists, every pod shares
+// it (its Get holds a lock). The pod runs on a node of its own, tainted so
+// nothing else lands there, and both are gone before the cluster is handed
+// out.
+func warmPodIPPool(client kubernetes.Interface) error {
+	ctx := context.Background()
+	const name = "testenv-first-pod-ip"
+	taint := corev1.Taint{Key: "llmd.dev/testenv", Value: "first-pod-ip", Effect: corev1.TaintEffectNoSchedule}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{taint}}, Status: corev1.NodeStatus{Allocatable: gpuNodeResources(0), Capacity: gpuNodeResources(0)}}
+	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	defer client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: name,
+		Tolerations: []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpExists}},
+		Containers:  []corev1.Container{{Name: "pause", Image: "registry.invalid/pause:1"}}}}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && p.Status.PodIP != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pod %s has no IP after 30s (%v)", name, err)
+		}
+	}
+	if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pod %s not gone 30s after its deletion", name)
+		}
+	}
 }
 
 // httpOK is a readiness check: GET url through client answers 200.
