@@ -71,6 +71,11 @@ func TestKarpenterFollowsGPUPods(t *testing.T) {
 	// Karpenter's own settings (the chart's settings.batchMaxDuration and
 	// batchIdleDuration): a shorter batch window than the 10 s default.
 	k := StartKarpenter(t, c, s, "CLUSTER_NAME="+cluster, "BATCH_MAX_DURATION=2s", "BATCH_IDLE_DURATION=200ms")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Karpenter:\n%s", k.Logs())
+		}
+	})
 
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
@@ -158,22 +163,20 @@ spec:
 		}
 		return list.Items, running, pending
 	}
+	// wait is waitFor on state, returning how long it took; a timeout
+	// shows the nodes and the pods, and a failed test Karpenter's log.
 	wait := func(what string, done func(nodes []corev1.Node, running, pending int) bool) time.Duration {
 		t.Helper()
 		began := time.Now()
-		for deadline := began.Add(2 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
+		waitFor(t, 2*time.Minute, what, func() (bool, string) {
 			nodes, running, pending := state()
-			if done(nodes, running, pending) {
-				return time.Since(began)
+			var names []string
+			for _, n := range nodes {
+				names = append(names, n.Name)
 			}
-			if time.Now().After(deadline) {
-				var names []string
-				for _, n := range nodes {
-					names = append(names, n.Name)
-				}
-				t.Fatalf("%s: after 2m, nodes %v, %d pods running, %d pending\nKarpenter:\n%s", what, names, running, pending, k.Logs())
-			}
-		}
+			return done(nodes, running, pending), fmt.Sprintf("nodes %v, %d pods running, %d pending", names, running, pending)
+		})
+		return time.Since(began)
 	}
 
 	took := wait("two GPU nodes for two pods", func(nodes []corev1.Node, running, _ int) bool { return len(nodes) == 2 && running == 2 })
