@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/imageref"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/kube"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
@@ -178,9 +179,11 @@ func (r *inferenceClusterResource) inClusterKube(ctx context.Context, m inferenc
 // node), then monitoring, and prunes what the prior inventory holds beyond
 // them. It records the inventory and statuses in state, also on error, so an
 // update that fails half way keeps what it made and the next plan repairs it.
-func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *inferenceClusterModel, prior *inferenceClusterModel, password string) (err error) {
+func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *inferenceClusterModel, prior *inferenceClusterModel, password string,
+	cl *awsinfra.Cluster) (err error) {
 	var diags diag.Diagnostics
 	want := state.inClusterPlan(ctx, &diags)
+	karpenter := state.karpenterPlan(ctx, cl, &diags)
 	var previous []kube.Ref
 	var priorMonitoring *monitoringPlan
 	if prior != nil {
@@ -198,9 +201,12 @@ func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *in
 	defer func() {
 		state.InClusterInventory = inventoryList(inventory)
 		state.Addons = knownInCluster(state.Addons, err)
+		if st, ok := state.Compute.Attributes()["status"]; ok && st.IsUnknown() {
+			state.Compute = withComputeStatus(state.Compute, "failed: "+fmt.Sprint(err))
+		}
 	}()
 	setStatus := func(key, status string) { state.Addons = withInClusterStatus(state.Addons, key, status) }
-	if !want.wanted() && len(previous) == 0 && priorMonitoring == nil {
+	if !want.wanted() && karpenter == nil && len(previous) == 0 && priorMonitoring == nil {
 		setStatus("nvidia_device_plugin", "")
 		state.Addons = withMonitoringRelease(state.Addons, nil)
 		return nil
@@ -215,6 +221,17 @@ func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *in
 		if err := applyInferenceExtension(ctx, k.c, state); err != nil {
 			return err
 		}
+	}
+	if karpenter != nil {
+		// Before the device plugin and the fleets: GPU nodes come from it.
+		refs, err := applyKarpenter(ctx, k, karpenter)
+		inventory = unionRefs(inventory, refs)
+		desired = append(desired, refs...)
+		if err != nil {
+			state.Compute = withComputeStatus(state.Compute, "failed: "+err.Error())
+			return err
+		}
+		state.Compute = withComputeStatus(state.Compute, karpenterApplied)
 	}
 	if want.devicePlugin != nil {
 		objs, err := want.devicePlugin.Objects()
@@ -295,9 +312,10 @@ func knownInCluster(a types.Object, err error) types.Object {
 // import (no prior add-ons) records what it finds. A cluster whose API cannot
 // be reached records `unreachable: ...`, so the AWS parts stay manageable and
 // the plan shows that the add-ons need attention.
-func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inferenceClusterModel, importing bool, diags *diag.Diagnostics) {
+func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inferenceClusterModel, importing bool, cl *awsinfra.Cluster, diags *diag.Diagnostics) {
 	want := state.inClusterPlan(ctx, diags)
-	if diags.HasError() || (!want.wanted() && !importing) {
+	karpenter := state.karpenterPlan(ctx, cl, diags)
+	if diags.HasError() || (!want.wanted() && karpenter == nil && !importing) {
 		if state.InClusterInventory.IsNull() {
 			state.InClusterInventory = inventoryList(nil)
 		}
@@ -309,6 +327,9 @@ func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inf
 		err = &net.OpError{Op: "connect", Net: "tcp", Err: err}
 	} else {
 		err = r.refreshInCluster(ctx, k, state, want, importing)
+		if err == nil && karpenter != nil {
+			err = refreshKarpenter(ctx, k, state, karpenter)
+		}
 	}
 	if err == nil {
 		return
@@ -329,6 +350,9 @@ func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inf
 	}
 	if want.monitoring != nil {
 		state.Addons = withInClusterStatus(state.Addons, "monitoring", "unreachable: "+err.Error())
+	}
+	if karpenter != nil {
+		state.Compute = withComputeStatus(state.Compute, "unreachable: "+err.Error())
 	}
 	if want.inferenceExtension {
 		state.Addons = withInClusterStatus(state.Addons, "inference_extension", "unreachable: "+err.Error())
@@ -398,6 +422,10 @@ func (r *inferenceClusterResource) deleteInCluster(ctx context.Context, state in
 		return true
 	}
 	k, err := r.inClusterKube(ctx, state)
+	if err == nil && state.karpenterOn() {
+		// First: Karpenter's nodes are instances only it terminates.
+		err = removeKarpenter(ctx, k, state.karpenterPoolName(ctx, diags), state.karpenterRelease(ctx, diags))
+	}
 	if err == nil {
 		err = r.uninstallMonitoring(ctx, k, state)
 	}

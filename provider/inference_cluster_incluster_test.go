@@ -44,6 +44,39 @@ type inClusterGround struct {
 	c                  *testenv.Cluster
 	roleARN            string
 	gpuNodes, sysNodes []string
+	// karpenterRepo serves Karpenter's chart where Karpenter makes the GPU
+	// nodes (newKarpenterGround), up to maxGPUNodes.
+	karpenterRepo string
+	maxGPUNodes   int
+}
+
+// newKarpenterGround is an in-cluster ground whose GPU nodes Karpenter
+// makes (compute.mode = "karpenter"), up to maxGPUNodes: no GPU node at
+// first, Karpenter's own chart at testenv.KarpenterVersion served from a
+// local repository, and its controller (the real one, testenv's Karpenter
+// build) played from the release's Deployment while it exists, with a
+// batch window of 2 s instead of 10 s.
+func newKarpenterGround(t *testing.T, prefix string, maxGPUNodes, systems int) inClusterGround {
+	t.Helper()
+	g := newInClusterGround(t, prefix, 0, systems)
+	g.karpenterRepo, g.maxGPUNodes = testenv.StartChartRepo(t, testenv.KarpenterChart(t)).URL, maxGPUNodes
+	testenv.PlayKarpenter(t, g.c, g.standIn, "kube-system", "karpenter", "BATCH_MAX_DURATION=2s", "BATCH_IDLE_DURATION=200ms")
+	return g
+}
+
+// karpenterNodes are the GPU nodes Karpenter made.
+func (g inClusterGround) karpenterNodes(t *testing.T) []string {
+	list, err := g.c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		if n.DeletionTimestamp == nil {
+			names = append(names, n.Name)
+		}
+	}
+	return names
 }
 
 func newInClusterGround(t *testing.T, prefix string, gpus, systems int) inClusterGround {
@@ -72,6 +105,20 @@ func (g inClusterGround) provider() string {
 // config is the provider assuming the deployer role and a cluster of
 // len(gpuNodes) GPU nodes; extra goes inside the cluster resource, rest after it.
 func (g inClusterGround) config(name, extra, rest string) string {
+	gpu := fmt.Sprintf(`  gpu_node_group = {
+    desired_size = %[1]d
+    min_size     = %[1]d
+    max_size     = %[1]d
+  }`, len(g.gpuNodes))
+	if g.karpenterRepo != "" {
+		gpu = fmt.Sprintf(`  gpu_node_group = { max_size = %d }
+  compute = {
+    mode                 = "karpenter"
+    karpenter_version    = %q
+    karpenter_repository = %q
+    consolidate_after    = "0s"
+  }`, g.maxGPUNodes, testenv.KarpenterVersion, g.karpenterRepo)
+	}
 	return g.provider() + fmt.Sprintf(`
 resource "llmd_inference_cluster" "test" {
   name = %q
@@ -79,15 +126,11 @@ resource "llmd_inference_cluster" "test" {
     vpc_cidr           = "10.0.0.0/16"
     availability_zones = ["us-west-2a", "us-west-2b"]
   }
-  gpu_node_group = {
-    desired_size = %[2]d
-    min_size     = %[2]d
-    max_size     = %[2]d
-  }
+%s
   model_storage = { deletion_protection = false }
 %s
 }
-%s`, name, len(g.gpuNodes), extra, rest)
+%s`, name, gpu, extra, rest)
 }
 
 // devicePluginPods are the nodes the device plugin's pods run on.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -37,6 +38,8 @@ var nodeFacts = []struct {
 		"gpu_node_taints": types.ListUnknown(types.StringType), "gpu_node_desired_size": types.Int64Unknown()}, []string{"instance_type", "labels", "taints", "desired_size"}},
 	{"system_node_group", map[string]attr.Value{"system_node_labels": types.MapUnknown(types.StringType),
 		"system_node_taints": types.ListUnknown(types.StringType), "system_node_desired_size": types.Int64Unknown()}, []string{"labels", "taints", "desired_size"}},
+	// The mode decides what gpu_node_desired_size reports (max_size with Karpenter).
+	{"compute", map[string]attr.Value{"gpu_node_desired_size": types.Int64Unknown()}, []string{"mode"}},
 }
 
 func (kubernetesFromState) PlanModifyObject(ctx context.Context, req planmodifier.ObjectRequest, resp *planmodifier.ObjectResponse) {
@@ -48,6 +51,8 @@ func (kubernetesFromState) PlanModifyObject(ctx context.Context, req planmodifie
 	for k, v := range attrs {
 		next[k] = v
 	}
+	var plannedCompute types.Object
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("compute"), &plannedCompute)...)
 	for _, f := range nodeFacts {
 		var planned, prior types.Object
 		resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root(f.group), &planned)...)
@@ -61,7 +66,16 @@ func (kubernetesFromState) PlanModifyObject(ctx context.Context, req planmodifie
 		for k := range f.reported {
 			unreported = unreported || (!planned.IsNull() && (next[k] == nil || next[k].IsNull()))
 		}
-		if unreported || !sameNodes(planned, prior, f.compared) {
+		compared := f.compared
+		if f.group == "gpu_node_group" && computeMode(plannedCompute) == computeKarpenter {
+			compared = append(slices.Clone(compared), "max_size")
+		}
+		same := sameNodes(planned, prior, compared)
+		if f.group == "compute" {
+			// A state from before compute existed ran node groups.
+			same = computeMode(planned) != "" && computeMode(planned) == computeMode(prior)
+		}
+		if unreported || !same {
 			for k, v := range f.reported {
 				next[k] = v
 			}

@@ -24,6 +24,7 @@ type inferenceClusterModel struct {
 	TagsAll                types.Map    `tfsdk:"tags_all"`
 	Networking             types.Object `tfsdk:"networking"`
 	EndpointAccess         types.Object `tfsdk:"endpoint_access"`
+	Compute                types.Object `tfsdk:"compute"`
 	GPUNodeGroup           types.Object `tfsdk:"gpu_node_group"`
 	SystemNodeGroup        types.Object `tfsdk:"system_node_group"`
 	ModelStorage           types.Object `tfsdk:"model_storage"`
@@ -149,6 +150,7 @@ func (m inferenceClusterModel) spec(ctx context.Context) (awsinfra.ClusterSpec, 
 	diags.Append(m.EndpointAccess.As(ctx, &ea, asObject)...)
 	s.Endpoint = awsinfra.EndpointAccess{Public: ea.Public.ValueBool(), Private: ea.Private.ValueBool(), PublicCIDRs: stringsOf(ctx, ea.PublicCIDRs, &diags)}
 	s.GPU = nodeGroupSpec(ctx, m.GPUNodeGroup, &diags)
+	s.Karpenter = m.karpenterSpec()
 	s.System = nodeGroupSpec(ctx, m.SystemNodeGroup, &diags)
 	s.Storage = storageSpec(ctx, m.ModelStorage, &diags)
 	s.ModelBucket = modelBucketSpec(ctx, m.ModelBucket, &diags)
@@ -235,7 +237,19 @@ func (m *inferenceClusterModel) refresh(ctx context.Context, c *awsinfra.Clients
 	}
 	m.EndpointAccess = types.ObjectValueMust(endpointAccessTypes, map[string]attr.Value{"public": types.BoolValue(cl.Access.Public),
 		"private": types.BoolValue(cl.Access.Private), "public_cidrs": setOf(cidrs)})
-	m.GPUNodeGroup = nodeGroupObject(cl.GPU, m.GPUNodeGroup, gpuDefaults.colocate)
+	gpu := cl.GPU
+	if m.Compute.IsNull() {
+		// An import: the mode is what AWS holds.
+		m.Compute = computeDefault
+		if cl.Karpenter != nil && cl.GPU == nil {
+			m.Compute = withComputeMode(computeDefault, computeKarpenter)
+		}
+	}
+	if m.karpenterOn() {
+		m.GPUNodeGroup, gpu = karpenterGPUNodes(ctx, m.GPUNodeGroup, cl.KubernetesVersion)
+	} else {
+		m.GPUNodeGroup = nodeGroupObject(cl.GPU, m.GPUNodeGroup, gpuDefaults.colocate)
+	}
 	m.SystemNodeGroup = nodeGroupObject(cl.System, m.SystemNodeGroup, systemDefaults.colocate)
 	m.ModelStorage = storageObject(ctx, cl.Storage, m.ModelStorage)
 	m.ModelBucket = modelBucketObject(cl.ModelBucket, m.ModelBucket)
@@ -251,7 +265,7 @@ func (m *inferenceClusterModel) refresh(ctx context.Context, c *awsinfra.Clients
 		sgs = []string{}
 	}
 	m.SecurityGroupIDs = setOf(sgs)
-	m.Kubernetes = kubernetesObject(*m, c.Config.Region, cl.GPU, cl.System)
+	m.Kubernetes = kubernetesObject(*m, c.Config.Region, gpu, cl.System)
 }
 
 // nodeGroupObject is the state of a node group; null when it no longer

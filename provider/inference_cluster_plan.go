@@ -44,6 +44,7 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 	}
 	validateAddons(ctx, m.Addons, &resp.Diagnostics)
 	validateGPUCapacity(m, &resp.Diagnostics)
+	validateCompute(m, &resp.Diagnostics)
 	if !m.ImageMirrors.IsNull() && !m.ImageMirrors.IsUnknown() {
 		var raw map[string]string
 		if d := m.ImageMirrors.ElementsAs(ctx, &raw, false); !d.HasError() {
@@ -133,6 +134,10 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		plan  *types.Object
 		prior types.Object
 	}{{"gpu_node_group", &plan.GPUNodeGroup, prior.GPUNodeGroup}, {"system_node_group", &plan.SystemNodeGroup, prior.SystemNodeGroup}} {
+		if g.name == "gpu_node_group" && (plan.karpenterOn() || (exists && prior.karpenterOn())) {
+			*g.plan = planKarpenterGPU(*g.plan, plan.KubernetesVersion, prior, plan, exists && !replacing, &resp.Diagnostics)
+			continue
+		}
 		obj, replaced := planNodeGroup(*g.plan, g.prior, plan.KubernetesVersion, replacing, storageOn)
 		if storageMoves && replaced == "" && !obj.IsNull() && obj.Attributes()["colocate_with_storage"].Equal(types.BoolValue(true)) {
 			replaced = "the subnets, should the new file system be in another zone (colocate_with_storage),"
@@ -147,6 +152,8 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 					"The cluster, the network and the file system stay.", replaced))
 		}
 	}
+	plan.Compute = planCompute(plan.Compute, prior.Compute, !exists || replacing || !plan.GPUNodeGroup.Equal(prior.GPUNodeGroup) ||
+		!plan.SystemNodeGroup.Equal(prior.SystemNodeGroup))
 	planDevicePluginDefault(ctx, req.Config, &plan, &resp.Diagnostics)
 	// After the node groups: the add-ons' placement follows their labels and taints.
 	if exists && !replacing {

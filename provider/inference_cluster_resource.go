@@ -147,6 +147,12 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if prior != nil && prior.karpenterOn() && !plan.karpenterOn() {
+		// Before AWS: Karpenter needs its role and queue to terminate its nodes.
+		if !r.removeKarpenterFirst(ctx, *prior, diags) {
+			return
+		}
+	}
 	c := r.clients()
 	cl, err := op(c, ctx, spec)
 	if err != nil {
@@ -163,7 +169,7 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 	if !ok {
 		return
 	}
-	if err := r.applyInCluster(ctx, &state, prior, password); err != nil {
+	if err := r.applyInCluster(ctx, &state, prior, password, cl); err != nil {
 		if prior == nil {
 			diags.AddError(verb+" inference cluster "+spec.Name+": in-cluster add-ons", explain(err)+
 				"\n\nThe AWS parts are created. To go on without the add-ons, set addons.nvidia_device_plugin.enabled or addons.monitoring.enabled to false."+
@@ -277,7 +283,7 @@ func (r *inferenceClusterResource) Read(ctx context.Context, req resource.ReadRe
 		}
 		state.AdminPrincipalARN = types.StringValue(principal)
 	}
-	r.readInCluster(ctx, &state, importing, &resp.Diagnostics)
+	r.readInCluster(ctx, &state, importing, cl, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}

@@ -47,19 +47,24 @@ resource "llmd_prefix_router" "test" {
 `, ns, sizing, devRouterImage))
 }
 
-// TestAccFleetAutoscaling sizes a fleet on the router's demand for real on
-// the local control plane: a fixed fleet of 3 switches to autoscaling (2 to
-// 8 pods) keeping its 3 pods; the router pods (played from the router image
-// under their own ServiceAccount, so the Roles and bindings the router
-// resource made are what they use) serve their demand through the
-// APIService the router resource registered, kube-controller-manager's HPA
-// reads it through the aggregation layer and scales the Deployment to 8
-// under load and back to 2 after it, every fleet pod played by a simulated
-// vLLM at its IP; no request fails. A configuration with both replicas and
-// autoscaling is a plan error, and destroy removes the cluster-wide
-// objects (the APIService, the auth delegation).
+// TestAccFleetAutoscaling sizes a fleet on the router's demand and its GPU
+// nodes on the fleet, for real on the local control plane: the cluster runs
+// compute.mode = "karpenter" (Karpenter's chart installed by the apply, its
+// controller the real one, played from the release's Deployment), so GPU
+// nodes follow the pods. A fixed fleet of 3 gets 3 GPU nodes and switches to
+// autoscaling (2 to 8 pods) keeping its 3 pods; the router pods (played from
+// the router image under their own ServiceAccount, so the Roles and bindings
+// the router resource made are what they use) serve their demand through
+// the APIService the router resource registered, kube-controller-manager's
+// HPA reads it through the aggregation layer and scales the Deployment to 8
+// under load (Karpenter launches a node for each new pod) and back to 2
+// after it (Karpenter consolidates the empty nodes away), every fleet pod
+// played by a simulated vLLM at its IP; no request fails. A configuration
+// with both replicas and autoscaling is a plan error, and destroy removes
+// the cluster-wide objects (the APIService, the auth delegation) and,
+// before any AWS part, Karpenter's nodes.
 func TestAccFleetAutoscaling(t *testing.T) {
-	g := newInClusterGround(t, "autoscale", 8, 2)
+	g := newKarpenterGround(t, "autoscale", 8, 2)
 	testenv.ServePodIPs(t)
 	c := g.c
 	const cluster, ns = "acc-autoscale", "llmd-autoscale"
@@ -69,7 +74,12 @@ func TestAccFleetAutoscaling(t *testing.T) {
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy: resource.ComposeTestCheckFunc(checkNothingOwned(t, g.aws, cluster), checkNamespaceEmpty(c, ns),
-			checkMetricsAPIGone(c)),
+			checkMetricsAPIGone(c), func(*terraform.State) error {
+				if nodes := g.karpenterNodes(t); len(nodes) > 0 {
+					return fmt.Errorf("Karpenter's nodes %v outlived the cluster", nodes)
+				}
+				return nil
+			}),
 		Steps: []resource.TestStep{
 			{
 				Config:      autoscaledConfig(g, cluster, ns, "  replicas = 3\n  autoscaling = { min_replicas = 2, max_replicas = 8 }"),
@@ -80,6 +90,16 @@ func TestAccFleetAutoscaling(t *testing.T) {
 				Config: autoscaledConfig(g, cluster, ns, "  replicas = 3"),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("autoscaled"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue(clusterRes, tfjsonpath.New("compute").AtMapKey("status"), knownvalue.StringExact("applied")),
+					// Karpenter's nodes: as many as gpu_node_group.max_size.
+					statecheck.ExpectKnownValue(clusterRes, tfjsonpath.New("kubernetes").AtMapKey("gpu_node_desired_size"), knownvalue.Int64Exact(8)),
+				},
+				Check: func(*terraform.State) error {
+					// The fleet's apply waited for its pods: Karpenter made a GPU node each.
+					if nodes := g.karpenterNodes(t); len(nodes) != 3 {
+						return fmt.Errorf("Karpenter made GPU nodes %v for the fleet's 3 pods, want 3", nodes)
+					}
+					return nil
 				},
 			},
 			{
@@ -118,17 +138,23 @@ func TestAccFleetAutoscaling(t *testing.T) {
 						return err
 					})
 					began := time.Now()
-					waitUntil(t, "the HPA to scale the fleet to 8 on the router's demand", func() bool {
+					// Each new pod waits for its GPU node: Karpenter's batch, then the instance's launch (its kwok EC2 holds each 30 s).
+					waitWithin(t, 2*time.Minute, "the HPA to scale the fleet to 8 on the router's demand, and Karpenter to give each pod a node", func() bool {
 						return fleetReplicas(t, c, ns) == 8 && sims.Serving() == 8
 					}, func() string {
-						return fmt.Sprintf("replicas %d, %d pods played\n%s", fleetReplicas(t, c, ns), sims.Serving(), hpaStatus(t, c, ns))
+						return fmt.Sprintf("replicas %d, %d pods played, GPU nodes %v\n%s", fleetReplicas(t, c, ns), sims.Serving(), g.karpenterNodes(t), hpaStatus(t, c, ns))
 					})
-					t.Logf("3 -> 8 pods in %s under 24 clients", time.Since(began).Round(time.Millisecond))
+					t.Logf("3 -> 8 pods on %d GPU nodes in %s under 24 clients", len(g.karpenterNodes(t)), time.Since(began).Round(time.Millisecond))
 					load.Stop()
 					began = time.Now()
 					waitUntil(t, "the HPA to scale the idle fleet in to 2", func() bool { return fleetReplicas(t, c, ns) == 2 },
 						func() string { return hpaStatus(t, c, ns) })
 					t.Logf("8 -> 2 pods %s after the load stopped; %d requests sent, %d failed", time.Since(began).Round(time.Millisecond), load.Sent.Load(), load.Failed.Load())
+					// Karpenter removes empty nodes one at a time (its disruption
+					// loop, about 25 s each here): the first one gone shows it.
+					waitWithin(t, 2*time.Minute, "Karpenter to consolidate an empty GPU node away", func() bool { return len(g.karpenterNodes(t)) < 8 },
+						func() string { return fmt.Sprintf("GPU nodes %v", g.karpenterNodes(t)) })
+					t.Logf("GPU nodes 8 -> %d %s after the load stopped", len(g.karpenterNodes(t)), time.Since(began).Round(time.Millisecond))
 				},
 				// The autoscaler's changes are not drift: the plan is empty.
 				Config:   autoscaled,

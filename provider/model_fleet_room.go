@@ -9,10 +9,11 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
 
-// gpuRoomError is the plan-time check that the cluster's GPU node group can
-// hold the fleet at its largest (replicas, or autoscaling.max_replicas): the
-// provider installs no node autoscaler, so a managed node group runs its
-// desired size, and a pod beyond what those nodes hold would stay Pending
+// gpuRoomError is the plan-time check that the cluster's GPU nodes can hold
+// the fleet at its largest (replicas, or autoscaling.max_replicas): a
+// managed node group runs its desired size (no node autoscaler), Karpenter
+// at most max_size nodes (the NodePool's limit; the cluster exports that
+// as gpu_node_desired_size), and a pod beyond what those nodes hold would stay Pending
 // until the apply's timeout. It reads only the cluster's exported
 // `kubernetes` facts and says nothing while they are unknown (a cluster
 // created or resized in the same apply), where the fleet's placement is its
@@ -73,8 +74,8 @@ func gpuRoomError(cluster *kubernetesModel, s fleetSettings) (path.Path, string)
 	if want <= room {
 		return path.Empty(), ""
 	}
-	return at, fmt.Sprintf("%s = %d, but the cluster's GPU node group holds %d fleet pods: %d nodes (gpu_node_group.desired_size) of %s, %d pod(s) each (%s). "+
-		"The provider runs no node autoscaler, so the other pods would stay Pending. Set gpu_node_group.desired_size and max_size to %d or more on "+
+	return at, fmt.Sprintf("%s = %d, but the cluster's GPU node group holds %d fleet pods: %d nodes (gpu_node_group.desired_size; with compute.mode = \"karpenter\", "+
+		"max_size, the NodePool's limit) of %s, %d pod(s) each (%s). The other pods would stay Pending. Set gpu_node_group.desired_size and max_size to %d or more on "+
 		"llmd_inference_cluster, or %s to %d or less.",
 		what, want, room, size.ValueInt64(), instanceType.ValueString(), perNode, why, (want+perNode-1)/perNode, what, room)
 }

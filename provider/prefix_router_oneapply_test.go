@@ -189,10 +189,16 @@ func ptrTo[T any](v T) *T { return &v }
 
 func waitUntil(t *testing.T, what string, ok func() bool, logs func() string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitWithin(t, 30*time.Second, what, ok, logs)
+}
+
+// waitWithin is waitUntil with another bound.
+func waitWithin(t *testing.T, bound time.Duration, what string, ok func() bool, logs func() string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: gave up after 30s\n%s", what, logs())
+			t.Fatalf("waiting for %s: gave up after %s\n%s", what, bound, logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

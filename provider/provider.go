@@ -74,10 +74,12 @@ type webIdentityModel struct {
 type endpointsModel struct {
 	EC2           types.String `tfsdk:"ec2"`
 	EKS           types.String `tfsdk:"eks"`
+	Events        types.String `tfsdk:"events"`
 	FSx           types.String `tfsdk:"fsx"`
 	IAM           types.String `tfsdk:"iam"`
 	S3            types.String `tfsdk:"s3"`
 	ServiceQuotas types.String `tfsdk:"servicequotas"`
+	SQS           types.String `tfsdk:"sqs"`
 	STS           types.String `tfsdk:"sts"`
 }
 
@@ -195,10 +197,12 @@ func (p *llmdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 				Attributes: map[string]schema.Attribute{
 					"ec2":           endpoint("EC2"),
 					"eks":           endpoint("EKS"),
+					"events":        endpoint("EventBridge (Karpenter's interruption rules)"),
 					"fsx":           endpoint("FSx"),
 					"iam":           endpoint("IAM"),
 					"s3":            s3Endpoint,
 					"servicequotas": endpoint("Service Quotas"),
+					"sqs":           endpoint("SQS (Karpenter's interruption queue)"),
 					"sts":           endpoint("STS"),
 				},
 			},
@@ -287,7 +291,8 @@ func (m providerModel) settings(ctx context.Context, version string) (awsinfra.S
 		}
 	}
 	if e := m.Endpoints; e != nil {
-		for name, v := range map[string]types.String{"ec2": e.EC2, "eks": e.EKS, "fsx": e.FSx, "iam": e.IAM, "s3": e.S3, "servicequotas": e.ServiceQuotas, "sts": e.STS} {
+		for name, v := range map[string]types.String{"ec2": e.EC2, "eks": e.EKS, "fsx": e.FSx, "iam": e.IAM, "s3": e.S3, "servicequotas": e.ServiceQuotas, "sts": e.STS,
+			"events": e.Events, "sqs": e.SQS} {
 			if v.ValueString() != "" {
 				s.Endpoints[name] = v.ValueString()
 			}

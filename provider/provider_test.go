@@ -51,10 +51,12 @@ provider "llmd" {
   endpoints {
     ec2           = "` + moto.URL + `"
     eks           = "` + moto.URL + `"
+    events        = "` + moto.URL + `"
     fsx           = "` + moto.URL + `"
     iam           = "` + moto.URL + `"
     s3            = "` + moto.URL + `"
     servicequotas = "` + moto.URL + `"
+    sqs           = "` + moto.URL + `"
     sts           = "` + moto.URL + `"
   }
   default_tags {

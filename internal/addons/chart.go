@@ -26,7 +26,7 @@ const fetchTimeout = 2 * time.Minute
 // writes (index cache, registry credentials file) under home, a private
 // temporary directory. It never reads a chart from the working directory, as
 // Helm's LocateChart would when a directory of the chart's name exists there.
-func fetchChart(m Monitoring, home string) (*chart.Chart, error) {
+func fetchChart(m chartRelease, home string) (*chart.Chart, error) {
 	var (
 		data []byte
 		err  error
@@ -49,7 +49,7 @@ func fetchChart(m Monitoring, home string) (*chart.Chart, error) {
 	return ch, nil
 }
 
-func downloadFromIndex(m Monitoring, home string) ([]byte, error) {
+func downloadFromIndex(m chartRelease, home string) ([]byte, error) {
 	providers := getter.Providers{{Schemes: []string{"http", "https"}, New: getter.NewHTTPGetter}}
 	cr, err := repo.NewChartRepository(&repo.Entry{Name: "llmd", URL: m.Repository}, providers)
 	if err != nil {
@@ -99,7 +99,7 @@ func downloadFromIndex(m Monitoring, home string) ([]byte, error) {
 }
 
 // notInIndex names what the repository does have, newest first.
-func notInIndex(m Monitoring, index *repo.IndexFile) error {
+func notInIndex(m chartRelease, index *repo.IndexFile) error {
 	versions := index.Entries[m.Chart]
 	if len(versions) == 0 {
 		return fmt.Errorf("chart %q is not in repository %s: check Chart and Repository", m.Chart, m.Repository)
@@ -122,7 +122,7 @@ func notInIndex(m Monitoring, index *repo.IndexFile) error {
 	return fmt.Errorf("chart %s version %s is not in repository %s (it has %s): pin one of those in Version", m.Chart, m.Version, m.Repository, strings.Join(names, ", "))
 }
 
-func pullOCI(m Monitoring, home string) ([]byte, error) {
+func pullOCI(m chartRelease, home string) ([]byte, error) {
 	client, err := registry.NewClient(
 		registry.ClientOptCredentialsFile(filepath.Join(home, "registry", "config.json")),
 		registry.ClientOptWriter(io.Discard),

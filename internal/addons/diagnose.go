@@ -20,7 +20,7 @@ const notReadyLook = time.Second
 // ("0/3 nodes are available: 3 node(s) didn't match Pod's node
 // affinity/selector"): Helm's own error says only that its wait timed out.
 // A cancelled apply gets no diagnosis; it asked to stop.
-func explainNotReady(ctx context.Context, kc *kube.Client, m Monitoring, err error) error {
+func explainNotReady(ctx context.Context, kc *kube.Client, m chartRelease, err error) error {
 	if ctx.Err() != nil {
 		return err
 	}

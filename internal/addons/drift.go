@@ -12,8 +12,7 @@ import (
 )
 
 // drift lists how the deployed release differs from m, sorted.
-func drift(s Status, deployed map[string]any, m Monitoring) []string {
-	m = m.withDefaults()
+func drift(s Status, deployed map[string]any, m chartRelease) []string {
 	var out []string
 	if s.Chart != m.Chart {
 		out = append(out, fmt.Sprintf("chart %s, want %s", s.Chart, m.Chart))
@@ -24,7 +23,7 @@ func drift(s Status, deployed map[string]any, m Monitoring) []string {
 	if s.Status != release.StatusDeployed.String() {
 		out = append(out, "status "+s.Status)
 	}
-	out = diffValues("", normalize(deployed), normalize(m.Values()), out)
+	out = diffValues("", normalize(deployed), normalize(m.Values), out)
 	slices.Sort(out)
 	return out
 }

@@ -110,23 +110,10 @@ var promDuration = regexp.MustCompile(`^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s
 func (m Monitoring) Validate() error {
 	m = m.withDefaults()
 	var errs []error
-	if err := validateTarget(m); err != nil {
+	if err := validateTarget(m.Namespace, m.Release); err != nil {
 		errs = append(errs, err)
 	}
-	if err := validateRepository(m.Repository); err != nil {
-		errs = append(errs, err)
-	}
-	if errs2 := validation.IsDNS1123Subdomain(m.Chart); len(errs2) > 0 || strings.Contains(m.Chart, "/") {
-		errs = append(errs, fmt.Errorf("Chart %q is not a chart name: give the bare name in the repository, such as %q", m.Chart, DefaultChart))
-	}
-	switch v, err := semver.StrictNewVersion(strings.TrimSpace(m.Version)); {
-	case m.Version == "":
-		errs = append(errs, fmt.Errorf("Version is empty: pin the exact chart version, such as %q", DefaultChartVersion))
-	case err != nil:
-		errs = append(errs, fmt.Errorf("Version %q is not an exact chart version (%v): pin one such as %q, not a range", m.Version, err, DefaultChartVersion))
-	case v.String() != m.Version:
-		errs = append(errs, fmt.Errorf("Version %q: write it as %q", m.Version, v.String()))
-	}
+	errs = append(errs, validateChart(m.Repository, m.Chart, m.Version, DefaultChart, DefaultChartVersion)...)
 	if m.Retention != "" && (!promDuration.MatchString(m.Retention) || m.Retention == "0") {
 		errs = append(errs, fmt.Errorf("Retention %q is not a Prometheus duration: use a number and unit, such as \"15d\" or \"12h\"", m.Retention))
 	}
@@ -161,15 +148,36 @@ func (m Monitoring) Validate() error {
 }
 
 // validateTarget checks what Read and Uninstall need: where the release is.
-func validateTarget(m Monitoring) error {
+func validateTarget(namespace, release string) error {
 	var errs []error
-	if bad := validation.IsDNS1123Label(m.Namespace); len(bad) > 0 {
-		errs = append(errs, fmt.Errorf("Namespace %q is not a namespace name: %s", m.Namespace, strings.Join(bad, "; ")))
+	if bad := validation.IsDNS1123Label(namespace); len(bad) > 0 {
+		errs = append(errs, fmt.Errorf("Namespace %q is not a namespace name: %s", namespace, strings.Join(bad, "; ")))
 	}
-	if err := chartutil.ValidateReleaseName(m.Release); err != nil {
-		errs = append(errs, fmt.Errorf("Release %q is not a Helm release name (lower-case letters, digits and '-', at most 53 characters): %w", m.Release, err))
+	if err := chartutil.ValidateReleaseName(release); err != nil {
+		errs = append(errs, fmt.Errorf("Release %q is not a Helm release name (lower-case letters, digits and '-', at most 53 characters): %w", release, err))
 	}
 	return errors.Join(errs...)
+}
+
+// validateChart checks a pinned chart: its repository, its bare name and an
+// exact version; example and exampleVersion are what the errors suggest.
+func validateChart(repository, chart, version, example, exampleVersion string) []error {
+	var errs []error
+	if err := validateRepository(repository); err != nil {
+		errs = append(errs, err)
+	}
+	if bad := validation.IsDNS1123Subdomain(chart); len(bad) > 0 || strings.Contains(chart, "/") {
+		errs = append(errs, fmt.Errorf("Chart %q is not a chart name: give the bare name in the repository, such as %q", chart, example))
+	}
+	switch v, err := semver.StrictNewVersion(strings.TrimSpace(version)); {
+	case version == "":
+		errs = append(errs, fmt.Errorf("Version is empty: pin the exact chart version, such as %q", exampleVersion))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("Version %q is not an exact chart version (%v): pin one such as %q, not a range", version, err, exampleVersion))
+	case v.String() != version:
+		errs = append(errs, fmt.Errorf("Version %q: write it as %q", version, v.String()))
+	}
+	return errs
 }
 
 func validateRepository(raw string) error {
@@ -253,6 +261,12 @@ func (m Monitoring) Values() map[string]any {
 			}},
 		}),
 	}
+}
+
+func (m Monitoring) chartRelease() chartRelease {
+	m = m.withDefaults()
+	return chartRelease{Namespace: m.Namespace, Release: m.Release, Repository: m.Repository, Chart: m.Chart, Version: m.Version,
+		Values: m.Values(), Timeout: m.Timeout, Prepare: m.checkGrafanaSecret}
 }
 
 // ValuesHash is the hash Status.ValuesHash holds for m's values: equal

@@ -146,7 +146,7 @@ func TestDriftLinesAreSortedPathsWithoutSecrets(t *testing.T) {
 	deployed["grafana"].(map[string]any)["adminPassword"] = "hunter2"
 	delete(deployed["grafana"].(map[string]any)["sidecar"].(map[string]any)["dashboards"].(map[string]any), "searchNamespace")
 	s := Status{Chart: "kube-prometheus-stack", ChartVersion: "0.9.0", Status: "pending-upgrade"}
-	got := drift(s, deployed, m)
+	got := drift(s, deployed, m.chartRelease())
 	want := []string{
 		"chart version 0.9.0, want 1.0.0",
 		"status pending-upgrade",
@@ -158,7 +158,7 @@ func TestDriftLinesAreSortedPathsWithoutSecrets(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("drift:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if d := drift(Status{Chart: "kube-prometheus-stack", ChartVersion: "1.0.0", Status: "deployed"}, normalize(m.Values()), m); len(d) != 0 {
+	if d := drift(Status{Chart: "kube-prometheus-stack", ChartVersion: "1.0.0", Status: "deployed"}, normalize(m.Values()), m.chartRelease()); len(d) != 0 {
 		t.Errorf("drift of the desired values themselves: %v", d)
 	}
 }

@@ -55,27 +55,48 @@ func statusOf(rel *release.Release) Status {
 	return s
 }
 
-// Apply makes the release match m: it downloads the pinned chart, applies
+// Release is a Helm release of a pinned chart that Apply, Read and
+// Uninstall manage: Monitoring or Karpenter.
+type Release interface {
+	// Validate checks the release without reaching any cluster or
+	// repository; each error names the field and the fix.
+	Validate() error
+	// chartRelease is the release with its defaults filled in.
+	chartRelease() chartRelease
+}
+
+// chartRelease is what Helm is told of a Release.
+type chartRelease struct {
+	Namespace, Release, Repository, Chart, Version string
+	// Values are the release's user-supplied values, exactly.
+	Values map[string]any
+	// Timeout bounds one Apply or Uninstall, waits included.
+	Timeout time.Duration
+	// Prepare checks the cluster before Helm runs (nil: nothing to check).
+	Prepare func(ctx context.Context, kc *kube.Client) error
+}
+
+// Apply makes the release match r: it downloads the pinned chart, applies
 // its CRDs server-side and waits until they are served, recovers a release
 // an interrupted earlier apply left pending, and installs or upgrades with
-// m.Values(), waiting until the release's workloads are ready (m.Timeout).
+// r's values, waiting until the release's workloads are ready (its Timeout).
 // A release that failed before is upgraded in place, never replaced.
 //
 // Every Apply makes a new Helm revision (Helm's upgrade also restores
-// objects deleted behind its back): call it when the desired Monitoring
+// objects deleted behind its back): call it when the desired release
 // changed or Read reports drift. When the recovery, install or upgrade fails,
 // the returned Status is the release as it stands (a failed revision, say),
 // so the caller can record it; a wait that timed out names the Deployments
 // that are not ready and why. On an earlier error (input, chart download,
-// Grafana Secret, CRDs) or a cancelled context the Status is zero: keep the
+// Prepare's check, CRDs) or a cancelled context the Status is zero: keep the
 // prior state. Progress and every recovery step go to logf.
-func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format string, args ...any)) (Status, error) {
+func Apply(ctx context.Context, cfg *rest.Config, r Release, logf func(format string, args ...any)) (Status, error) {
 	log, closeLog := gated(logf)
 	defer closeLog()
-	m = m.withDefaults()
-	if err := m.Validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return Status{}, err
 	}
+	m := r.chartRelease()
 	deadline := time.Now().Add(m.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -96,8 +117,10 @@ func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format
 		return Status{}, err
 	}
 	kc.Poll = 200 * time.Millisecond
-	if err := checkGrafanaSecret(ctx, kc, m); err != nil {
-		return Status{}, err
+	if m.Prepare != nil {
+		if err := m.Prepare(ctx, kc); err != nil {
+			return Status{}, err
+		}
 	}
 	if err := applyCRDs(ctx, kc, ch, deadline, log); err != nil {
 		return Status{}, err
@@ -125,7 +148,7 @@ func Apply(ctx context.Context, cfg *rest.Config, m Monitoring, logf func(format
 }
 
 // current is the release's latest record, or zero when there is none or it cannot be read.
-func current(hc *action.Configuration, m Monitoring) Status {
+func current(hc *action.Configuration, m chartRelease) Status {
 	rel, err := hc.Releases.Last(m.Release)
 	if err != nil {
 		return Status{}
@@ -140,7 +163,7 @@ func remaining(deadline time.Time) time.Duration {
 
 // checkGrafanaSecret fails before Helm runs if the admin Secret is missing,
 // rather than leaving Grafana crash-looping until the wait times out.
-func checkGrafanaSecret(ctx context.Context, kc *kube.Client, m Monitoring) error {
+func (m Monitoring) checkGrafanaSecret(ctx context.Context, kc *kube.Client) error {
 	s, err := kc.Typed.CoreV1().Secrets(m.Namespace).Get(ctx, m.GrafanaAdminSecret, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -170,7 +193,7 @@ func checkGrafanaSecret(ctx context.Context, kc *kube.Client, m Monitoring) erro
 // Terraform's state lock keeps two llmd applies of one cluster apart; an
 // operation another tool runs at this very moment would be taken for an
 // interrupted one, which is why each recovery is logged with the revision.
-func recoverRelease(hc *action.Configuration, m Monitoring, deadline time.Time, log Logf) (upgrade bool, err error) {
+func recoverRelease(hc *action.Configuration, m chartRelease, deadline time.Time, log Logf) (upgrade bool, err error) {
 	last, err := hc.Releases.Last(m.Release)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return false, nil
@@ -217,7 +240,7 @@ func recoverRelease(hc *action.Configuration, m Monitoring, deadline time.Time, 
 	return true, nil
 }
 
-func installRelease(ctx context.Context, hc *action.Configuration, m Monitoring, ch *chart.Chart, deadline time.Time) (*release.Release, error) {
+func installRelease(ctx context.Context, hc *action.Configuration, m chartRelease, ch *chart.Chart, deadline time.Time) (*release.Release, error) {
 	in := action.NewInstall(hc)
 	in.ReleaseName = m.Release
 	in.Namespace = m.Namespace
@@ -225,14 +248,14 @@ func installRelease(ctx context.Context, hc *action.Configuration, m Monitoring,
 	in.Wait = true
 	in.Timeout = remaining(deadline)
 	in.Replace = true // only ever reuses the name of an uninstalled release (kept history)
-	rel, err := in.RunWithContext(ctx, ch, m.Values())
+	rel, err := in.RunWithContext(ctx, ch, m.Values)
 	if err != nil {
 		return nil, fmt.Errorf("installing chart %s %s as release %s/%s: %w", m.Chart, m.Version, m.Namespace, m.Release, err)
 	}
 	return rel, nil
 }
 
-func upgradeRelease(ctx context.Context, hc *action.Configuration, m Monitoring, ch *chart.Chart, deadline time.Time) (*release.Release, error) {
+func upgradeRelease(ctx context.Context, hc *action.Configuration, m chartRelease, ch *chart.Chart, deadline time.Time) (*release.Release, error) {
 	up := action.NewUpgrade(hc)
 	up.Namespace = m.Namespace
 	up.SkipCRDs = true
@@ -241,7 +264,7 @@ func upgradeRelease(ctx context.Context, hc *action.Configuration, m Monitoring,
 	// Exactly m's values: whatever another actor set with helm upgrade is reset.
 	up.ResetValues = true
 	up.MaxHistory = maxHistory
-	rel, err := up.RunWithContext(ctx, m.Release, ch, m.Values())
+	rel, err := up.RunWithContext(ctx, m.Release, ch, m.Values)
 	if err != nil {
 		return nil, fmt.Errorf("upgrading release %s/%s to chart %s %s: %w", m.Namespace, m.Release, m.Chart, m.Version, err)
 	}
@@ -252,11 +275,11 @@ func upgradeRelease(ctx context.Context, hc *action.Configuration, m Monitoring,
 // sorted, deterministic lines: "chart version 1.2.3, want 1.2.4", "status
 // pending-upgrade", "values: prometheus.prometheusSpec.retention = 10d, want
 // 15d". With no release it returns nil, nil, nil (the caller plans a create).
-func Read(ctx context.Context, cfg *rest.Config, m Monitoring) (*Status, []string, error) {
-	m = m.withDefaults()
-	if err := m.Validate(); err != nil {
+func Read(ctx context.Context, cfg *rest.Config, r Release) (*Status, []string, error) {
+	if err := r.Validate(); err != nil {
 		return nil, nil, err
 	}
+	m := r.chartRelease()
 	hc, err := newHelm(ctx, cfg, m.Namespace, nil)
 	if err != nil {
 		return nil, nil, err
@@ -276,9 +299,9 @@ func Read(ctx context.Context, cfg *rest.Config, m Monitoring) (*Status, []strin
 // release is not an error. The CRDs stay: deleting a CRD deletes every
 // object of its kind in the cluster, so every ServiceMonitor, PodMonitor and
 // PrometheusRule other teams (and llmd's fleets) created would go with it.
-func Uninstall(ctx context.Context, cfg *rest.Config, m Monitoring) error {
-	m = m.withDefaults()
-	if err := validateTarget(m); err != nil {
+func Uninstall(ctx context.Context, cfg *rest.Config, r Release) error {
+	m := r.chartRelease()
+	if err := validateTarget(m.Namespace, m.Release); err != nil {
 		return err
 	}
 	if m.Timeout < 0 {
@@ -291,7 +314,7 @@ func Uninstall(ctx context.Context, cfg *rest.Config, m Monitoring) error {
 	return uninstall(hc, m, time.Now().Add(m.Timeout))
 }
 
-func uninstall(hc *action.Configuration, m Monitoring, deadline time.Time) error {
+func uninstall(hc *action.Configuration, m chartRelease, deadline time.Time) error {
 	un := action.NewUninstall(hc)
 	un.Wait = true
 	un.Timeout = remaining(deadline)

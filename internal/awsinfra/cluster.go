@@ -92,7 +92,8 @@ func (c *Clients) findClusterOf(ctx context.Context, spec ClusterSpec) (*Cluster
 }
 
 // ensureClusterContents creates what lives in an ACTIVE control plane: the
-// access entries, the node groups and the add-ons that run before nodes
+// access entries, the node groups (with Karpenter, the system one alone,
+// and Karpenter's AWS parts) and the add-ons that run before nodes
 // (networking, pod identity), then the add-ons that need nodes to schedule on.
 func (c *Clients) ensureClusterContents(ctx context.Context, spec ClusterSpec, admin string, private []string, storageSubnet, nodeRoleARN string) error {
 	jobs := []func() error{
@@ -102,7 +103,12 @@ func (c *Clients) ensureClusterContents(ctx context.Context, spec ClusterSpec, a
 	if !spec.BootstrapCreatorAdmin {
 		jobs = append(jobs, func() error { return c.ensureAdminAccessEntry(ctx, spec, admin) })
 	}
-	for _, ng := range []NodeGroupSpec{spec.GPU, spec.System} {
+	groups := []NodeGroupSpec{spec.GPU, spec.System}
+	if spec.Karpenter != nil {
+		groups = []NodeGroupSpec{spec.System}
+		jobs = append(jobs, func() error { return c.ensureKarpenter(ctx, spec) })
+	}
+	for _, ng := range groups {
 		jobs = append(jobs, func() error {
 			subnets, err := c.reservationSubnets(ctx, ng, nodeSubnets(spec, ng, private, storageSubnet))
 			if err != nil {
@@ -168,6 +174,7 @@ func (c *Clients) FindClusterByName(ctx context.Context, name, gpuName, systemNa
 		func() (err error) { out.Storage, err = c.findStorageState(ctx, name); return err },
 		func() (err error) { out.AccessEntries, err = c.findAccessEntries(ctx, name); return err },
 		func() (err error) { out.Addons, err = c.findAddons(ctx, name); return err },
+		func() (err error) { out.Karpenter, err = c.findKarpenter(ctx, name); return err },
 	)
 	return out, err
 }
@@ -209,7 +216,9 @@ func deref(s *string) string {
 // every part. A node group whose instance type, AMI type, capacity type,
 // disk size or subnets change is replaced alone (deleted, then created under
 // its name), never the cluster, the network or the file system. A part
-// deleted behind Terraform's back is created again.
+// deleted behind Terraform's back is created again. Switching to Karpenter
+// deletes the GPU node group beside making Karpenter's parts; switching
+// back deletes Karpenter's parts once the GPU node group is there.
 func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
 	if err := c.resolveReservation(ctx, &spec.GPU); err != nil {
 		return nil, err
@@ -252,11 +261,24 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 		func() error { return c.ensureAccessEntries(ctx, spec, have.AccessEntries) },
 		func() error { return c.ensureAddons(ctx, spec, addonsBeforeNodes) },
 	}
+	if spec.Karpenter != nil {
+		jobs = append(jobs, func() error { return c.ensureKarpenter(ctx, spec) })
+	}
 	for _, pair := range []struct {
 		want NodeGroupSpec
 		have *NodeGroup
-	}{{spec.GPU, have.GPU}, {spec.System, have.System}} {
+		// byKarpenter: Karpenter launches these nodes instead.
+		byKarpenter bool
+	}{{spec.GPU, have.GPU, spec.Karpenter != nil}, {spec.System, have.System, false}} {
 		jobs = append(jobs, func() error {
+			if pair.byKarpenter {
+				if pair.have == nil {
+					return nil
+				}
+				c.logf(ctx, "deleting the GPU node group: with compute mode karpenter, Karpenter launches the GPU nodes",
+					map[string]any{"node_group": pair.want.Name})
+				return c.deleteNodeGroup(ctx, spec.Name, pair.want.Name)
+			}
 			subnets, err := c.reservationSubnets(ctx, pair.want, nodeSubnets(spec, pair.want, have.Network.PrivateSubnetIDs, storageSubnet))
 			if err != nil {
 				return err
@@ -281,6 +303,12 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	}
 	if err := parallel(jobs...); err != nil {
 		return nil, err
+	}
+	if spec.Karpenter == nil && have.Karpenter != nil {
+		c.logf(ctx, "deleting Karpenter's AWS parts: the GPU node group launches the GPU nodes again", map[string]any{"cluster": spec.Name})
+		if err := c.deleteKarpenter(ctx, spec.Name); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.ensureAddons(ctx, spec, addonsAfterNodes); err != nil {
 		return nil, err
@@ -325,8 +353,10 @@ func (c *Clients) CheckModelBucketDeletable(ctx context.Context, name string, fo
 
 // DeleteClusterWith removes everything owned by the cluster in dependency
 // order: its S3 gateway endpoint, node groups and file system, the control
-// plane (its access entries and add-ons go with it), then IAM roles, the
-// network and the model bucket it created (never a bucket given by name).
+// plane (its access entries, Pod Identity associations and add-ons go with
+// it), Karpenter's queue, rules and what Karpenter launched, then IAM
+// roles, the network and the model bucket it created (never a bucket given
+// by name).
 // Parts are found by name and owner tag, not from state, so parts already
 // gone are skipped and parts a failed create left behind are removed too.
 // Node groups someone else added block the delete with their names, and so
@@ -369,6 +399,11 @@ func (c *Clients) DeleteClusterWith(ctx context.Context, name string, opts Delet
 			return err
 		}
 	} else if err := c.deleteStorage(ctx, name); err != nil {
+		return err
+	}
+	// After the control plane, so no Karpenter launches anything more; its
+	// instances before the network, whose subnets they are in.
+	if err := c.deleteKarpenterParts(ctx, name); err != nil {
 		return err
 	}
 	return parallel(

@@ -17,16 +17,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/fsx"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 )
 
 // Services whose endpoint can be overridden, in the order the docs list them.
-var Services = []string{"ec2", "eks", "fsx", "iam", "s3", "servicequotas", "sts"}
+// "events" is EventBridge and "sqs" SQS: Karpenter's interruption queue and
+// the rules feeding it.
+var Services = []string{"ec2", "eks", "events", "fsx", "iam", "s3", "servicequotas", "sqs", "sts"}
 
 // Settings are the provider-level AWS settings, free of Terraform types.
 type Settings struct {
@@ -244,10 +248,12 @@ func retryerFor(mode string, maxAttempts int) aws.Retryer {
 type Clients struct {
 	EC2           *ec2.Client
 	EKS           *eks.Client
+	Events        *eventbridge.Client
 	FSx           *fsx.Client
 	IAM           *iam.Client
 	S3            *s3.Client
 	ServiceQuotas *servicequotas.Client
+	SQS           *sqs.Client
 	STS           *sts.Client
 	// Config is the shared configuration the clients were built from (region, credentials).
 	Config aws.Config
@@ -270,10 +276,12 @@ func NewClients(cfg aws.Config, s Settings) *Clients {
 	return &Clients{
 		EC2:           ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = s.endpoint("ec2") }),
 		EKS:           eks.NewFromConfig(cfg, func(o *eks.Options) { o.BaseEndpoint = s.endpoint("eks") }),
+		Events:        eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = s.endpoint("events") }),
 		FSx:           fsx.NewFromConfig(cfg, func(o *fsx.Options) { o.BaseEndpoint = s.endpoint("fsx") }),
 		IAM:           iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = s.endpoint("iam") }),
 		S3:            s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = s.endpoint("s3") }),
 		ServiceQuotas: servicequotas.NewFromConfig(cfg, func(o *servicequotas.Options) { o.BaseEndpoint = s.endpoint("servicequotas") }),
+		SQS:           sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = s.endpoint("sqs") }),
 		STS:           sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = s.endpoint("sts") }),
 		Config:        cfg,
 		DefaultTags:   s.DefaultTags,

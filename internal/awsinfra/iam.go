@@ -32,13 +32,20 @@ var (
 // RoleNames are the IAM role names a cluster called name in region uses. IAM
 // role names are account-wide, so they carry the cluster name and the region:
 // a same-named cluster in another region has roles of its own. The longest
-// name (38 + 1 + 14 + 8 characters) stays within IAM's 64. The FSx CSI
-// driver's role exists only while the driver is on.
+// name (38 + 1 + 14 + 8 characters; Karpenter's, in karpenterRoleNames, 10
+// for the suffix) stays within IAM's 64. The FSx CSI driver's role exists
+// only while the driver is on.
 func RoleNames(name, region string) []string {
 	return []string{roleName(name, region, clusterRole), roleName(name, region, nodeRole), roleName(name, region, fsxCSIRole)}
 }
 
 func roleName(cluster, region string, rs roleSpec) string { return cluster + "-" + region + rs.suffix }
+
+// allRoleNames are RoleNames and the roles of Karpenter, which a cluster
+// has only in compute mode karpenter.
+func allRoleNames(name, region string) []string {
+	return append(RoleNames(name, region), karpenterRoleNames(name, region)...)
+}
 
 // ownsRole reports whether a role's tags make it this cluster's in this region.
 func (c *Clients) ownsRole(tags map[string]string, owner string) bool {
@@ -118,12 +125,12 @@ func (c *Clients) ensureOwnedRole(ctx context.Context, r ownedRole) (string, err
 	}
 }
 
-// deleteRoles removes the cluster's roles, detaching policies and instance
-// profiles first; a role already gone is fine, and a role not owned by the
-// cluster is left alone.
+// deleteRoles removes the cluster's roles (Karpenter's included), detaching
+// policies and instance profiles first; a role already gone is fine, and a
+// role not owned by the cluster is left alone.
 func (c *Clients) deleteRoles(ctx context.Context, owner string) error {
 	jobs := []func() error{}
-	for _, name := range RoleNames(owner, c.Config.Region) {
+	for _, name := range allRoleNames(owner, c.Config.Region) {
 		jobs = append(jobs, func() error { return c.deleteRole(ctx, owner, name) })
 	}
 	return parallel(jobs...)

@@ -19,8 +19,9 @@ type OwnedPart struct {
 	Tags map[string]string
 }
 
-// FindOwnedParts lists every live object in EC2, IAM, FSx, S3 and EKS that carries the
-// owner tag of the cluster: what a destroy must leave empty. EC2 is listed per
+// FindOwnedParts lists every live object in EC2, IAM, FSx, S3, EKS, SQS and
+// EventBridge that carries the owner tag of the cluster, and the instances
+// Karpenter launched for it: what a destroy must leave empty. EC2 is listed per
 // type rather than through DescribeTags, which also lists deleted objects.
 func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart, error) {
 	parts, err := c.ownedEC2(ctx, owner)
@@ -32,6 +33,11 @@ func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart
 		return nil, err
 	}
 	parts = append(parts, roles...)
+	karpenter, err := c.ownedKarpenterParts(ctx, owner, roles)
+	if err != nil {
+		return nil, err
+	}
+	parts = append(parts, karpenter...)
 	if fs, err := c.findStorage(ctx, owner); err != nil {
 		return nil, err
 	} else if fs != nil {

@@ -16,8 +16,15 @@ type ClusterSpec struct {
 	// BootstrapCreatorAdmin grants the creator admin through EKS's bootstrap
 	// instead of an explicit access entry; the two are exclusive.
 	BootstrapCreatorAdmin bool
-	GPU                   NodeGroupSpec
-	System                NodeGroupSpec
+	// GPU is the GPU managed node group; with Karpenter set it is not made
+	// (an existing one is deleted) and its settings feed the NodePool.
+	GPU    NodeGroupSpec
+	System NodeGroupSpec
+	// Karpenter asks for Karpenter's AWS parts (its controller and node
+	// roles, the node role's access entry, the controller's Pod Identity
+	// association, the interruption queue and its EventBridge rules) in
+	// place of the GPU managed node group; nil for the node group.
+	Karpenter *KarpenterSpec
 	// Storage is the FSx for Lustre file system for the weights; nil for none.
 	Storage *StorageSpec
 	// ModelBucket is the S3 bucket the pods stream the weights from, with
@@ -110,6 +117,27 @@ type Taint struct {
 	Effect string
 }
 
+// KarpenterSpec is where Karpenter's controller runs in the cluster: the
+// Pod Identity association binds its role to this service account.
+type KarpenterSpec struct {
+	Namespace      string
+	ServiceAccount string
+}
+
+// Karpenter is what AWS holds of a cluster's Karpenter: what its Helm
+// values and EC2NodeClass name.
+type Karpenter struct {
+	// ControllerRoleARN is the role the controller's pods get through Pod Identity.
+	ControllerRoleARN string
+	// NodeRoleName is the role Karpenter's nodes run as (the EC2NodeClass's
+	// spec.role); NodeRoleARN its ARN, which has an EC2_LINUX access entry.
+	NodeRoleName string
+	NodeRoleARN  string
+	// InterruptionQueue is the SQS queue's name (the chart's
+	// settings.interruptionQueue) the EventBridge rules feed.
+	InterruptionQueue string
+}
+
 // Cluster is what AWS reports about an inference cluster.
 type Cluster struct {
 	Name                   string
@@ -128,6 +156,8 @@ type Cluster struct {
 	// GPU and System are nil when the node group does not exist.
 	GPU    *NodeGroup
 	System *NodeGroup
+	// Karpenter is nil when the cluster has none of Karpenter's AWS parts.
+	Karpenter *Karpenter
 	// Storage is nil when the cluster has no file system.
 	Storage *Storage
 	// ModelBucket is nil when the cluster has no model bucket.

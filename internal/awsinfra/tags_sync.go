@@ -58,10 +58,10 @@ func (c *Clients) syncNetworkTags(ctx context.Context, spec ClusterSpec) error {
 // syncRoleTags does the same for the cluster's IAM roles.
 func (c *Clients) syncRoleTags(ctx context.Context, spec ClusterSpec) error {
 	want := c.AllTags(spec.Tags)
-	for _, name := range RoleNames(spec.Name, c.Config.Region) {
+	for _, name := range allRoleNames(spec.Name, c.Config.Region) {
 		got, err := c.IAM.ListRoleTags(ctx, &iam.ListRoleTagsInput{RoleName: aws.String(name)})
 		if isNotFound(err) {
-			continue // a role of a part that is off (the FSx CSI driver's)
+			continue // a role of a part that is off (the FSx CSI driver's, Karpenter's)
 		}
 		if err != nil {
 			return fmt.Errorf("reading tags of IAM role %s: %w", name, err)

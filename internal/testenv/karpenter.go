@@ -12,10 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"slices"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // KarpenterVersion is the Karpenter release the test ground runs: the AWS
@@ -116,38 +122,136 @@ type Karpenter struct {
 // process stops when the test ends.
 func StartKarpenter(t testing.TB, c *Cluster, s *AWSStandIn, env ...string) *Karpenter {
 	t.Helper()
-	bin, _, err := karpenterPaths()
-	if err != nil {
+	if _, _, err := karpenterPaths(); err != nil {
 		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
 	}
+	k, err := startKarpenter(c, s, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.proc.stop)
+	return k
+}
+
+// startKarpenter runs Karpenter with env (later entries win) beneath the
+// ground's own: the kubeconfig, the namespace, free ports, no leader
+// election, and the stand-in's endpoint and credentials.
+func startKarpenter(c *Cluster, s *AWSStandIn, env []string) (*Karpenter, error) {
+	bin, _, err := karpenterPaths()
+	if err != nil {
+		return nil, err
+	}
 	if err := s.publishEKSAMIs(); err != nil {
-		t.Fatalf("testenv: publishing the EKS AMI parameters: %v", err)
+		return nil, fmt.Errorf("testenv: publishing the EKS AMI parameters: %w", err)
 	}
 	metrics, err := FreePort()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	health, err := FreePort()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	all := []string{"KUBECONFIG=" + c.Kubeconfig, "SYSTEM_NAMESPACE=kube-system", "DISABLE_LEADER_ELECTION=true",
-		fmt.Sprintf("METRICS_PORT=%d", metrics), fmt.Sprintf("HEALTH_PROBE_PORT=%d", health), "LOG_LEVEL=debug"}
+	all := append(slices.Clone(env), "KUBECONFIG="+c.Kubeconfig, "SYSTEM_NAMESPACE=kube-system", "DISABLE_LEADER_ELECTION=true",
+		fmt.Sprintf("METRICS_PORT=%d", metrics), fmt.Sprintf("HEALTH_PROBE_PORT=%d", health), "LOG_LEVEL=debug")
 	for k, v := range s.moto.Env() {
 		if k == "AWS_ENDPOINT_URL" {
 			v = s.URL
 		}
 		all = append(all, k+"="+v)
 	}
-	p, err := startProcess("karpenter", bin, nil, append(all, env...))
+	p, err := startProcess("karpenter", bin, nil, all)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(p.stop)
 	if err := p.waitReady(2*time.Minute, httpOK(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
-		t.Fatalf("testenv: Karpenter not ready: %v\n%s", err, p.logTail(40))
+		p.stop()
+		return nil, fmt.Errorf("testenv: Karpenter not ready: %w\n%s", err, p.logTail(40))
 	}
-	return &Karpenter{proc: p}
+	return &Karpenter{proc: p}, nil
+}
+
+// KarpenterChart is Karpenter's own Helm chart at KarpenterVersion as its
+// release packages it: the module's charts/karpenter, with the CRDs of
+// pkg/apis/crds in crds/ (in the repository crds/ links there, and the
+// module zip drops links) and KarpenterVersion as its version and
+// appVersion (the tag's Chart.yaml still names the release before: the
+// release stamps the version when it packages the chart). Serve it with
+// StartChartRepo.
+func KarpenterChart(t testing.TB) *chart.Chart {
+	t.Helper()
+	_, dir, err := karpenterPaths()
+	if err != nil {
+		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
+	}
+	ch, err := loader.LoadDir(filepath.Join(dir, "charts", "karpenter"))
+	if err != nil {
+		t.Fatalf("testenv: loading Karpenter's chart: %v", err)
+	}
+	ch.Metadata.Version, ch.Metadata.AppVersion = KarpenterVersion, KarpenterVersion
+	for name, raw := range KarpenterCRDs(t) {
+		ch.Files = append(ch.Files, &chart.File{Name: "crds/" + name, Data: raw})
+	}
+	return ch
+}
+
+// PlayKarpenter plays the controller of a Karpenter Helm release as its
+// Deployment namespace/name declares it, for the test's duration: once the
+// Deployment exists, one Karpenter (StartKarpenter; the chart's replicas
+// elect one leader) runs with the literal env of its container (cluster,
+// endpoint, interruption queue, batching, feature gates), then extra; when
+// the Deployment is deleted (an uninstall), the controller stops, as its
+// pods would. A controller that cannot start fails the test.
+func PlayKarpenter(t testing.TB, c *Cluster, s *AWSStandIn, namespace, name string, extra ...string) {
+	t.Helper()
+	if _, _, err := karpenterPaths(); err != nil {
+		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	// running is the controller while the Deployment exists; last the
+	// latest one, whose log a failed test shows.
+	var running, last *Karpenter
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if running != nil {
+			running.proc.stop()
+		}
+		if last != nil && t.Failed() {
+			t.Logf("Karpenter:\n%s", last.Logs())
+		}
+	})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			d, err := c.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err == nil && d.DeletionTimestamp == nil && running == nil:
+				var env []string
+				for _, ctr := range d.Spec.Template.Spec.Containers {
+					for _, e := range ctr.Env {
+						if e.ValueFrom == nil {
+							env = append(env, e.Name+"="+e.Value)
+						}
+					}
+				}
+				k, err := startKarpenter(c, s, append(env, extra...))
+				if err != nil {
+					t.Errorf("playing Karpenter's Deployment %s/%s: %v", namespace, name, err)
+					return
+				}
+				running, last = k, k
+			case (apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil)) && running != nil:
+				running.proc.stop()
+				running = nil
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
 }
 
 // Logs is the tail of Karpenter's log, for failure messages.
