@@ -633,6 +633,19 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 				},
 			},
 			{
+				// Another compute mode is an update of this cluster, never its
+				// replacement: the control plane, the network and the file system stay.
+				Config: strings.Replace(after, `  endpoint_access =`, `  compute = { mode = "karpenter" }
+  endpoint_access =`, 1),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("compute").AtMapKey("mode"), knownvalue.StringExact("karpenter")),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("compute").AtMapKey("status")),
+				}},
+			},
+			{
 				Config:      strings.Replace(after, `kubernetes_version = "1.34"`, `kubernetes_version = "1.32"`, 1),
 				PlanOnly:    true,
 				ExpectError: regexp.MustCompile(`(?s)EKS upgrades in place one minor version at a time and never downgrades:\s+from\s+1.34 the next version is 1.35`),

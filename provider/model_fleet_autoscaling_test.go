@@ -167,6 +167,22 @@ func TestAccFleetAutoscaling(t *testing.T) {
 				},
 			},
 			{
+				// A no-op plan of the whole stack in Karpenter mode: its AWS
+				// calls (the provider's only; Karpenter polls the stand-in too).
+				PreConfig: func() { g.standIn.ResetCalls() },
+				Config:    autoscaled,
+				PlanOnly:  true,
+			},
+			{
+				PreConfig: func() {
+					calls := g.standIn.CallsBy("terraform-provider-llmd/")
+					// Each refresh reads the cluster's model storage once.
+					refreshes := countOp(calls, "DescribeFileSystems")
+					t.Logf("a no-op plan of cluster, fleet and router in Karpenter mode: %d AWS calls over %d refreshes: %v", len(calls), refreshes, calls)
+					if refreshes == 0 || len(calls) > 60*refreshes {
+						t.Fatalf("a no-op plan made %d AWS calls in %d refreshes, want at most 60 each", len(calls), refreshes)
+					}
+				},
 				// Back to a fixed size: llmd takes the replicas back from
 				// the HPA's last write, and the HPA goes.
 				Config: autoscaledConfig(g, cluster, ns, "  replicas = 4"),

@@ -33,6 +33,7 @@ type AWSStandIn struct {
 
 	mu        sync.Mutex
 	calls     []string
+	agents    []string // each call's User-Agent, beside calls
 	userAgent string
 	faults    map[string]bool
 	statuses  map[string]*injectedStatus
@@ -157,6 +158,20 @@ func (s *AWSStandIn) Calls() []string {
 	return append([]string(nil), s.calls...)
 }
 
+// CallsBy are the operations received so far from clients whose
+// User-Agent holds agent (the provider's, say, beside Karpenter's).
+func (s *AWSStandIn) CallsBy(agent string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for i, op := range s.calls {
+		if strings.Contains(s.agents[i], agent) {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
 // LastUserAgent is the User-Agent of the latest request.
 func (s *AWSStandIn) LastUserAgent() string {
 	s.mu.Lock()
@@ -168,7 +183,7 @@ func (s *AWSStandIn) LastUserAgent() string {
 func (s *AWSStandIn) ResetCalls() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = nil
+	s.calls, s.agents = nil, nil
 }
 
 // AccessEntries lists the principals with an access entry on the cluster, sorted.
@@ -217,6 +232,7 @@ func (s *AWSStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls = append(s.calls, req.op)
 	s.userAgent = r.Header.Get("User-Agent")
+	s.agents = append(s.agents, s.userAgent)
 	fault := s.faults[req.op]
 	violate := s.depViol[req.op] > 0
 	if violate {
