@@ -23,7 +23,9 @@ func accessEntriesAttribute() schema.MapNestedAttribute {
 	return schema.MapNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Access for other IAM principals (a CI role, people's roles), keyed by principal ARN: an EKS access entry with one access policy, " +
-			"cluster-wide or in some namespaces. A plan role that only reads the cluster needs one, e.g. `AmazonEKSViewPolicy`. Changes in place; entries removed here are deleted.",
+			"cluster-wide or in some namespaces. A plan role that only reads the cluster needs one, e.g. `AmazonEKSViewPolicy`. Changes in place; entries removed here are deleted " +
+			"(one that existed before it was declared here is kept, with its policy removed). A node role (the cluster's own, or any role with an `EC2_LINUX` entry) cannot be " +
+			"declared: EKS gives node entries no access policy, and the apply refuses it untouched.",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"policy_arn": schema.StringAttribute{Required: true,
 				MarkdownDescription: "EKS access policy, e.g. `arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy` or `.../AmazonEKSViewPolicy`."},

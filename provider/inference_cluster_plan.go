@@ -180,7 +180,8 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		return
 	}
 	res, err := c.Preflight(ctx, awsinfra.PreflightInput{KubernetesVersion: spec.KubernetesVersion, GPU: spec.GPU, System: spec.System, Network: spec.Network,
-		Upgrade: exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion), StorageZone: storageZoneOf(plan.ModelStorage), StorageOn: storageOn})
+		Upgrade: exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion), StorageZone: storageZoneOf(plan.ModelStorage), StorageOn: storageOn,
+		Karpenter: plan.karpenterOn()})
 	if err != nil {
 		resp.Diagnostics.AddError("Preflight checks", err.Error())
 		return

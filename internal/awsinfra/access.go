@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -155,11 +156,18 @@ func (c *Clients) releaseAccessEntry(ctx context.Context, cluster string, h Acce
 
 // adoptAccessEntry tags an entry that was there before access_entries
 // declared it, so it is read back (no perpetual diff) and released, never
-// deleted, when no longer declared.
+// deleted, when no longer declared. A node entry (EC2_LINUX, EC2_WINDOWS:
+// EKS makes one for every managed node group's role) is refused untouched:
+// EKS never associates an access policy with one (API reference,
+// CreateAccessEntry `type`).
 func (c *Clients) adoptAccessEntry(ctx context.Context, spec ClusterSpec, principal string) error {
 	got, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal)})
 	if err != nil {
 		return fmt.Errorf("describing access entry %s on cluster %s: %w", principal, spec.Name, err)
+	}
+	if kind := aws.ToString(got.AccessEntry.Type); strings.HasPrefix(kind, "EC2_") {
+		return fmt.Errorf("access_entries[%q]: the cluster's access entry for it is a node entry (type %s, which EKS makes for a node role) and EKS "+
+			"never gives a node entry an access policy: remove it from access_entries (its nodes keep their access), or name another principal", principal, kind)
 	}
 	if part := got.AccessEntry.Tags[partTag]; part == accessEntryPart || part == adoptedEntryPart {
 		return nil

@@ -233,6 +233,10 @@ func (c *Clients) checkReservation(ctx context.Context, in PreflightInput, zones
 		fail("gpu_node_group.capacity_type", "%s needs capacity_type = %q (EKS runs a node group in a Capacity Block only with capacity type CAPACITY_BLOCK, and reservations hold On-Demand capacity), got %q",
 			r, want, in.GPU.CapacityType)
 	}
+	if in.Karpenter {
+		karpenterReservationChecks(r, sel, in.GPU, res)
+		return nil
+	}
 	if r.Block && sel.Fallback == FallbackOnDemand {
 		fail(field+".fallback", "%s cannot fall back to On-Demand (its instances run only inside the block): set fallback = \"none\"", r)
 	}
@@ -274,6 +278,36 @@ func (c *Clients) checkReservation(ctx context.Context, in PreflightInput, zones
 		res.Warnings = append(res.Warnings, Finding{field, fmt.Sprintf("%s closes at %s: EC2 terminates its instances then; scale the node group to 0 before it closes", r, r.End.UTC().Format(time.RFC3339))})
 	}
 	return nil
+}
+
+// karpenterReservationChecks say what Karpenter does with the reservation:
+// it launches each node into it while it has room (capacity type reserved)
+// and, beyond, an On-Demand node where fallback allows (a launch of its
+// own, so a targeted reservation or a Capacity Block may fall back too) or
+// none, leaving the pod Pending. Nothing here is fixed in size, so a
+// reservation smaller than max_size warns rather than fails.
+func karpenterReservationChecks(r CapacityReservation, sel *CapacityReservationSpec, ng NodeGroupSpec, res *PreflightResult) {
+	const field = "gpu_node_group.capacity_reservation"
+	beyond := "Karpenter launches none (fallback = \"none\"): the fleet's pods beyond them stay Pending until the reservation has room"
+	if sel.Fallback == FallbackOnDemand {
+		beyond = "Karpenter launches On-Demand nodes, at On-Demand prices (fallback = \"on_demand\")"
+	}
+	warn := func(f, msg string, args ...any) {
+		res.Warnings = append(res.Warnings, Finding{f, fmt.Sprintf(msg, args...)})
+	}
+	now := time.Now()
+	switch {
+	case r.Block && (r.State == "scheduled" || r.State == "payment-pending" || (!r.Start.IsZero() && now.Before(r.Start))):
+		warn(field, "%s opens at %s: until then %s", r, r.Start.UTC().Format(time.RFC3339), beyond)
+	case r.State != "active":
+		res.Findings = append(res.Findings, Finding{field, fmt.Sprintf("%s is %s%s; instances launch only into an active reservation: choose another reservation, or drop capacity_reservation", r, r.State, closedAt(r))})
+		return
+	case r.Available < ng.MaxSize:
+		warn("gpu_node_group.max_size", "%s has room for %d instances: Karpenter launches its first %d nodes into it; beyond them, up to max_size %d, %s", r, r.Available, r.Available, ng.MaxSize, beyond)
+	}
+	if r.Block && !r.End.IsZero() {
+		warn(field, "%s closes at %s: EC2 terminates its instances then, and %s", r, r.End.UTC().Format(time.RFC3339), beyond)
+	}
 }
 
 func closedAt(r CapacityReservation) string {

@@ -167,3 +167,49 @@ func TestNodeGroupOnReservation(t *testing.T) {
 		t.Fatalf("%d free in cr-0open after the delete, want its 2 back", got)
 	}
 }
+
+// TestKarpenterReservationChecks: with Karpenter nothing is fixed in size,
+// so a reservation smaller than max_size, or a block not yet open, is said
+// in words (what Karpenter launches beyond it) rather than refused; a
+// reservation no longer active is still refused.
+func TestKarpenterReservationChecks(t *testing.T) {
+	hour := time.Hour
+	ng := NodeGroupSpec{InstanceType: "g5.xlarge", MaxSize: 8}
+	for name, tc := range map[string]struct {
+		r        CapacityReservation
+		fallback string
+		want     []string // in the warnings, in order
+		refused  string
+	}{
+		"room for all":         {r: CapacityReservation{ID: "cr-1", State: "active", Available: 8}},
+		"too small, none":      {r: CapacityReservation{ID: "cr-1", State: "active", Available: 3}, fallback: FallbackNone, want: []string{"room for 3 instances", "first 3 nodes", "max_size 8", "stay Pending"}},
+		"too small, on demand": {r: CapacityReservation{ID: "cr-1", State: "active", Available: 3, Targeted: true}, fallback: FallbackOnDemand, want: []string{"room for 3 instances", "On-Demand nodes, at On-Demand prices"}},
+		"block not yet open": {r: CapacityReservation{ID: "cr-2", Block: true, State: "scheduled", Start: time.Now().Add(hour), End: time.Now().Add(3 * hour), Available: 8},
+			fallback: FallbackNone, want: []string{"opens at", "stay Pending", "closes at", "EC2 terminates its instances"}},
+		"expired": {r: CapacityReservation{ID: "cr-3", State: "expired", End: time.Now().Add(-hour)}, fallback: FallbackNone, refused: "is expired since"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var res PreflightResult
+			karpenterReservationChecks(tc.r, &CapacityReservationSpec{ID: tc.r.ID, Fallback: tc.fallback}, ng, &res)
+			var warnings []string
+			for _, w := range res.Warnings {
+				warnings = append(warnings, w.Message)
+			}
+			text := strings.Join(warnings, "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("warnings %q lack %q", text, w)
+				}
+			}
+			if len(tc.want) == 0 && text != "" {
+				t.Errorf("warnings %q, want none", text)
+			}
+			switch {
+			case tc.refused == "" && len(res.Findings) > 0:
+				t.Errorf("refused: %v", res.Findings)
+			case tc.refused != "" && (len(res.Findings) != 1 || !strings.Contains(res.Findings[0].Message, tc.refused)):
+				t.Errorf("findings %v, want one naming %q", res.Findings, tc.refused)
+			}
+		})
+	}
+}

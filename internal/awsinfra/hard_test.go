@@ -94,7 +94,9 @@ func TestFileSystemUpdateWaitsForAdministrativeAction(t *testing.T) {
 
 // TestEKSMadeAccessEntries: EKS makes the node role's entry (EC2_LINUX) by
 // itself; it never shows in the read-back access entries and survives every
-// update. Declared in access_entries it is adopted (read back, no repeated
+// update. Declared in access_entries it is refused, untouched (EKS gives a
+// node entry no access policy), and the next apply without it goes on. A
+// STANDARD entry made by someone else is adopted (read back, no repeated
 // create) and, once no longer declared, loses its policy but stays.
 func TestEKSMadeAccessEntries(t *testing.T) {
 	c, standIn := standInClients(t)
@@ -110,11 +112,24 @@ func TestEKSMadeAccessEntries(t *testing.T) {
 	}
 	view := "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 	spec.AccessEntries = []AccessEntrySpec{{PrincipalARN: nodeRole, PolicyARN: view}}
+	if _, err = c.UpdateCluster(ctx, spec); err == nil || !strings.Contains(err.Error(), "is a node entry (type EC2_LINUX") || !strings.Contains(err.Error(), "remove it from access_entries") {
+		t.Fatalf("declaring the node role: %v, want a refusal naming access_entries", err)
+	}
+	if pols, err := c.EKS.ListAssociatedAccessPolicies(ctx, &eks.ListAssociatedAccessPoliciesInput{ClusterName: aws.String("entries"), PrincipalArn: aws.String(nodeRole)}); err != nil ||
+		len(pols.AssociatedAccessPolicies) != 0 || standIn.AccessEntryType("entries", nodeRole) != "EC2_LINUX" {
+		t.Fatalf("the refused node entry: policies %v (%v), type %q; want it untouched", pols, err, standIn.AccessEntryType("entries", nodeRole))
+	}
+	// Someone else's STANDARD entry, declared after the fact, is adopted.
+	other := "arn:aws:iam::123456789012:role/someone"
+	if _, err := c.EKS.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String("entries"), PrincipalArn: aws.String(other)}); err != nil {
+		t.Fatal(err)
+	}
+	spec.AccessEntries = []AccessEntrySpec{{PrincipalARN: other, PolicyARN: view}}
 	if cl, err = c.UpdateCluster(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if len(cl.AccessEntries) != 1 || cl.AccessEntries[0].PrincipalARN != nodeRole || !cl.AccessEntries[0].Adopted {
-		t.Fatalf("declared node role entry read back as %+v, want it adopted", cl.AccessEntries)
+	if len(cl.AccessEntries) != 1 || cl.AccessEntries[0].PrincipalARN != other || !cl.AccessEntries[0].Adopted {
+		t.Fatalf("declared entry read back as %+v, want it adopted", cl.AccessEntries)
 	}
 	standIn.ResetCalls()
 	if _, err = c.UpdateCluster(ctx, spec); err != nil {
@@ -127,8 +142,9 @@ func TestEKSMadeAccessEntries(t *testing.T) {
 	if cl, err = c.UpdateCluster(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if standIn.AccessEntryType("entries", nodeRole) != "EC2_LINUX" || len(cl.AccessEntries) != 0 {
-		t.Fatalf("after dropping it: entry %q, read back %v; the nodes' entry must stay", standIn.AccessEntryType("entries", nodeRole), cl.AccessEntries)
+	if standIn.AccessEntryType("entries", nodeRole) != "EC2_LINUX" || standIn.AccessEntryType("entries", other) != "STANDARD" || len(cl.AccessEntries) != 0 {
+		t.Fatalf("after dropping it: entries %q and %q, read back %v; the nodes' entry and the adopted one must stay",
+			standIn.AccessEntryType("entries", nodeRole), standIn.AccessEntryType("entries", other), cl.AccessEntries)
 	}
 }
 

@@ -376,6 +376,11 @@ func checkKarpenterParts(t *testing.T, c *Clients, standIn *testenv.AWSStandIn, 
 	if got := standIn.AccessEntryType(cluster, k.NodeRoleARN); got != "EC2_LINUX" {
 		t.Errorf("node role access entry of type %q, want EC2_LINUX", got)
 	}
+	// As EKS makes a node entry: the node's user in system:nodes.
+	if e, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(k.NodeRoleARN)}); err != nil ||
+		aws.ToString(e.AccessEntry.Username) != "system:node:{{EC2PrivateDNSName}}" || !slices.Equal(e.AccessEntry.KubernetesGroups, []string{"system:nodes"}) {
+		t.Errorf("node role access entry %+v (%v), want user system:node:{{EC2PrivateDNSName}} in system:nodes", e, err)
+	}
 	pols, err := c.EKS.ListAssociatedAccessPolicies(ctx, &eks.ListAssociatedAccessPoliciesInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(k.NodeRoleARN)})
 	if err != nil || len(pols.AssociatedAccessPolicies) != 0 {
 		t.Errorf("node role entry's access policies %v (%v), want none", pols, err)

@@ -39,6 +39,9 @@ type PreflightInput struct {
 	// cluster's zones, which the file system takes by default).
 	StorageZone string
 	StorageOn   bool
+	// Karpenter makes the GPU nodes (up to GPU.MaxSize) instead of the GPU
+	// node group: a reservation is tried first for each node it launches.
+	Karpenter bool
 }
 
 // Finding is one failed check: the configuration field at fault and a message naming the fix.

@@ -699,8 +699,17 @@ func (s *AWSStandIn) serveAccessEntries(w http.ResponseWriter, r *http.Request, 
 		if in.Type == "" {
 			in.Type = "STANDARD"
 		}
+		// A node entry (EC2_LINUX, EC2_WINDOWS) is the node's identity:
+		// EKS names the user after the instance's private DNS name and
+		// puts it in system:nodes (EKS user guide, "Create access entries":
+		// "Amazon EKS ... assigns it to the system:nodes group"; API
+		// reference, CreateAccessEntry `type`).
+		username, groups := principal, []string{}
+		if strings.HasPrefix(in.Type, "EC2_") {
+			username, groups = "system:node:{{EC2PrivateDNSName}}", []string{"system:nodes"}
+		}
 		entries[principal] = &accessEntry{Entry: map[string]any{"clusterName": req.cluster, "principalArn": principal, "type": in.Type, "tags": in.Tags,
-			"username": principal, "kubernetesGroups": []string{}, "createdAt": now, "modifiedAt": now,
+			"username": username, "kubernetesGroups": groups, "createdAt": now, "modifiedAt": now,
 			"accessEntryArn": "arn:aws:eks:" + Region + ":123456789012:access-entry/" + req.cluster + "/" + principal}}
 		writeJSON(w, map[string]any{"accessEntry": entries[principal].Entry})
 		return
@@ -717,6 +726,12 @@ func (s *AWSStandIn) serveAccessEntries(w http.ResponseWriter, r *http.Request, 
 		delete(entries, principal)
 		writeJSON(w, map[string]any{})
 	case "AssociateAccessPolicy":
+		if t, _ := e.Entry["type"].(string); strings.HasPrefix(t, "EC2_") {
+			// EKS API reference, CreateAccessEntry `type`: an EC2_LINUX or
+			// EC2_WINDOWS entry cannot have an access policy.
+			writeAWSError(w, "eks", http.StatusBadRequest, "InvalidParameterException", "Access policies cannot be associated with an access entry of type "+t+".")
+			return
+		}
 		p := map[string]any{"policyArn": in.PolicyARN, "accessScope": in.AccessScope, "associatedAt": now, "modifiedAt": now}
 		kept := []map[string]any{p}
 		for _, old := range e.Policies {
