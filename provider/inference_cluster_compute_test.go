@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
 )
 
@@ -27,6 +30,39 @@ func TestKarpenterCapacityFromTheNodeGroup(t *testing.T) {
 	for ami, want := range map[string]string{"AL2023_x86_64_NVIDIA": "al2023", "BOTTLEROCKET_x86_64_NVIDIA": "bottlerocket", "AL2_x86_64_GPU": "", "BOTTLEROCKET_x86_64": "bottlerocket", "WINDOWS_CORE_2022_x86_64": ""} {
 		if got := karpenterAMIFamily(ami); got != want {
 			t.Errorf("AMI family of %s: %q, want %q", ami, got, want)
+		}
+	}
+}
+
+// TestPlanComputeStatus: compute.status stays what the last apply recorded
+// while Karpenter's settings and the node groups stay, is known after apply
+// where the apply acts on Karpenter, and is null with node groups.
+func TestPlanComputeStatus(t *testing.T) {
+	with := func(mode, version, status string) types.Object {
+		v := computeDefault.Attributes()
+		v["mode"], v["karpenter_version"] = types.StringValue(mode), types.StringValue(version)
+		v["status"] = types.StringNull()
+		if status != "" {
+			v["status"] = types.StringValue(status)
+		}
+		return types.ObjectValueMust(computeTypes, v)
+	}
+	applied := with(computeKarpenter, "1.14.0", karpenterApplied)
+	for name, tc := range map[string]struct {
+		plan, prior types.Object
+		gpuChanged  bool
+		want        attr.Value
+	}{
+		"unchanged":            {with(computeKarpenter, "1.14.0", ""), applied, false, types.StringValue(karpenterApplied)},
+		"new version":          {with(computeKarpenter, "1.15.0", ""), applied, false, types.StringUnknown()},
+		"GPU nodes changed":    {with(computeKarpenter, "1.14.0", ""), applied, true, types.StringUnknown()},
+		"drifted":              {with(computeKarpenter, "1.14.0", ""), with(computeKarpenter, "1.14.0", "drift: NodePool llmd-gpu missing"), false, types.StringUnknown()},
+		"to karpenter":         {with(computeKarpenter, "1.14.0", ""), with(computeNodeGroup, "1.14.0", ""), false, types.StringUnknown()},
+		"node groups":          {with(computeNodeGroup, "1.14.0", ""), applied, false, types.StringNull()},
+		"state before compute": {with(computeKarpenter, "1.14.0", ""), types.ObjectNull(computeTypes), false, types.StringUnknown()},
+	} {
+		if got := planCompute(tc.plan, tc.prior, tc.gpuChanged).Attributes()["status"]; !got.Equal(tc.want) {
+			t.Errorf("%s: status %v, want %v", name, got, tc.want)
 		}
 	}
 }
