@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/addons"
@@ -278,7 +279,7 @@ func conditionTrue(ctx context.Context, c *kube.Client, gvr k8sschema.GroupVersi
 	if err != nil {
 		return false, err.Error()
 	}
-	conds, _, _ := unstructuredSlice(o.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
 	var not []string
 	ready := false
 	for _, raw := range conds {
@@ -295,19 +296,6 @@ func conditionTrue(ctx context.Context, c *kube.Client, gvr k8sschema.GroupVersi
 		not = append(not, "no conditions yet")
 	}
 	return ready, strings.Join(not, ", ")
-}
-
-func unstructuredSlice(obj map[string]any, fields ...string) ([]any, bool, error) {
-	var cur any = obj
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = m[f]
-	}
-	s, ok := cur.([]any)
-	return s, ok, nil
 }
 
 // removeKarpenter takes Karpenter out of the cluster in the order its

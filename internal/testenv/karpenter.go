@@ -76,14 +76,22 @@ func karpenterPaths() (bin, moduleDir string, err error) {
 	return bin, mod.Dir, nil
 }
 
-// KarpenterCRDs are the manifests of the CRDs Karpenter's chart installs
-// (its crds/ directory, which in the repository links to pkg/apis/crds).
-func KarpenterCRDs(t testing.TB) map[string][]byte {
+// karpenterModuleDir is the Karpenter module's source directory, with its
+// binary built; a test without them is skipped (failed under CI=true).
+func karpenterModuleDir(t testing.TB) string {
 	t.Helper()
 	_, dir, err := karpenterPaths()
 	if err != nil {
 		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
 	}
+	return dir
+}
+
+// KarpenterCRDs are the manifests of the CRDs Karpenter's chart installs
+// (its crds/ directory, which in the repository links to pkg/apis/crds).
+func KarpenterCRDs(t testing.TB) map[string][]byte {
+	t.Helper()
+	dir := karpenterModuleDir(t)
 	files, err := filepath.Glob(filepath.Join(dir, "pkg", "apis", "crds", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("testenv: no Karpenter CRDs under %s (%v)", dir, err)
@@ -122,9 +130,7 @@ type Karpenter struct {
 // process stops when the test ends.
 func StartKarpenter(t testing.TB, c *Cluster, s *AWSStandIn, env ...string) *Karpenter {
 	t.Helper()
-	if _, _, err := karpenterPaths(); err != nil {
-		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
-	}
+	karpenterModuleDir(t)
 	k, err := startKarpenter(c, s, env)
 	if err != nil {
 		t.Fatal(err)
@@ -180,10 +186,7 @@ func startKarpenter(c *Cluster, s *AWSStandIn, env []string) (*Karpenter, error)
 // StartChartRepo.
 func KarpenterChart(t testing.TB) *chart.Chart {
 	t.Helper()
-	_, dir, err := karpenterPaths()
-	if err != nil {
-		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
-	}
+	dir := karpenterModuleDir(t)
 	ch, err := loader.LoadDir(filepath.Join(dir, "charts", "karpenter"))
 	if err != nil {
 		t.Fatalf("testenv: loading Karpenter's chart: %v", err)
@@ -204,9 +207,7 @@ func KarpenterChart(t testing.TB) *chart.Chart {
 // pods would. A controller that cannot start fails the test.
 func PlayKarpenter(t testing.TB, c *Cluster, s *AWSStandIn, namespace, name string, extra ...string) {
 	t.Helper()
-	if _, _, err := karpenterPaths(); err != nil {
-		unavailable(t, "Karpenter "+KarpenterVersion, err, "needs the Go module proxy (run .ci/run or make testenv once)")
-	}
+	karpenterModuleDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	// running is the controller while the Deployment exists; last the
