@@ -20,8 +20,8 @@ import (
 // placed in front of moto: it serves EC2 capacity reservations, EKS access entries, EKS
 // DescribeClusterVersions, cluster and node group version upgrades, node
 // group tags and chosen Service Quotas values itself (keeping what it changed
-// as an overlay on moto's descriptions), injects the
-// lifecycle states real AWS passes through (CREATING, DELETING, CREATE_FAILED
+// as an overlay on moto's descriptions) and EKS Auto Mode
+// (awsstandin_automode.go), injects the lifecycle states real AWS passes through (CREATING, DELETING, CREATE_FAILED
 // with health issues, DependencyViolation) and faults, answers S3 and S3
 // gateway endpoints as AWS does where moto is kinder (awsstandin_s3.go),
 // and forwards every other request to moto unchanged. Point every endpoint
@@ -53,6 +53,8 @@ type AWSStandIn struct {
 	// publicParams are AWS's public SSM parameters a test published
 	// (awsstandin_ssm.go).
 	publicParams map[string]string
+	// autoMode is each cluster's EKS Auto Mode (awsstandin_automode.go).
+	autoMode standInAutoMode
 }
 
 // HealthIssue is an EKS health issue the stand-in reports with an injected status.
@@ -507,7 +509,7 @@ func (s *AWSStandIn) serveOwn(w http.ResponseWriter, r *http.Request, req awsReq
 	case "TagResource", "UntagResource", "ListTagsForResource":
 		return s.serveNodegroupTags(w, r, req) || s.serveAddonTags(w, r, req) || s.serveAccessEntryTags(w, r, req)
 	}
-	return s.servePodIdentity(w, r, req) || s.serveCapacity(w, req) || s.servePricing(w, req) || s.serveSSMPublic(w, req) || s.serveS3Bucket(w, r, req) || s.serveGatewayRoutes(w, r, req) ||
+	return s.serveAutoMode(w, r, req) || s.servePodIdentity(w, r, req) || s.serveCapacity(w, req) || s.servePricing(w, req) || s.serveSSMPublic(w, req) || s.serveS3Bucket(w, r, req) || s.serveGatewayRoutes(w, r, req) ||
 		s.serveMissing(w, r, req)
 }
 

@@ -123,6 +123,7 @@ func (s *AWSStandIn) newUpdate(op, kind string, params []map[string]string) map[
 }
 
 func (s *AWSStandIn) serveDescribeUpdate(w http.ResponseWriter, id string) {
+	s.settleAutoMode()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.ext().updates[id]
@@ -228,7 +229,8 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 		s.mu.Lock()
 		s.mark("CreateCluster " + in.Name)
 		s.mu.Unlock()
-		return s.withClusterSG(clusterKey(regionOf(r), in.Name), body)
+		s.recordAutoMode(r, in.Name, req.body)
+		return s.withAutoMode(regionOf(r), in.Name, s.withClusterSG(clusterKey(regionOf(r), in.Name), body))
 	case "DescribeCluster":
 		var doc struct {
 			Cluster struct {
@@ -240,7 +242,7 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 			s.mark("cluster " + req.cluster + " ACTIVE")
 			s.mu.Unlock()
 		}
-		return s.withClusterSG(clusterKey(regionOf(r), req.cluster), body)
+		return s.withAutoMode(regionOf(r), req.cluster, s.withClusterSG(clusterKey(regionOf(r), req.cluster), body))
 	case "CreateNodegroup":
 		s.noCapacity(r, req)
 		s.launchIntoReservation(r, req)
@@ -263,6 +265,7 @@ func (s *AWSStandIn) patchForwarded(r *http.Request, req awsRequest, body []byte
 		s.hardState().sgAfter[key] = s.ext().clusterSG[key]
 		delete(s.ext().clusterSG, key)
 		s.mu.Unlock()
+		s.deleteAutoMode(regionOf(r), req.cluster)
 	case "UpdateClusterConfig", "UpdateNodegroupConfig":
 		return s.withUpdateID(req, body)
 	case "CreateFileSystem", "DescribeFileSystems", "DeleteFileSystem":
@@ -379,7 +382,11 @@ func clusterKey(region, cluster string) string { return region + "/" + cluster }
 // ec2Call sends an EC2 query to moto in the region and account of the
 // caller's request and decodes the XML answer into out.
 func (s *AWSStandIn) ec2Call(r *http.Request, form url.Values, out any) error {
-	region := regionOf(r)
+	return s.ec2CallIn(regionOf(r), form, out)
+}
+
+// ec2CallIn sends an EC2 query to moto in the region, as the test account.
+func (s *AWSStandIn) ec2CallIn(region string, form url.Values, out any) error {
 	form.Set("Version", "2016-11-15")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
