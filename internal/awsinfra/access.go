@@ -159,15 +159,16 @@ func (c *Clients) releaseAccessEntry(ctx context.Context, cluster string, h Acce
 // deleted, when no longer declared. A node entry (EC2_LINUX, EC2_WINDOWS:
 // EKS makes one for every managed node group's role) is refused untouched:
 // EKS never associates an access policy with one (API reference,
-// CreateAccessEntry `type`).
+// CreateAccessEntry `type`). So is an EC2 entry (EKS Auto Mode's node
+// role), whose one access policy is AmazonEKSAutoNodePolicy.
 func (c *Clients) adoptAccessEntry(ctx context.Context, spec ClusterSpec, principal string) error {
 	got, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(principal)})
 	if err != nil {
 		return fmt.Errorf("describing access entry %s on cluster %s: %w", principal, spec.Name, err)
 	}
-	if kind := aws.ToString(got.AccessEntry.Type); strings.HasPrefix(kind, "EC2_") {
-		return fmt.Errorf("access_entries[%q]: the cluster's access entry for it is a node entry (type %s, which EKS makes for a node role) and EKS "+
-			"never gives a node entry an access policy: remove it from access_entries (its nodes keep their access), or name another principal", principal, kind)
+	if kind := aws.ToString(got.AccessEntry.Type); kind == "EC2" || strings.HasPrefix(kind, "EC2_") {
+		return fmt.Errorf("access_entries[%q]: the cluster's access entry for it is a node entry (type %s, which EKS or llmd makes for a node role) and "+
+			"its nodes' access is all it may give: remove it from access_entries (its nodes keep their access), or name another principal", principal, kind)
 	}
 	if part := got.AccessEntry.Tags[partTag]; part == accessEntryPart || part == adoptedEntryPart {
 		return nil

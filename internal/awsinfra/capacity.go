@@ -233,8 +233,8 @@ func (c *Clients) checkReservation(ctx context.Context, in PreflightInput, zones
 		fail("gpu_node_group.capacity_type", "%s needs capacity_type = %q (EKS runs a node group in a Capacity Block only with capacity type CAPACITY_BLOCK, and reservations hold On-Demand capacity), got %q",
 			r, want, in.GPU.CapacityType)
 	}
-	if in.Karpenter {
-		karpenterReservationChecks(r, sel, in.GPU, res)
+	if launcher := nodePoolLauncher(in); launcher != "" {
+		nodePoolReservationChecks(launcher, r, sel, in.GPU, res)
 		return nil
 	}
 	if r.Block && sel.Fallback == FallbackOnDemand {
@@ -280,17 +280,30 @@ func (c *Clients) checkReservation(ctx context.Context, in PreflightInput, zones
 	return nil
 }
 
-// karpenterReservationChecks say what Karpenter does with the reservation:
-// it launches each node into it while it has room (capacity type reserved)
+// nodePoolLauncher names what launches the GPU nodes from a NodePool
+// (Karpenter, EKS Auto Mode); "" for the GPU node group.
+func nodePoolLauncher(in PreflightInput) string {
+	switch {
+	case in.Karpenter:
+		return "Karpenter"
+	case in.AutoMode:
+		return "EKS Auto Mode"
+	}
+	return ""
+}
+
+// nodePoolReservationChecks say what the launcher (Karpenter, or EKS Auto
+// Mode, which runs Karpenter's NodePools) does with the reservation: it
+// launches each node into it while it has room (capacity type reserved)
 // and, beyond, an On-Demand node where fallback allows (a launch of its
 // own, so a targeted reservation or a Capacity Block may fall back too) or
 // none, leaving the pod Pending. Nothing here is fixed in size, so a
 // reservation smaller than max_size warns rather than fails.
-func karpenterReservationChecks(r CapacityReservation, sel *CapacityReservationSpec, ng NodeGroupSpec, res *PreflightResult) {
+func nodePoolReservationChecks(launcher string, r CapacityReservation, sel *CapacityReservationSpec, ng NodeGroupSpec, res *PreflightResult) {
 	const field = "gpu_node_group.capacity_reservation"
-	beyond := "Karpenter launches none (fallback = \"none\"): the fleet's pods beyond them stay Pending until the reservation has room"
+	beyond := launcher + " launches none (fallback = \"none\"): the fleet's pods beyond them stay Pending until the reservation has room"
 	if sel.Fallback == FallbackOnDemand {
-		beyond = "Karpenter launches On-Demand nodes, at On-Demand prices (fallback = \"on_demand\")"
+		beyond = launcher + " launches On-Demand nodes, at On-Demand prices (fallback = \"on_demand\")"
 	}
 	warn := func(f, msg string, args ...any) {
 		res.Warnings = append(res.Warnings, Finding{f, fmt.Sprintf(msg, args...)})
@@ -303,7 +316,7 @@ func karpenterReservationChecks(r CapacityReservation, sel *CapacityReservationS
 		res.Findings = append(res.Findings, Finding{field, fmt.Sprintf("%s is %s%s; instances launch only into an active reservation: choose another reservation, or drop capacity_reservation", r, r.State, closedAt(r))})
 		return
 	case r.Available < ng.MaxSize:
-		warn("gpu_node_group.max_size", "%s has room for %d instances: Karpenter launches its first %d nodes into it; beyond them, up to max_size %d, %s", r, r.Available, r.Available, ng.MaxSize, beyond)
+		warn("gpu_node_group.max_size", "%s has room for %d instances: %s launches its first %d nodes into it; beyond them, up to max_size %d, %s", r, r.Available, launcher, r.Available, ng.MaxSize, beyond)
 	}
 	if r.Block && !r.End.IsZero() {
 		warn(field, "%s closes at %s: EC2 terminates its instances then, and %s", r, r.End.UTC().Format(time.RFC3339), beyond)

@@ -168,10 +168,10 @@ func TestNodeGroupOnReservation(t *testing.T) {
 	}
 }
 
-// TestKarpenterReservationChecks: with Karpenter nothing is fixed in size,
-// so a reservation smaller than max_size, or a block not yet open, is said
-// in words (what Karpenter launches beyond it) rather than refused; a
-// reservation no longer active is still refused.
+// TestKarpenterReservationChecks: with Karpenter (or EKS Auto Mode) nothing
+// is fixed in size, so a reservation smaller than max_size, or a block not
+// yet open, is said in words (what the launcher launches beyond it) rather
+// than refused; a reservation no longer active is still refused.
 func TestKarpenterReservationChecks(t *testing.T) {
 	hour := time.Hour
 	ng := NodeGroupSpec{InstanceType: "g5.xlarge", MaxSize: 8}
@@ -180,6 +180,7 @@ func TestKarpenterReservationChecks(t *testing.T) {
 		fallback string
 		want     []string // in the warnings, in order
 		refused  string
+		autoMode bool
 	}{
 		"room for all":         {r: CapacityReservation{ID: "cr-1", State: "active", Available: 8}},
 		"too small, none":      {r: CapacityReservation{ID: "cr-1", State: "active", Available: 3}, fallback: FallbackNone, want: []string{"room for 3 instances", "first 3 nodes", "max_size 8", "stay Pending"}},
@@ -187,10 +188,13 @@ func TestKarpenterReservationChecks(t *testing.T) {
 		"block not yet open": {r: CapacityReservation{ID: "cr-2", Block: true, State: "scheduled", Start: time.Now().Add(hour), End: time.Now().Add(3 * hour), Available: 8},
 			fallback: FallbackNone, want: []string{"opens at", "stay Pending", "closes at", "EC2 terminates its instances"}},
 		"expired": {r: CapacityReservation{ID: "cr-3", State: "expired", End: time.Now().Add(-hour)}, fallback: FallbackNone, refused: "is expired since"},
+		"auto mode, too small": {r: CapacityReservation{ID: "cr-1", State: "active", Available: 3}, fallback: FallbackOnDemand, autoMode: true,
+			want: []string{"EKS Auto Mode launches its first 3 nodes", "EKS Auto Mode launches On-Demand nodes"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var res PreflightResult
-			karpenterReservationChecks(tc.r, &CapacityReservationSpec{ID: tc.r.ID, Fallback: tc.fallback}, ng, &res)
+			nodePoolReservationChecks(nodePoolLauncher(PreflightInput{Karpenter: !tc.autoMode, AutoMode: tc.autoMode}), tc.r,
+				&CapacityReservationSpec{ID: tc.r.ID, Fallback: tc.fallback}, ng, &res)
 			var warnings []string
 			for _, w := range res.Warnings {
 				warnings = append(warnings, w.Message)

@@ -18,6 +18,9 @@ import (
 // create left, so calling it again after a failure converges without
 // deleting or duplicating anything.
 func (c *Clients) CreateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
+	if err := checkComputeModes(spec); err != nil {
+		return nil, err
+	}
 	if err := c.resolveReservation(ctx, &spec.GPU); err != nil {
 		return nil, err
 	}
@@ -92,8 +95,9 @@ func (c *Clients) findClusterOf(ctx context.Context, spec ClusterSpec) (*Cluster
 }
 
 // ensureClusterContents creates what lives in an ACTIVE control plane: the
-// access entries, the node groups (with Karpenter, the system one alone,
-// and Karpenter's AWS parts) and the add-ons that run before nodes
+// access entries, the node groups (with Karpenter or EKS Auto Mode, the
+// system one alone, and Karpenter's AWS parts or Auto Mode's node role and
+// its access entry) and the add-ons that run before nodes
 // (networking, pod identity), then the add-ons that need nodes to schedule on.
 func (c *Clients) ensureClusterContents(ctx context.Context, spec ClusterSpec, admin string, private []string, storageSubnet, nodeRoleARN string) error {
 	jobs := []func() error{
@@ -107,6 +111,10 @@ func (c *Clients) ensureClusterContents(ctx context.Context, spec ClusterSpec, a
 	if spec.Karpenter != nil {
 		groups = []NodeGroupSpec{spec.System}
 		jobs = append(jobs, func() error { return c.ensureKarpenter(ctx, spec) })
+	}
+	if spec.AutoMode {
+		groups = []NodeGroupSpec{spec.System}
+		jobs = append(jobs, func() error { return c.ensureAutoModeNode(ctx, spec) })
 	}
 	for _, ng := range groups {
 		jobs = append(jobs, func() error {
@@ -175,6 +183,7 @@ func (c *Clients) FindClusterByName(ctx context.Context, name, gpuName, systemNa
 		func() (err error) { out.AccessEntries, err = c.findAccessEntries(ctx, name); return err },
 		func() (err error) { out.Addons, err = c.findAddons(ctx, name); return err },
 		func() (err error) { out.Karpenter, err = c.findKarpenter(ctx, name); return err },
+		func() (err error) { out.AutoMode, err = c.findAutoMode(ctx, name, cl); return err },
 	)
 	return out, err
 }
@@ -219,7 +228,14 @@ func deref(s *string) string {
 // deleted behind Terraform's back is created again. Switching to Karpenter
 // deletes the GPU node group beside making Karpenter's parts; switching
 // back deletes Karpenter's parts once the GPU node group is there.
+// Switching to EKS Auto Mode turns it on (cluster role policies first),
+// then deletes the GPU node group beside making the node role and its
+// access entry; switching back turns it off once the GPU node group is
+// there, then deletes the node role and the cluster role's Auto Mode policies.
 func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
+	if err := checkComputeModes(spec); err != nil {
+		return nil, err
+	}
 	if err := c.resolveReservation(ctx, &spec.GPU); err != nil {
 		return nil, err
 	}
@@ -236,6 +252,12 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	}
 	if err := c.updateEKSCluster(ctx, spec, have); err != nil {
 		return nil, err
+	}
+	if spec.AutoMode {
+		// Before the GPU node group goes: Auto Mode takes over its nodes.
+		if err := c.syncAutoMode(ctx, spec, have.AutoMode != nil); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.updateStorage(ctx, spec, have.Storage, have.Network.VPCID, have.Network.PrivateSubnetIDs, have.ClusterSecurityGroupID); err != nil {
 		return nil, err
@@ -264,18 +286,21 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 	if spec.Karpenter != nil {
 		jobs = append(jobs, func() error { return c.ensureKarpenter(ctx, spec) })
 	}
+	if spec.AutoMode {
+		jobs = append(jobs, func() error { return c.ensureAutoModeNode(ctx, spec) })
+	}
 	for _, pair := range []struct {
 		want NodeGroupSpec
 		have *NodeGroup
-		// byKarpenter: Karpenter launches these nodes instead.
-		byKarpenter bool
-	}{{spec.GPU, have.GPU, spec.Karpenter != nil}, {spec.System, have.System, false}} {
+		// launcher launches these nodes instead: Karpenter or EKS Auto Mode.
+		launcher string
+	}{{spec.GPU, have.GPU, gpuLauncher(spec)}, {spec.System, have.System, ""}} {
 		jobs = append(jobs, func() error {
-			if pair.byKarpenter {
+			if pair.launcher != "" {
 				if pair.have == nil {
 					return nil
 				}
-				c.logf(ctx, "deleting the GPU node group: with compute mode karpenter, Karpenter launches the GPU nodes",
+				c.logf(ctx, "deleting the GPU node group: "+pair.launcher+" launches the GPU nodes",
 					map[string]any{"node_group": pair.want.Name})
 				return c.deleteNodeGroup(ctx, spec.Name, pair.want.Name)
 			}
@@ -310,6 +335,12 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 			return nil, err
 		}
 	}
+	if !spec.AutoMode {
+		// Also when Auto Mode is off already: what an interrupted switch left.
+		if err := c.syncAutoMode(ctx, spec, have.AutoMode != nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.ensureAddons(ctx, spec, addonsAfterNodes); err != nil {
 		return nil, err
 	}
@@ -317,6 +348,18 @@ func (c *Clients) UpdateCluster(ctx context.Context, spec ClusterSpec) (*Cluster
 		return nil, err
 	}
 	return c.findClusterOf(ctx, spec)
+}
+
+// gpuLauncher names what launches the GPU nodes instead of the GPU node
+// group, for the log; "" for the node group.
+func gpuLauncher(spec ClusterSpec) string {
+	switch {
+	case spec.Karpenter != nil:
+		return "with compute mode karpenter, Karpenter"
+	case spec.AutoMode:
+		return "with EKS Auto Mode, a NodePool of Auto Mode"
+	}
+	return ""
 }
 
 // nodeRoleOf is the role the cluster's nodes run as: the one an existing
@@ -354,7 +397,8 @@ func (c *Clients) CheckModelBucketDeletable(ctx context.Context, name string, fo
 // DeleteClusterWith removes everything owned by the cluster in dependency
 // order: its S3 gateway endpoint, node groups and file system, the control
 // plane (its access entries, Pod Identity associations and add-ons go with
-// it), Karpenter's queue, rules and what Karpenter launched, then IAM
+// it, and EKS Auto Mode's instances, which are waited for), Karpenter's
+// queue, rules and what Karpenter launched, then IAM
 // roles, the network and the model bucket it created (never a bucket given
 // by name).
 // Parts are found by name and owner tag, not from state, so parts already
@@ -404,6 +448,9 @@ func (c *Clients) DeleteClusterWith(ctx context.Context, name string, opts Delet
 	// After the control plane, so no Karpenter launches anything more; its
 	// instances before the network, whose subnets they are in.
 	if err := c.deleteKarpenterParts(ctx, name); err != nil {
+		return err
+	}
+	if err := c.waitAutoModeNodesGone(ctx, name); err != nil {
 		return err
 	}
 	return parallel(

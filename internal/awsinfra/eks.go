@@ -75,6 +75,15 @@ func (c *Clients) ensureEKSCluster(ctx context.Context, spec ClusterSpec, net Ne
 			},
 			Tags: c.tagSet(spec.Name, spec.Tags, "cluster"),
 		}
+		if spec.AutoMode {
+			r := autoModeConfig(true)
+			in.ComputeConfig, in.StorageConfig, in.KubernetesNetworkConfig = r.compute, r.storage, r.network
+			// EKS refuses Auto Mode on a new cluster that bootstraps the
+			// self-managed add-ons ("When EKS Auto Mode is enabled,
+			// bootstrapSelfManagedAddons must be set to false"); the
+			// managed add-ons in spec.Addons are installed instead.
+			in.BootstrapSelfManagedAddons = aws.Bool(false)
+		}
 		// In use: our own earlier request got through; the wait below adopts it.
 		err := c.createRetryingIAM(ctx, "IAM role "+roles.ClusterRoleARN+" to be assumable by EKS", func(ctx context.Context) error {
 			_, err := c.EKS.CreateCluster(ctx, in)
@@ -84,7 +93,14 @@ func (c *Clients) ensureEKSCluster(ctx context.Context, spec ClusterSpec, net Ne
 			return fmt.Errorf("creating EKS cluster %s: %w", spec.Name, err)
 		}
 	}
-	return c.waitEKSClusterActive(ctx, spec.Name)
+	if err := c.waitEKSClusterActive(ctx, spec.Name); err != nil {
+		return err
+	}
+	if existing != nil && autoModeOn(existing) != spec.AutoMode {
+		// An adopted cluster an earlier create left with Auto Mode the other way.
+		return c.syncAutoMode(ctx, spec, autoModeOn(existing))
+	}
+	return nil
 }
 
 func publicCIDRs(e EndpointAccess) []string {
@@ -216,42 +232,52 @@ func (c *Clients) ensureAdminAccessEntry(ctx context.Context, spec ClusterSpec, 
 // updateEKSCluster applies in place what EKS can change: the Kubernetes
 // version (one minor at a time, as EKS requires) and endpoint access.
 func (c *Clients) updateEKSCluster(ctx context.Context, spec ClusterSpec, have *Cluster) error {
-	active := func(ctx context.Context) error { return c.waitEKSClusterActive(ctx, spec.Name) }
 	if spec.KubernetesVersion != have.KubernetesVersion {
-		var out *eks.UpdateClusterVersionOutput
-		err := c.whileInUse(ctx, "EKS cluster "+spec.Name+" (version update)", func(ctx context.Context) (err error) {
-			out, err = c.EKS.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(spec.Name), Version: aws.String(spec.KubernetesVersion)})
-			return err
-		}, active)
+		what := fmt.Sprintf("upgrading EKS cluster %s from %s to %s", spec.Name, have.KubernetesVersion, spec.KubernetesVersion)
+		err := c.updateCluster(ctx, spec.Name, what, func(ctx context.Context) (*ekstypes.Update, error) {
+			out, err := c.EKS.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(spec.Name), Version: aws.String(spec.KubernetesVersion)})
+			if err != nil {
+				return nil, err
+			}
+			return out.Update, nil
+		})
 		if err != nil {
-			return fmt.Errorf("upgrading EKS cluster %s from %s to %s: %w", spec.Name, have.KubernetesVersion, spec.KubernetesVersion, err)
-		}
-		if err := c.waitUpdate(ctx, updateTarget{cluster: spec.Name}, out.Update); err != nil {
-			return err
-		}
-		if err := c.waitEKSClusterActive(ctx, spec.Name); err != nil {
 			return err
 		}
 	}
 	if !sameAccess(spec.Endpoint, have.Access) {
-		var out *eks.UpdateClusterConfigOutput
-		err := c.whileInUse(ctx, "EKS cluster "+spec.Name+" (endpoint access update)", func(ctx context.Context) (err error) {
-			out, err = c.EKS.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(spec.Name), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
+		err := c.updateCluster(ctx, spec.Name, "updating endpoint access of EKS cluster "+spec.Name, func(ctx context.Context) (*ekstypes.Update, error) {
+			out, err := c.EKS.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(spec.Name), ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
 				EndpointPublicAccess: aws.Bool(spec.Endpoint.Public), EndpointPrivateAccess: aws.Bool(spec.Endpoint.Private), PublicAccessCidrs: publicCIDRs(spec.Endpoint),
 			}})
-			return err
-		}, active)
+			if err != nil {
+				return nil, err
+			}
+			return out.Update, nil
+		})
 		if err != nil {
-			return fmt.Errorf("updating endpoint access of EKS cluster %s: %w", spec.Name, err)
-		}
-		if err := c.waitUpdate(ctx, updateTarget{cluster: spec.Name}, out.Update); err != nil {
-			return err
-		}
-		if err := c.waitEKSClusterActive(ctx, spec.Name); err != nil {
 			return err
 		}
 	}
 	return c.syncEKSTags(ctx, have.ARN, have.Tags, c.tagSet(spec.Name, spec.Tags, "cluster"))
+}
+
+// updateCluster runs one update of the cluster (call, repeated while EKS
+// is busy with another), waits for it by its id and then for the cluster
+// to be ACTIVE again. what says what the update does, for logs and errors.
+func (c *Clients) updateCluster(ctx context.Context, name, what string, call func(context.Context) (*ekstypes.Update, error)) error {
+	var u *ekstypes.Update
+	err := c.whileInUse(ctx, what, func(ctx context.Context) (err error) {
+		u, err = call(ctx)
+		return err
+	}, func(ctx context.Context) error { return c.waitEKSClusterActive(ctx, name) })
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := c.waitUpdate(ctx, updateTarget{cluster: name}, u); err != nil {
+		return err
+	}
+	return c.waitEKSClusterActive(ctx, name)
 }
 
 func sameAccess(want, have EndpointAccess) bool {

@@ -32,19 +32,19 @@ var (
 // RoleNames are the IAM role names a cluster called name in region uses. IAM
 // role names are account-wide, so they carry the cluster name and the region:
 // a same-named cluster in another region has roles of its own. The longest
-// name (38 + 1 + 14 + 8 characters; Karpenter's, in karpenterRoleNames, 10
-// for the suffix) stays within IAM's 64. The FSx CSI driver's role exists
-// only while the driver is on.
+// name (38 + 1 + 14 + 8 characters; Karpenter's, in karpenterRoleNames,
+// and EKS Auto Mode's node role, 10 for the suffix) stays within IAM's 64.
+// The FSx CSI driver's role exists only while the driver is on.
 func RoleNames(name, region string) []string {
 	return []string{roleName(name, region, clusterRole), roleName(name, region, nodeRole), roleName(name, region, fsxCSIRole)}
 }
 
 func roleName(cluster, region string, rs roleSpec) string { return cluster + "-" + region + rs.suffix }
 
-// allRoleNames are RoleNames and the roles of Karpenter, which a cluster
-// has only in compute mode karpenter.
+// allRoleNames are RoleNames and the roles of Karpenter and of EKS Auto
+// Mode, which a cluster has only in those compute modes.
 func allRoleNames(name, region string) []string {
-	return append(RoleNames(name, region), karpenterRoleNames(name, region)...)
+	return append(append(RoleNames(name, region), karpenterRoleNames(name, region)...), roleName(name, region, autoModeNodeRole))
 }
 
 // ownsRole reports whether a role's tags make it this cluster's in this region.
@@ -55,7 +55,7 @@ func (c *Clients) ownsRole(tags map[string]string, owner string) bool {
 func (c *Clients) ensureRoles(ctx context.Context, spec ClusterSpec) (Roles, error) {
 	var r Roles
 	err := parallel(
-		func() (err error) { r.ClusterRoleARN, err = c.ensureRole(ctx, spec, clusterRole); return err },
+		func() (err error) { r.ClusterRoleARN, err = c.ensureClusterRole(ctx, spec); return err },
 		func() (err error) { r.NodeRoleARN, err = c.ensureRole(ctx, spec, nodeRole); return err },
 	)
 	return r, err
@@ -113,8 +113,7 @@ func (c *Clients) ensureOwnedRole(ctx context.Context, r ownedRole) (string, err
 		c.adopted(ctx, "IAM role", r.name)
 		return aws.ToString(got.Role.Arn), nil
 	case isNotFound(err):
-		trust := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"%s"},"Action":["sts:AssumeRole","sts:TagSession"]}]}`, r.service)
-		created, err := c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(r.name), AssumeRolePolicyDocument: aws.String(trust),
+		created, err := c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(r.name), AssumeRolePolicyDocument: aws.String(serviceTrust(r.service)),
 			Description: aws.String(r.description), Tags: iamTags(r.tags)})
 		if err != nil {
 			return "", fmt.Errorf("creating IAM role %s: %w", r.name, err)
@@ -123,6 +122,12 @@ func (c *Clients) ensureOwnedRole(ctx context.Context, r ownedRole) (string, err
 	default:
 		return "", fmt.Errorf("finding IAM role %s: %w", r.name, err)
 	}
+}
+
+// serviceTrust is the trust policy of a role the service assumes, with
+// session tags (EKS Pod Identity and EKS Auto Mode tag their sessions).
+func serviceTrust(service string) string {
+	return fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"%s"},"Action":["sts:AssumeRole","sts:TagSession"]}]}`, service)
 }
 
 // deleteRoles removes the cluster's roles (Karpenter's included), detaching

@@ -215,47 +215,17 @@ func (c *Clients) ensureKarpenter(ctx context.Context, spec ClusterSpec) error {
 	}
 	return parallel(
 		func() error { return c.ensureInterruptionRules(ctx, spec, queueARN) },
-		func() error { return c.ensureKarpenterNodeEntry(ctx, spec, nodeARN) },
+		func() error { return c.ensureNodeEntry(ctx, spec, nodeARN, karpenterEntry) },
 		func() error {
 			return c.BindServiceAccount(ctx, spec.Name, k.Namespace, k.ServiceAccount, controllerARN, spec.Tags)
 		},
 	)
 }
 
-// ensureKarpenterNodeEntry gives Karpenter's node role an EC2_LINUX access
-// entry, which EKS maps to the node's user and the system:nodes group; EKS
-// refuses access policies on such entries, so there are none. An EC2_LINUX
-// entry already there is adopted; one of another type (the role declared in
-// access_entries) is an error naming it.
-func (c *Clients) ensureKarpenterNodeEntry(ctx context.Context, spec ClusterSpec, nodeARN string) error {
-	got, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(nodeARN)})
-	switch {
-	case err == nil:
-		e := got.AccessEntry
-		if t := aws.ToString(e.Type); t != "EC2_LINUX" {
-			return fmt.Errorf("the access entry of Karpenter's node role %s on cluster %s is of type %s, not EC2_LINUX: remove the role from access_entries "+
-				"(or delete the entry), then apply again", nodeARN, spec.Name, t)
-		}
-		switch e.Tags[partTag] {
-		case karpenterEntryPart, accessEntryPart, adoptedEntryPart:
-			return nil
-		}
-		c.adopted(ctx, "EKS access entry", nodeARN)
-		if _, err := c.EKS.TagResource(ctx, &eks.TagResourceInput{ResourceArn: e.AccessEntryArn, Tags: c.tagSet(spec.Name, spec.Tags, karpenterEntryPart)}); err != nil {
-			return fmt.Errorf("tagging access entry %s on cluster %s: %w", nodeARN, spec.Name, err)
-		}
-		return nil
-	case isNotFound(err):
-		// A role made a moment ago may not be known to EKS yet.
-		return c.createRetryingIAM(ctx, "EKS access entry of Karpenter's node role on cluster "+spec.Name, func(ctx context.Context) error {
-			_, err := c.EKS.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String(spec.Name), PrincipalArn: aws.String(nodeARN),
-				Type: aws.String("EC2_LINUX"), Tags: c.tagSet(spec.Name, spec.Tags, karpenterEntryPart)})
-			return err
-		})
-	default:
-		return fmt.Errorf("finding the access entry of Karpenter's node role %s on cluster %s: %w", nodeARN, spec.Name, err)
-	}
-}
+// karpenterEntry is the node role's access entry: EC2_LINUX, which EKS
+// maps to the node's user and the system:nodes group; EKS refuses access
+// policies on such entries, so there are none.
+var karpenterEntry = nodeEntry{kind: "EC2_LINUX", part: karpenterEntryPart, who: "Karpenter's node role"}
 
 // isQueueMissing is SQS's answer for a queue that does not exist, in the
 // JSON protocol (QueueDoesNotExist) and the older query protocol.
@@ -511,7 +481,7 @@ func (c *Clients) deleteKarpenter(ctx context.Context, cluster string) error {
 	}
 	err = parallel(
 		func() error { return c.unbindRole(ctx, cluster, controller) },
-		func() error { return c.deleteKarpenterNodeEntry(ctx, cluster, node) },
+		func() error { return c.deleteNodeEntry(ctx, cluster, node, karpenterEntry) },
 	)
 	if err != nil {
 		return err
@@ -582,28 +552,6 @@ func (c *Clients) unbindRole(ctx context.Context, cluster, roleARN string) error
 				return fmt.Errorf("deleting EKS Pod Identity association %s of cluster %s: %w", aws.ToString(a.AssociationId), cluster, err)
 			}
 		}
-	}
-	return nil
-}
-
-// deleteKarpenterNodeEntry deletes the node role's access entry if it is
-// the one ensureKarpenterNodeEntry made or adopted.
-func (c *Clients) deleteKarpenterNodeEntry(ctx context.Context, cluster, nodeARN string) error {
-	if nodeARN == "" {
-		return nil
-	}
-	got, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(nodeARN)})
-	if isNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("finding the access entry of Karpenter's node role %s on cluster %s: %w", nodeARN, cluster, err)
-	}
-	if got.AccessEntry.Tags[partTag] != karpenterEntryPart {
-		return nil
-	}
-	if _, err := c.EKS.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(nodeARN)}); err != nil && !isNotFound(err) {
-		return fmt.Errorf("deleting the access entry of Karpenter's node role %s on cluster %s: %w", nodeARN, cluster, err)
 	}
 	return nil
 }
@@ -695,34 +643,18 @@ func karpenterNodeFilters(cluster string, states ...string) []ec2types.Filter {
 	}
 }
 
-// karpenterNodes are the live instances Karpenter launched for the cluster.
+// karpenterNodes are the instances in states Karpenter launched for the cluster.
 func (c *Clients) karpenterNodes(ctx context.Context, cluster string, states ...string) ([]ec2types.Instance, error) {
-	var out []ec2types.Instance
-	p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{Filters: karpenterNodeFilters(cluster, states...)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing Karpenter's instances of %s: %w", cluster, err)
-		}
-		for _, r := range page.Reservations {
-			for _, i := range r.Instances {
-				// The filters are the API's; the check is for emulators that ignore some.
-				tags := fromEC2Tags(i.Tags)
-				if _, ok := tags[karpenterNodePoolTag]; ok && tags[clusterOwnedTag(cluster)] == "owned" {
-					out = append(out, i)
-				}
-			}
-		}
-	}
-	return out, nil
+	return c.launchedNodes(ctx, "Karpenter's instances of "+cluster, karpenterNodeFilters(cluster, states...), func(tags map[string]string) bool {
+		_, ok := tags[karpenterNodePoolTag]
+		return ok && tags[clusterOwnedTag(cluster)] == "owned"
+	})
 }
 
 // terminateKarpenterNodes terminates the instances Karpenter launched for
-// the cluster and waits until they are gone: they hold network interfaces
-// in the cluster's subnets, which the network's delete needs free.
+// the cluster and waits until they are gone.
 func (c *Clients) terminateKarpenterNodes(ctx context.Context, cluster string) error {
-	live := []string{"pending", "running", "stopping", "stopped", "shutting-down"}
-	nodes, err := c.karpenterNodes(ctx, cluster, live...)
+	nodes, err := c.karpenterNodes(ctx, cluster, liveStates...)
 	if err != nil || len(nodes) == 0 {
 		return err
 	}
@@ -738,15 +670,8 @@ func (c *Clients) terminateKarpenterNodes(ctx context.Context, cluster string) e
 			return fmt.Errorf("terminating Karpenter's instances %v of %s: %w", ids, cluster, err)
 		}
 	}
-	return c.waitFor(ctx, "Karpenter's instances of "+cluster+" to terminate", func(ctx context.Context) error {
-		left, err := c.karpenterNodes(ctx, cluster, live...)
-		if err != nil {
-			return err
-		}
-		if len(left) > 0 {
-			return pending("%d instances left", len(left))
-		}
-		return nil
+	return c.waitNodesGone(ctx, "Karpenter's instances of "+cluster, func(ctx context.Context, states ...string) ([]ec2types.Instance, error) {
+		return c.karpenterNodes(ctx, cluster, states...)
 	})
 }
 
@@ -840,12 +765,8 @@ func (c *Clients) ownedKarpenterParts(ctx context.Context, owner string, roles [
 			parts = append(parts, OwnedPart{"events rule", name, tags})
 		}
 	}
-	nodes, err := c.karpenterNodes(ctx, owner, "pending", "running", "stopping", "stopped", "shutting-down")
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range nodes {
-		parts = append(parts, OwnedPart{"ec2 instance (karpenter)", aws.ToString(n.InstanceId), fromEC2Tags(n.Tags)})
-	}
-	return parts, nil
+	nodes, err := ownedNodeParts(ctx, "ec2 instance (karpenter)", func(ctx context.Context, states ...string) ([]ec2types.Instance, error) {
+		return c.karpenterNodes(ctx, owner, states...)
+	})
+	return append(parts, nodes...), err
 }

@@ -175,10 +175,10 @@ func conditionNames(cond map[string]map[string]any, tag string) bool {
 }
 
 // TestKarpenterNames: every name fits its service's limit for the longest
-// cluster name (38) in the longest region name.
+// cluster name (38) in the longest region name (EKS Auto Mode's node role too).
 func TestKarpenterNames(t *testing.T) {
 	cluster, region := strings.Repeat("c", 38), "ap-southeast-4"
-	for _, n := range karpenterRoleNames(cluster, region) {
+	for _, n := range append(karpenterRoleNames(cluster, region), roleName(cluster, region, autoModeNodeRole)) {
 		if len(n) > 64 {
 			t.Errorf("IAM role %s: %d characters", n, len(n))
 		}
@@ -271,26 +271,12 @@ func TestKarpenterParts(t *testing.T) {
 
 	plantKarpenterNodes(t, c, name, cl.Network.PrivateSubnetIDs[0], nodeName)
 	t.Run("to the GPU node group", func(t *testing.T) {
-		ng := spec
-		ng.Karpenter = nil
-		got, err := c.UpdateCluster(ctx, ng)
-		if err != nil {
-			t.Fatalf("updating to the node group: %v", err)
-		}
-		if got.GPU == nil || got.Karpenter != nil {
-			t.Fatalf("GPU node group %+v, Karpenter %+v; want the node group alone", got.GPU, got.Karpenter)
-		}
+		updateToNodeGroup(t, c, spec)
 		checkKarpenterGone(t, c, standIn, name, k)
 	})
 
 	t.Run("back to Karpenter", func(t *testing.T) {
-		got, err := c.UpdateCluster(ctx, spec)
-		if err != nil {
-			t.Fatalf("updating to Karpenter: %v", err)
-		}
-		if got.GPU != nil || nodeGroups(t, c, name) != "system" {
-			t.Errorf("node groups %q after the switch to Karpenter, want the system one alone", nodeGroups(t, c, name))
-		}
+		got := updateFromNodeGroup(t, c, spec)
 		if got.Karpenter == nil || *got.Karpenter != k {
 			t.Fatalf("read back %+v, want %+v", got.Karpenter, k)
 		}
@@ -299,14 +285,49 @@ func TestKarpenterParts(t *testing.T) {
 
 	plantKarpenterNodes(t, c, name, cl.Network.PrivateSubnetIDs[0], nodeName)
 	t.Run("delete", func(t *testing.T) {
-		if err := c.DeleteCluster(ctx, name); err != nil {
-			t.Fatalf("deleting: %v", err)
-		}
+		deleteLeavesNothing(t, c, name)
 		checkKarpenterGone(t, c, standIn, name, k)
-		if n := countOwned(t, c, name); n != 0 {
-			t.Errorf("%d owned parts left after delete", n)
-		}
 	})
+}
+
+// updateToNodeGroup switches the cluster's GPU nodes from spec's launcher
+// (Karpenter, EKS Auto Mode) to the GPU node group and checks the read-back.
+func updateToNodeGroup(t *testing.T, c *Clients, spec ClusterSpec) *Cluster {
+	t.Helper()
+	spec.Karpenter, spec.AutoMode = nil, false
+	got, err := c.UpdateCluster(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("updating to the node group: %v", err)
+	}
+	if got.GPU == nil || got.Karpenter != nil || got.AutoMode != nil {
+		t.Fatalf("GPU node group %+v, Karpenter %+v, Auto Mode %+v; want the node group alone", got.GPU, got.Karpenter, got.AutoMode)
+	}
+	return got
+}
+
+// updateFromNodeGroup switches the GPU nodes back to spec's launcher and
+// checks the GPU node group is gone.
+func updateFromNodeGroup(t *testing.T, c *Clients, spec ClusterSpec) *Cluster {
+	t.Helper()
+	got, err := c.UpdateCluster(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("updating from the node group: %v", err)
+	}
+	if got.GPU != nil || nodeGroups(t, c, spec.Name) != "system" {
+		t.Errorf("node groups %q after the switch from the node group, want the system one alone", nodeGroups(t, c, spec.Name))
+	}
+	return got
+}
+
+// deleteLeavesNothing deletes the cluster and finds nothing owned left.
+func deleteLeavesNothing(t *testing.T, c *Clients, name string) {
+	t.Helper()
+	if err := c.DeleteCluster(context.Background(), name); err != nil {
+		t.Fatalf("deleting: %v", err)
+	}
+	if n := countOwned(t, c, name); n != 0 {
+		t.Errorf("%d owned parts left after delete", n)
+	}
 }
 
 // nodeGroups are the cluster's node group names, joined by commas.
@@ -324,31 +345,14 @@ func nodeGroups(t *testing.T, c *Clients, cluster string) string {
 func checkKarpenterParts(t *testing.T, c *Clients, standIn *testenv.AWSStandIn, cluster string, k Karpenter) {
 	t.Helper()
 	ctx := context.Background()
-	trust := func(role string) string {
-		got, err := c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, _ := url.QueryUnescape(aws.ToString(got.Role.AssumeRolePolicyDocument))
-		return doc
-	}
 	controllerName := strings.TrimPrefix(k.ControllerRoleARN, "arn:aws:iam::123456789012:role/")
-	if doc := trust(k.NodeRoleName); !strings.Contains(doc, `"ec2.amazonaws.com"`) || strings.Contains(doc, "pods.eks") {
+	if doc := roleTrust(t, c, k.NodeRoleName); !strings.Contains(doc, `"ec2.amazonaws.com"`) || strings.Contains(doc, "pods.eks") {
 		t.Errorf("node role trust %s, want EC2", doc)
 	}
-	if doc := trust(controllerName); !strings.Contains(doc, `"pods.eks.amazonaws.com"`) || !strings.Contains(doc, "sts:TagSession") {
+	if doc := roleTrust(t, c, controllerName); !strings.Contains(doc, `"pods.eks.amazonaws.com"`) || !strings.Contains(doc, "sts:TagSession") {
 		t.Errorf("controller role trust %s, want EKS Pod Identity", doc)
 	}
-	attached, err := c.IAM.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(k.NodeRoleName)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range attached.AttachedPolicies {
-		names = append(names, aws.ToString(p.PolicyName))
-	}
-	sort.Strings(names)
-	if want := []string{"AmazonEC2ContainerRegistryReadOnly", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonSSMManagedInstanceCore"}; !slices.Equal(names, want) {
+	if names, want := attachedPolicies(t, c, k.NodeRoleName), []string{"AmazonEC2ContainerRegistryReadOnly", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonSSMManagedInstanceCore"}; !slices.Equal(names, want) {
 		t.Errorf("node role policies %v, want %v", names, want)
 	}
 	queue, err := c.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(k.InterruptionQueue)})
@@ -419,6 +423,32 @@ func checkKarpenterParts(t *testing.T, c *Clients, standIn *testenv.AWSStandIn, 
 			t.Errorf("rule %s targets %+v (%v), want the queue alone", name, targets, err)
 		}
 	}
+}
+
+// roleTrust is the trust policy of an IAM role, decoded.
+func roleTrust(t *testing.T, c *Clients, role string) string {
+	t.Helper()
+	got, err := c.IAM.GetRole(context.Background(), &iam.GetRoleInput{RoleName: aws.String(role)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := url.QueryUnescape(aws.ToString(got.Role.AssumeRolePolicyDocument))
+	return doc
+}
+
+// attachedPolicies are the names of the managed policies on an IAM role, sorted.
+func attachedPolicies(t *testing.T, c *Clients, role string) []string {
+	t.Helper()
+	attached, err := c.IAM.ListAttachedRolePolicies(context.Background(), &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(role)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range attached.AttachedPolicies {
+		names = append(names, aws.ToString(p.PolicyName))
+	}
+	sort.Strings(names)
+	return names
 }
 
 // checkKarpenterGone checks that none of Karpenter's parts is left, nor

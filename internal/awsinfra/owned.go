@@ -20,8 +20,9 @@ type OwnedPart struct {
 }
 
 // FindOwnedParts lists every live object in EC2, IAM, FSx, S3, EKS, SQS and
-// EventBridge that carries the owner tag of the cluster, and the instances
-// Karpenter launched for it: what a destroy must leave empty. EC2 is listed per
+// EventBridge that carries the owner tag of the cluster (EKS Auto Mode's
+// node role among the roles), and the instances Karpenter and EKS Auto Mode
+// launched for it: what a destroy must leave empty. EC2 is listed per
 // type rather than through DescribeTags, which also lists deleted objects.
 func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart, error) {
 	parts, err := c.ownedEC2(ctx, owner)
@@ -38,6 +39,11 @@ func (c *Clients) FindOwnedParts(ctx context.Context, owner string) ([]OwnedPart
 		return nil, err
 	}
 	parts = append(parts, karpenter...)
+	autoMode, err := c.ownedAutoModeParts(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	parts = append(parts, autoMode...)
 	if fs, err := c.findStorage(ctx, owner); err != nil {
 		return nil, err
 	} else if fs != nil {

@@ -42,6 +42,9 @@ type PreflightInput struct {
 	// Karpenter makes the GPU nodes (up to GPU.MaxSize) instead of the GPU
 	// node group: a reservation is tried first for each node it launches.
 	Karpenter bool
+	// AutoMode: EKS Auto Mode makes the GPU nodes from a NodePool, as
+	// Karpenter does, for the reservation checks.
+	AutoMode bool
 }
 
 // Finding is one failed check: the configuration field at fault and a message naming the fix.

@@ -16,8 +16,9 @@ type ClusterSpec struct {
 	// BootstrapCreatorAdmin grants the creator admin through EKS's bootstrap
 	// instead of an explicit access entry; the two are exclusive.
 	BootstrapCreatorAdmin bool
-	// GPU is the GPU managed node group; with Karpenter set it is not made
-	// (an existing one is deleted) and its settings feed the NodePool.
+	// GPU is the GPU managed node group; with Karpenter or AutoMode set it
+	// is not made (an existing one is deleted) and its settings feed the
+	// NodePool.
 	GPU    NodeGroupSpec
 	System NodeGroupSpec
 	// Karpenter asks for Karpenter's AWS parts (its controller and node
@@ -25,6 +26,13 @@ type ClusterSpec struct {
 	// association, the interruption queue and its EventBridge rules) in
 	// place of the GPU managed node group; nil for the node group.
 	Karpenter *KarpenterSpec
+	// AutoMode turns on EKS Auto Mode for the GPU nodes in place of the GPU
+	// managed node group (an existing one is deleted, as with Karpenter):
+	// the cluster's compute, block storage and load balancing capabilities,
+	// the Auto Mode policies on the cluster role, and a node role for the
+	// cluster's own NodeClass with its access entry. No built-in node pools:
+	// the system node group stays. Exclusive with Karpenter.
+	AutoMode bool
 	// Storage is the FSx for Lustre file system for the weights; nil for none.
 	Storage *StorageSpec
 	// ModelBucket is the S3 bucket the pods stream the weights from, with
@@ -138,6 +146,16 @@ type Karpenter struct {
 	InterruptionQueue string
 }
 
+// AutoMode is what AWS holds of a cluster's EKS Auto Mode: the role the
+// cluster's own eks.amazonaws.com NodeClass names.
+type AutoMode struct {
+	// NodeRoleName is the NodeClass's spec.role, NodeRoleARN its ARN (which
+	// has an access entry of type EC2 with AmazonEKSAutoNodePolicy); both
+	// are empty while Auto Mode is on but the role is missing.
+	NodeRoleName string
+	NodeRoleARN  string
+}
+
 // Cluster is what AWS reports about an inference cluster.
 type Cluster struct {
 	Name                   string
@@ -158,6 +176,8 @@ type Cluster struct {
 	System *NodeGroup
 	// Karpenter is nil when the cluster has none of Karpenter's AWS parts.
 	Karpenter *Karpenter
+	// AutoMode is nil when EKS Auto Mode's compute capability is off.
+	AutoMode *AutoMode
 	// Storage is nil when the cluster has no file system.
 	Storage *Storage
 	// ModelBucket is nil when the cluster has no model bucket.
