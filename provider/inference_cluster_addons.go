@@ -92,28 +92,37 @@ func validateAddons(ctx context.Context, obj types.Object, diags *diag.Diagnosti
 	if obj.IsNull() || obj.IsUnknown() {
 		return
 	}
-	enabled := func(name string) (on, known bool) {
-		v, ok := obj.Attributes()[name].(types.Object)
-		if !ok || v.IsNull() {
-			return true, true
-		}
-		if v.IsUnknown() {
-			return false, false
-		}
-		var m addonModel
-		diags.Append(v.As(ctx, &m, asObject)...)
-		if m.Enabled.IsUnknown() {
-			return false, false
-		}
-		return m.Enabled.IsNull() || m.Enabled.ValueBool(), true
-	}
-	driver, driverKnown := enabled("fsx_csi_driver")
-	agent, agentKnown := enabled("pod_identity_agent")
+	driver, driverKnown := addonEnabled(ctx, obj, "fsx_csi_driver", diags)
+	agent, agentKnown := addonEnabled(ctx, obj, "pod_identity_agent", diags)
 	if driverKnown && agentKnown && driver && !agent {
 		diags.AddAttributeError(path.Root("addons").AtName("pod_identity_agent").AtName("enabled"), "FSx CSI driver needs the pod identity agent",
 			"addons.fsx_csi_driver is on, and its controller gets its IAM role through EKS Pod Identity, which addons.pod_identity_agent provides: "+
 				"set addons.pod_identity_agent.enabled = true, or addons.fsx_csi_driver.enabled = false")
 	}
+}
+
+// addonEnabled reports whether a configuration's addons object turns the
+// add-on name on (left out, it is on), and whether that is known yet.
+func addonEnabled(ctx context.Context, obj types.Object, name string, diags *diag.Diagnostics) (on, known bool) {
+	if obj.IsNull() {
+		return true, true
+	}
+	if obj.IsUnknown() {
+		return false, false
+	}
+	v, ok := obj.Attributes()[name].(types.Object)
+	if !ok || v.IsNull() {
+		return true, true
+	}
+	if v.IsUnknown() {
+		return false, false
+	}
+	var m addonModel
+	diags.Append(v.As(ctx, &m, asObject)...)
+	if m.Enabled.IsUnknown() {
+		return false, false
+	}
+	return m.Enabled.IsNull() || m.Enabled.ValueBool(), true
 }
 
 // addonSpecs are the enabled add-ons of a plan.

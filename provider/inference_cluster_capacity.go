@@ -149,6 +149,14 @@ func carriesDevicePlugin(amiType string) bool {
 	return strings.HasPrefix(amiType, "BOTTLEROCKET_") && strings.Contains(amiType, "_NVIDIA")
 }
 
+// gpuNodesCarryDevicePlugin reports whether a plan's GPU nodes come with the
+// NVIDIA device plugin: EKS Auto Mode's do (it runs the driver and the
+// plugin, not as a DaemonSet; EKS user guide, Auto Mode's "Deploy an
+// accelerated workload"), and so do Bottlerocket NVIDIA AMIs'.
+func gpuNodesCarryDevicePlugin(m inferenceClusterModel) bool {
+	return m.autoModeOn() || carriesDevicePlugin(gpuAMIType(m.GPUNodeGroup))
+}
+
 // gpuAMIType is the GPU node group's AMI type in a configuration or plan;
 // the default when unset, "" while unknown.
 func gpuAMIType(obj types.Object) string {
@@ -173,11 +181,14 @@ func gpuAMIType(obj types.Object) string {
 // nvidia.com/gpu from the same devices), and a reservation on the system
 // node group.
 func validateGPUCapacity(m inferenceClusterModel, diags *diag.Diagnostics) {
-	ami := gpuAMIType(m.GPUNodeGroup)
-	if carriesDevicePlugin(ami) && devicePluginSetting(m.Addons).Equal(types.BoolValue(true)) {
+	if gpuNodesCarryDevicePlugin(m) && devicePluginSetting(m.Addons).Equal(types.BoolValue(true)) {
+		carrier, fix := "gpu_node_group.ami_type "+gpuAMIType(m.GPUNodeGroup), "or use ami_type = \"AL2023_x86_64_NVIDIA\", which needs the plugin"
+		if m.autoModeOn() {
+			carrier, fix = "compute.mode = \"auto_mode\" (Auto Mode's AMI)", "or use compute.mode = \"karpenter\" with an AL2023 AMI, which needs the plugin"
+		}
 		diags.AddAttributeError(path.Root("addons").AtName("nvidia_device_plugin").AtName("enabled"), "Second NVIDIA device plugin",
-			fmt.Sprintf("gpu_node_group.ami_type %s carries the NVIDIA device plugin already, and a second one on the same GPUs would advertise them twice: "+
-				"remove addons.nvidia_device_plugin.enabled (it defaults to false on Bottlerocket NVIDIA AMIs), or use ami_type = \"AL2023_x86_64_NVIDIA\", which needs the plugin", ami))
+			fmt.Sprintf("%s carries the NVIDIA device plugin already, and a second one on the same GPUs would advertise them twice: "+
+				"remove addons.nvidia_device_plugin.enabled (it defaults to false where the nodes carry one), %s", carrier, fix))
 	}
 	if !m.GPUNodeGroup.IsNull() && !m.GPUNodeGroup.IsUnknown() {
 		a := m.GPUNodeGroup.Attributes()
@@ -221,7 +232,7 @@ func devicePluginSetting(addons types.Object) types.Bool {
 func planDevicePluginDefault(ctx context.Context, config tfsdk.Config, plan *inferenceClusterModel, diags *diag.Diagnostics) {
 	var configured types.Bool
 	diags.Append(config.GetAttribute(ctx, path.Root("addons").AtName("nvidia_device_plugin").AtName("enabled"), &configured)...)
-	if !configured.IsNull() || !carriesDevicePlugin(gpuAMIType(plan.GPUNodeGroup)) || plan.Addons.IsNull() || plan.Addons.IsUnknown() {
+	if !configured.IsNull() || !gpuNodesCarryDevicePlugin(*plan) || plan.Addons.IsNull() || plan.Addons.IsUnknown() {
 		return
 	}
 	plan.Addons = withAddonAttr(plan.Addons, "nvidia_device_plugin", "enabled", types.BoolValue(false))

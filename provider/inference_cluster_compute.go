@@ -35,16 +35,20 @@ const (
 	// computeKarpenter is Karpenter, installed and configured by the
 	// cluster: GPU nodes follow the pods that need them.
 	computeKarpenter = "karpenter"
+	// computeAutoMode is EKS Auto Mode (the Karpenter EKS runs itself) with
+	// the cluster's own NodeClass and GPU NodePool: GPU nodes follow the
+	// pods that need them.
+	computeAutoMode = "auto_mode"
 )
 
-// karpenterApplied is compute.status while Karpenter's release, its
-// EC2NodeClass and its NodePool are as llmd applied them and ready.
-const karpenterApplied = "applied"
+// nodePoolApplied is compute.status while the node pool's objects (and
+// Karpenter's release) are as llmd applied them and ready.
+const nodePoolApplied = "applied"
 
-// karpenterReady bounds the wait for the NodePool to be Ready (the
+// nodePoolReady bounds the wait for the NodePool to be Ready (the
 // controller has resolved the AMI, the subnets, the security group and the
-// instance profile) and, on removal, for Karpenter's nodes to go.
-const karpenterReady = 10 * time.Minute
+// instance profile) and, on removal, for its nodes to go.
+const nodePoolReady = 10 * time.Minute
 
 // defaultConsolidateAfter is how long an empty or underused GPU node stays.
 const defaultConsolidateAfter = "5m"
@@ -80,11 +84,17 @@ func computeAttribute() schema.SingleNestedAttribute {
 			"in both modes (`kubernetes`). Changing the mode changes the cluster in place, never the control plane, the network or the file system: to `karpenter`, " +
 			"the GPU node group is deleted and Karpenter installed in the same apply (the fleet's pods wait Pending for Karpenter's first nodes, a few minutes); " +
 			"back to `node_group`, Karpenter's NodePool is deleted first and its nodes drained and terminated, then the GPU node group is created and Karpenter's " +
-			"AWS parts deleted (the fleet's pods wait for the node group's nodes).",
+			"AWS parts deleted (the fleet's pods wait for the node group's nodes). " +
+			"`auto_mode`: no GPU node group; the cluster turns on EKS Auto Mode (its compute, block storage and load balancing capabilities together, no built-in " +
+			"node pools; the cluster role gets Auto Mode's managed policies) and applies an `eks.amazonaws.com` NodeClass and a NodePool `llmd-<gpu_node_group.name>` " +
+			"made as for `karpenter`, except that Auto Mode runs its own Bottlerocket-based AMI with the NVIDIA driver and device plugin (leave `ami_type` unset; " +
+			"`addons.nvidia_device_plugin` stays off) and `disk_size` is the node's ephemeral storage; the NodeClass's role is a node role with an `EC2` access " +
+			"entry and `AmazonEKSAutoNodePolicy`. EKS runs the Karpenter that launches the nodes, so `karpenter_version` and `karpenter_repository` are not used. " +
+			"Any change between modes is in place in the same way: the old mode's NodePool goes first (its nodes drained and terminated), then AWS changes.",
 		Attributes: map[string]schema.Attribute{
 			"mode": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(computeNodeGroup),
-				Validators:          []validator.String{stringvalidator.OneOf(computeNodeGroup, computeKarpenter)},
-				MarkdownDescription: "`node_group` (default) or `karpenter`."},
+				Validators:          []validator.String{stringvalidator.OneOf(computeNodeGroup, computeKarpenter, computeAutoMode)},
+				MarkdownDescription: "`node_group` (default), `karpenter` or `auto_mode`."},
 			"karpenter_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(addons.DefaultKarpenterVersion),
 				MarkdownDescription: "Karpenter chart version (its controller's release), pinned; default `" + addons.DefaultKarpenterVersion + "`. A change upgrades the release in place."},
 			"karpenter_repository": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(addons.DefaultKarpenterRepository),
@@ -92,9 +102,10 @@ func computeAttribute() schema.SingleNestedAttribute {
 					"The chart's images are the chart's own (`image_mirrors` does not rewrite them)."},
 			"consolidate_after": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultConsolidateAfter),
 				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^\d+(s|m|h)$`), "must be a duration such as 5m or 0s")},
-				MarkdownDescription: "How long an empty or underused GPU node stays before Karpenter removes it (a Go duration, `0s` for at once); default `" + defaultConsolidateAfter + "`."},
+				MarkdownDescription: "How long an empty or underused GPU node stays before Karpenter (or Auto Mode) removes it (a Go duration, `0s` for at once); default `" + defaultConsolidateAfter + "`."},
 			"status": schema.StringAttribute{Computed: true,
-				MarkdownDescription: "With `karpenter`: `applied` while the release, the EC2NodeClass and the NodePool are as applied and the NodePool is Ready; " +
+				MarkdownDescription: "With `karpenter`: `applied` while the release, the EC2NodeClass and the NodePool are as applied and the NodePool is Ready " +
+					"(with `auto_mode`: the NodeClass and the NodePool); " +
 					"`drift: ...` naming what changed behind Terraform's back, `failed: ...` or `unreachable: ...` (each plans a repair). Null with `node_group`."},
 		},
 	}
@@ -122,6 +133,19 @@ func computeMode(obj types.Object) string {
 // karpenterOn reports whether a plan or state runs Karpenter.
 func (m inferenceClusterModel) karpenterOn() bool { return computeMode(m.Compute) == computeKarpenter }
 
+// autoModeOn reports whether a plan or state runs EKS Auto Mode.
+func (m inferenceClusterModel) autoModeOn() bool { return computeMode(m.Compute) == computeAutoMode }
+
+// nodePoolOn reports whether a plan's or state's GPU nodes come from a
+// NodePool (Karpenter's or Auto Mode's) rather than the GPU node group.
+func (m inferenceClusterModel) nodePoolOn() bool { return nodePoolMode(computeMode(m.Compute)) }
+
+// nodePoolMode reports whether a compute mode makes GPU nodes from a NodePool.
+func nodePoolMode(mode string) bool { return mode == computeKarpenter || mode == computeAutoMode }
+
+// computeModeNames are the modes in the words of plans and errors.
+var computeModeNames = map[string]string{computeNodeGroup: "the GPU node group", computeKarpenter: "Karpenter", computeAutoMode: "EKS Auto Mode"}
+
 // karpenterSpec is what awsinfra makes for Karpenter; nil in node_group mode.
 func (m inferenceClusterModel) karpenterSpec() *awsinfra.KarpenterSpec {
 	if !m.karpenterOn() {
@@ -130,10 +154,32 @@ func (m inferenceClusterModel) karpenterSpec() *awsinfra.KarpenterSpec {
 	return &awsinfra.KarpenterSpec{Namespace: addons.DefaultKarpenterNamespace, ServiceAccount: addons.DefaultKarpenterServiceAccount}
 }
 
-// validateCompute refuses what Karpenter cannot make: an AMI type outside
-// the families Karpenter's aliases name.
-func validateCompute(m inferenceClusterModel, diags *diag.Diagnostics) {
-	if computeMode(m.Compute) != computeKarpenter {
+// validateCompute refuses what the mode cannot make: an AMI type outside
+// the families Karpenter's aliases name; in Auto Mode, which runs its own
+// AMI, any AMI type, and the networking add-ons turned off.
+func validateCompute(ctx context.Context, m inferenceClusterModel, diags *diag.Diagnostics) {
+	switch computeMode(m.Compute) {
+	case computeAutoMode:
+		// EKS makes an Auto Mode cluster without its self-managed
+		// networking add-ons (it requires bootstrapSelfManagedAddons =
+		// false): the system node group's nodes get them from these.
+		for _, name := range []string{"vpc_cni", "kube_proxy", "coredns"} {
+			if on, known := addonEnabled(ctx, m.Addons, name, diags); known && !on {
+				diags.AddAttributeError(path.Root("addons").AtName(name).AtName("enabled"), "Networking add-on off in EKS Auto Mode",
+					fmt.Sprintf("compute.mode = \"auto_mode\" makes the cluster without EKS's self-managed networking add-ons (EKS requires it), so the system "+
+						"node group's pods get their network and DNS only from the managed add-ons: remove addons.%s.enabled = false", name))
+			}
+		}
+		if !m.GPUNodeGroup.IsNull() && !m.GPUNodeGroup.IsUnknown() {
+			if a, ok := m.GPUNodeGroup.Attributes()["ami_type"].(types.String); ok && !a.IsNull() && !a.IsUnknown() {
+				diags.AddAttributeError(path.Root("gpu_node_group").AtName("ami_type"), "AMI type in EKS Auto Mode",
+					fmt.Sprintf("compute.mode = \"auto_mode\" launches Auto Mode's own AMI (Bottlerocket-based, with the NVIDIA driver and device plugin): "+
+						"remove gpu_node_group.ami_type (%s), or use compute.mode = \"karpenter\" to choose the AMI", a.ValueString()))
+			}
+		}
+		return
+	case computeKarpenter:
+	default:
 		return
 	}
 	if ami := gpuAMIType(m.GPUNodeGroup); ami != "" && karpenterAMIFamily(ami) == "" {
@@ -170,21 +216,31 @@ func karpenterCapacityTypes(ng awsinfra.NodeGroupSpec) []string {
 	return []string{workloads.CapacityOnDemand}
 }
 
-// karpenterPlan is what the apply makes in the cluster for Karpenter.
-type karpenterPlan struct {
-	release addons.Karpenter
+// nodePoolPlan is what the apply makes in the cluster for the GPU
+// NodePool: the pool, and Karpenter's release where llmd installs it.
+type nodePoolPlan struct {
+	// release is nil in Auto Mode: EKS runs its Karpenter.
+	release *addons.Karpenter
 	pool    workloads.GPUNodePool
 }
 
-// karpenterPlan builds the release and the node pool of a state from what
-// AWS reports (cl); nil in node_group mode.
-func (m inferenceClusterModel) karpenterPlan(ctx context.Context, cl *awsinfra.Cluster, diags *diag.Diagnostics) *karpenterPlan {
-	if !m.karpenterOn() {
+// nodePoolPlan builds the node pool (and release) of a state from what AWS
+// reports (cl); nil in node_group mode.
+func (m inferenceClusterModel) nodePoolPlan(ctx context.Context, cl *awsinfra.Cluster, diags *diag.Diagnostics) *nodePoolPlan {
+	var nodeRole string
+	switch {
+	case !m.nodePoolOn():
 		return nil
-	}
-	if cl == nil || cl.Karpenter == nil {
+	case m.autoModeOn() && (cl == nil || cl.AutoMode == nil):
+		diags.AddError("EKS Auto Mode is off", "compute.mode is \"auto_mode\" but AWS reports the cluster's Auto Mode compute off or its node role missing; apply again to turn it on")
+		return nil
+	case m.autoModeOn():
+		nodeRole = cl.AutoMode.NodeRoleName
+	case cl == nil || cl.Karpenter == nil:
 		diags.AddError("Karpenter's AWS parts are missing", "compute.mode is \"karpenter\" but the cluster's Karpenter roles and queue were not found; apply again to make them")
 		return nil
+	default:
+		nodeRole = cl.Karpenter.NodeRoleName
 	}
 	var cm computeModel
 	diags.Append(m.Compute.As(ctx, &cm, asObject)...)
@@ -205,68 +261,84 @@ func (m inferenceClusterModel) karpenterPlan(ctx context.Context, cl *awsinfra.C
 	for _, t := range ng.Taints {
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(kubernetesTaintEffect(t.Effect))})
 	}
-	pool := workloads.GPUNodePool{Name: "llmd-" + ng.Name, NodeRole: cl.Karpenter.NodeRoleName, AMIFamily: karpenterAMIFamily(ng.AMIType),
+	pool := workloads.GPUNodePool{Name: "llmd-" + ng.Name, AutoMode: m.autoModeOn(), NodeRole: nodeRole,
 		SubnetIDs: subnets, SecurityGroupIDs: []string{cl.ClusterSecurityGroupID}, DiskGiB: int64(ng.DiskSize), InstanceTypes: []string{ng.InstanceType},
 		CapacityTypes: karpenterCapacityTypes(ng), Labels: ng.Labels, Taints: taints, GPULimit: int64(ng.MaxSize) * gpus, ConsolidateAfter: consolidate,
 		Tags: map[string]string{awsinfra.OwnerTag: m.Name.ValueString()}}
 	if r := ng.Reservation; r != nil {
 		pool.ReservationID, pool.ReservationTags = r.ID, r.Tags
 	}
+	if pool.AutoMode {
+		return &nodePoolPlan{pool: pool}
+	}
+	pool.AMIFamily = karpenterAMIFamily(ng.AMIType)
 	sel, tols := nodeGroupPlacement(ctx, m.SystemNodeGroup, systemDefaults.name, diags)
 	replicas := 2
 	if sys := nodeGroupSpec(ctx, m.SystemNodeGroup, diags); sys.DesiredSize == 1 {
 		// The chart keeps its replicas on different nodes.
 		replicas = 1
 	}
-	release := addons.Karpenter{Repository: cm.KarpenterRepository.ValueString(), Version: cm.KarpenterVersion.ValueString(),
+	release := &addons.Karpenter{Repository: cm.KarpenterRepository.ValueString(), Version: cm.KarpenterVersion.ValueString(),
 		ClusterName: m.Name.ValueString(), ClusterEndpoint: m.Endpoint.ValueString(), InterruptionQueue: cl.Karpenter.InterruptionQueue,
 		Replicas: replicas, NodeSelector: sel, Tolerations: tols}
-	return &karpenterPlan{release: release, pool: pool}
+	return &nodePoolPlan{release: release, pool: pool}
 }
 
-// applyKarpenter installs or upgrades Karpenter's release, applies the
-// EC2NodeClass and the NodePool and waits until the NodePool is Ready. It
-// returns the objects applied (for the inventory).
-func applyKarpenter(ctx context.Context, k *inClusterKube, want *karpenterPlan) ([]kube.Ref, error) {
-	tflog.Info(ctx, "installing Karpenter", map[string]any{"version": want.release.Version, "repository": want.release.Repository})
-	if _, err := addons.Apply(ctx, k.cfg, want.release, func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) }); err != nil {
-		return nil, fmt.Errorf("installing Karpenter: %w", err)
+// applyNodePool installs or upgrades Karpenter's release (where llmd
+// installs it), applies the node class and the NodePool and waits until
+// the NodePool is Ready. It returns the objects applied (for the inventory).
+func applyNodePool(ctx context.Context, k *inClusterKube, want *nodePoolPlan) ([]kube.Ref, error) {
+	if want.release != nil {
+		tflog.Info(ctx, "installing Karpenter", map[string]any{"version": want.release.Version, "repository": want.release.Repository})
+		if _, err := addons.Apply(ctx, k.cfg, *want.release, func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) }); err != nil {
+			return nil, fmt.Errorf("installing Karpenter: %w", err)
+		}
 	}
 	objs, err := want.pool.Objects()
 	if err != nil {
 		return nil, err
 	}
+	_, classKind := want.pool.ClassGroupKind()
 	// Force: llmd owns these objects, and the apply is what repairs an edit.
 	if err := k.c.Apply(ctx, objs, true); err != nil {
-		return kube.Refs(objs), fmt.Errorf("applying Karpenter's EC2NodeClass and NodePool: %w", err)
+		return kube.Refs(objs), fmt.Errorf("applying the GPU %s and NodePool: %w", classKind, err)
 	}
-	return kube.Refs(objs), waitNodePoolReady(ctx, k.c, want.pool.Name)
+	return kube.Refs(objs), waitNodePoolReady(ctx, k.c, want.pool)
 }
 
 var (
 	nodePoolResource  = k8sschema.GroupVersionResource{Group: workloads.KarpenterGroup, Version: workloads.KarpenterVersion, Resource: "nodepools"}
-	nodeClassResource = k8sschema.GroupVersionResource{Group: workloads.KarpenterAWSGroup, Version: workloads.KarpenterVersion, Resource: "ec2nodeclasses"}
 	nodeClaimResource = k8sschema.GroupVersionResource{Group: workloads.KarpenterGroup, Version: workloads.KarpenterVersion, Resource: workloads.NodeClaimsResource}
 )
 
+// nodeClassResource is the resource of a pool's node class.
+func nodeClassResource(pool workloads.GPUNodePool) k8sschema.GroupVersionResource {
+	group, kind := pool.ClassGroupKind()
+	return k8sschema.GroupVersionResource{Group: group, Version: workloads.KarpenterVersion, Resource: strings.ToLower(kind) + "es"}
+}
+
 // waitNodePoolReady waits for the NodePool's Ready condition: Karpenter has
-// resolved its EC2NodeClass against AWS. A timeout names the conditions
-// that are not true, the NodeClass's first (they say which AWS part failed).
-func waitNodePoolReady(ctx context.Context, c *kube.Client, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, karpenterReady)
+// resolved its node class against AWS. A timeout names the conditions
+// that are not true, the class's first (they say which AWS part failed).
+func waitNodePoolReady(ctx context.Context, c *kube.Client, pool workloads.GPUNodePool) error {
+	ctx, cancel := context.WithTimeout(ctx, nodePoolReady)
 	defer cancel()
 	began := time.Now()
 	for {
-		ready, why := conditionTrue(ctx, c, nodePoolResource, name)
+		ready, why := conditionTrue(ctx, c, nodePoolResource, pool.Name)
 		if ready {
-			tflog.Info(ctx, "Karpenter's NodePool "+name+" is ready", map[string]any{"elapsed": time.Since(began).Round(time.Second).String()})
+			tflog.Info(ctx, "the GPU NodePool "+pool.Name+" is ready", map[string]any{"elapsed": time.Since(began).Round(time.Second).String()})
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			_, classWhy := conditionTrue(context.Background(), c, nodeClassResource, name)
-			return fmt.Errorf("Karpenter's NodePool %s was not Ready within %s: EC2NodeClass %s; NodePool %s "+
-				"(is the controller running? kubectl -n %s logs deployment/%s)", name, karpenterReady, classWhy, why, addons.DefaultKarpenterNamespace, addons.DefaultKarpenterRelease)
+			_, classKind := pool.ClassGroupKind()
+			_, classWhy := conditionTrue(context.Background(), c, nodeClassResource(pool), pool.Name)
+			hint := fmt.Sprintf("is the controller running? kubectl -n %s logs deployment/%s", addons.DefaultKarpenterNamespace, addons.DefaultKarpenterRelease)
+			if pool.AutoMode {
+				hint = "does the NodeClass's role have its access entry? kubectl describe nodeclass " + pool.Name
+			}
+			return fmt.Errorf("the GPU NodePool %s was not Ready within %s: %s %s; NodePool %s (%s)", pool.Name, nodePoolReady, classKind, classWhy, why, hint)
 		case <-time.After(c.Poll):
 		}
 	}
@@ -298,29 +370,31 @@ func conditionTrue(ctx context.Context, c *kube.Client, gvr k8sschema.GroupVersi
 	return ready, strings.Join(not, ", ")
 }
 
-// removeKarpenter takes Karpenter out of the cluster in the order its
-// finalizers need: the NodePool (its NodeClaims go, Karpenter drains and
-// terminates their instances), then the EC2NodeClass (Karpenter deletes
-// its instance profiles), then the release. Each wait is bounded; a
-// controller that cannot finish leaves the error, and nothing in AWS has
-// been deleted yet.
-func removeKarpenter(ctx context.Context, k *inClusterKube, poolName string, release addons.Karpenter) error {
-	ctx, cancel := context.WithTimeout(ctx, karpenterReady)
+// removeNodePool takes the GPU NodePool out of the cluster in the order
+// its finalizers need: the NodePool (its NodeClaims go, Karpenter drains
+// and terminates their instances), then the node class, waited until gone
+// (Karpenter deletes its instance profiles; Auto Mode holds its NodeClass
+// until the class's nodes are gone), then Karpenter's release where llmd
+// installed it. Each wait is bounded; a controller that cannot finish
+// leaves the error, and nothing in AWS has been deleted yet.
+func removeNodePool(ctx context.Context, k *inClusterKube, pool workloads.GPUNodePool, release *addons.Karpenter) error {
+	ctx, cancel := context.WithTimeout(ctx, nodePoolReady)
 	defer cancel()
-	ref := func(group, kind string) kube.Ref {
-		return kube.Ref{Group: group, Version: workloads.KarpenterVersion, Kind: kind, Name: poolName}
-	}
-	tflog.Info(ctx, "removing Karpenter: its NodePool, its nodes, its EC2NodeClass, then the release", map[string]any{"node_pool": poolName})
-	if err := k.c.Delete(ctx, []kube.Ref{ref(workloads.KarpenterGroup, workloads.NodePoolKind)}); err != nil {
+	group, kind := pool.ClassGroupKind()
+	tflog.Info(ctx, "removing the GPU NodePool, its nodes, then its "+kind, map[string]any{"node_pool": pool.Name, "karpenter_release": release != nil})
+	if err := k.c.Delete(ctx, []kube.Ref{{Group: workloads.KarpenterGroup, Version: workloads.KarpenterVersion, Kind: workloads.NodePoolKind, Name: pool.Name}}); err != nil {
 		return err
 	}
-	if err := waitNodeClaimsGone(ctx, k.c, poolName); err != nil {
+	if err := waitNodeClaimsGone(ctx, k.c, pool.Name); err != nil {
 		return err
 	}
-	if err := k.c.Delete(ctx, []kube.Ref{ref(workloads.KarpenterAWSGroup, workloads.EC2NodeClassKind)}); err != nil {
+	if err := k.c.Delete(ctx, []kube.Ref{{Group: group, Version: workloads.KarpenterVersion, Kind: kind, Name: pool.Name}}); err != nil {
 		return err
 	}
-	return addons.Uninstall(ctx, k.cfg, release)
+	if release == nil {
+		return nil
+	}
+	return addons.Uninstall(ctx, k.cfg, *release)
 }
 
 // waitNodeClaimsGone waits until no NodeClaim of the pool is left: each
@@ -343,23 +417,27 @@ func waitNodeClaimsGone(ctx context.Context, c *kube.Client, pool string) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("Karpenter's nodes of NodePool %s were not removed within %s (NodeClaims %s; is the controller running?): "+
+			return fmt.Errorf("the nodes of NodePool %s were not removed within %s (NodeClaims %s; is the controller running?): "+
 				"nothing in AWS was deleted yet", pool, time.Since(began).Round(time.Second), strings.Join(names, ", "))
 		case <-time.After(c.Poll):
 		}
 	}
 }
 
-// karpenterRelease is the release a state names, enough to uninstall it.
-func (m inferenceClusterModel) karpenterRelease(ctx context.Context, diags *diag.Diagnostics) addons.Karpenter {
+// karpenterRelease is the Karpenter release a state names, enough to
+// uninstall it; nil where llmd installed none (Auto Mode).
+func (m inferenceClusterModel) karpenterRelease(ctx context.Context, diags *diag.Diagnostics) *addons.Karpenter {
+	if !m.karpenterOn() {
+		return nil
+	}
 	var cm computeModel
 	diags.Append(m.Compute.As(ctx, &cm, asObject)...)
-	return addons.Karpenter{Version: cm.KarpenterVersion.ValueString(), Repository: cm.KarpenterRepository.ValueString(), ClusterName: m.Name.ValueString()}
+	return &addons.Karpenter{Version: cm.KarpenterVersion.ValueString(), Repository: cm.KarpenterRepository.ValueString(), ClusterName: m.Name.ValueString()}
 }
 
-// karpenterPoolName is the NodePool and EC2NodeClass name of a state.
-func (m inferenceClusterModel) karpenterPoolName(ctx context.Context, diags *diag.Diagnostics) string {
-	return "llmd-" + nodeGroupSpec(ctx, m.GPUNodeGroup, diags).Name
+// appliedPool names a state's NodePool and node class, enough to delete them.
+func (m inferenceClusterModel) appliedPool(ctx context.Context, diags *diag.Diagnostics) workloads.GPUNodePool {
+	return workloads.GPUNodePool{Name: "llmd-" + nodeGroupSpec(ctx, m.GPUNodeGroup, diags).Name, AutoMode: m.autoModeOn()}
 }
 
 // withComputeStatus sets compute.status ("" for null).
@@ -383,7 +461,7 @@ func planCompute(plan, prior types.Object, gpuChanged bool) types.Object {
 	}
 	v := plan.Attributes()
 	switch {
-	case computeMode(plan) != computeKarpenter:
+	case !nodePoolMode(computeMode(plan)):
 		v["status"] = types.StringNull()
 	case prior.IsNull() || prior.IsUnknown() || gpuChanged:
 		v["status"] = types.StringUnknown()
@@ -394,22 +472,26 @@ func planCompute(plan, prior types.Object, gpuChanged bool) types.Object {
 			same = same && v[k].Equal(p[k])
 		}
 		v["status"] = types.StringUnknown()
-		if same && p["status"].Equal(types.StringValue(karpenterApplied)) {
+		if same && p["status"].Equal(types.StringValue(nodePoolApplied)) {
 			v["status"] = p["status"]
 		}
 	}
 	return types.ObjectValueMust(computeTypes, v)
 }
 
-// refreshKarpenter records in compute.status whether Karpenter's release,
-// EC2NodeClass and NodePool are as applied (the NodePool Ready).
-func refreshKarpenter(ctx context.Context, k *inClusterKube, state *inferenceClusterModel, want *karpenterPlan) error {
-	st, drift, err := addons.Read(ctx, k.cfg, want.release)
-	if err != nil {
-		return err
-	}
-	if st == nil {
-		drift = append(drift, "release "+want.release.Namespace+"/"+addons.DefaultKarpenterRelease+" missing")
+// refreshNodePool records in compute.status whether the node class and
+// the NodePool (and Karpenter's release) are as applied (the NodePool Ready).
+func refreshNodePool(ctx context.Context, k *inClusterKube, state *inferenceClusterModel, want *nodePoolPlan) error {
+	var drift []string
+	if want.release != nil {
+		st, releaseDrift, err := addons.Read(ctx, k.cfg, *want.release)
+		if err != nil {
+			return err
+		}
+		drift = releaseDrift
+		if st == nil {
+			drift = append(drift, "release "+want.release.Namespace+"/"+addons.DefaultKarpenterRelease+" missing")
+		}
 	}
 	objs, err := want.pool.Objects()
 	if err != nil {
@@ -425,7 +507,7 @@ func refreshKarpenter(ctx context.Context, k *inClusterKube, state *inferenceClu
 	if ready, why := conditionTrue(ctx, k.c, nodePoolResource, want.pool.Name); !ready && len(diffs) == 0 {
 		drift = append(drift, "NodePool "+want.pool.Name+" not Ready: "+why)
 	}
-	status := karpenterApplied
+	status := nodePoolApplied
 	if len(drift) > 0 {
 		status = "drift: " + strings.Join(drift, "; ")
 	}
@@ -440,12 +522,12 @@ func withComputeMode(compute types.Object, mode string) types.Object {
 	return types.ObjectValueMust(computeTypes, v)
 }
 
-// karpenterGPUNodes is gpu_node_group as state records it in Karpenter mode
-// (the configuration, with the control plane's version: Karpenter launches
+// nodePoolGPUNodes is gpu_node_group as state records it where a NodePool
+// makes the GPU nodes (the configuration, with the control plane's version: Karpenter launches
 // the latest AMI for it; no release version, a reservation selected by tags
 // without an id) and the GPU nodes the kubernetes object reports: as many
 // as max_size, the NodePool's limit.
-func karpenterGPUNodes(ctx context.Context, obj types.Object, version string) (types.Object, *awsinfra.NodeGroup) {
+func nodePoolGPUNodes(ctx context.Context, obj types.Object, version string) (types.Object, *awsinfra.NodeGroup) {
 	if obj.IsNull() || obj.IsUnknown() {
 		return obj, nil
 	}
@@ -463,24 +545,38 @@ func karpenterGPUNodes(ctx context.Context, obj types.Object, version string) (t
 	return obj, &awsinfra.NodeGroup{NodeGroupSpec: spec}
 }
 
-// planKarpenterGPU plans gpu_node_group where Karpenter makes the GPU
+// planNodePoolGPU plans gpu_node_group where a NodePool makes the GPU
 // nodes, or made them before: the version is the control plane's and a
 // node pool changes in place (Karpenter replaces drifted nodes itself). A
 // mode change is said in words: what goes, what comes, and that the fleet's
 // pods wait meanwhile.
-func planKarpenterGPU(obj types.Object, k8s types.String, prior, plan inferenceClusterModel, updating bool, diags *diag.Diagnostics) types.Object {
-	was, is := updating && prior.karpenterOn(), plan.karpenterOn()
-	switch {
-	case updating && !was && is:
-		diags.AddAttributeWarning(path.Root("compute").AtName("mode"), "GPU node group replaced by Karpenter",
-			"The apply deletes the GPU managed node group and its nodes, then installs Karpenter, which makes GPU nodes for the fleet's Pending pods "+
-				"(a few minutes on AWS). The control plane, the network and the file system stay.")
-	case was && !is:
-		diags.AddAttributeWarning(path.Root("compute").AtName("mode"), "Karpenter replaced by a GPU node group",
-			"The apply first deletes Karpenter's NodePool (Karpenter drains and terminates its nodes) and uninstalls Karpenter, then creates the GPU managed "+
-				"node group and deletes Karpenter's AWS parts. The fleet's pods wait for the node group's nodes. The control plane, the network and the file system stay.")
+func planNodePoolGPU(obj types.Object, k8s types.String, prior, plan inferenceClusterModel, updating bool, diags *diag.Diagnostics) types.Object {
+	was, is := computeMode(prior.Compute), computeMode(plan.Compute)
+	if updating && was != is && was != "" && is != "" {
+		var steps []string
+		switch was {
+		case computeNodeGroup:
+			steps = append(steps, "deletes the GPU managed node group and its nodes")
+		case computeKarpenter:
+			steps = append(steps, "first deletes Karpenter's NodePool (Karpenter drains and terminates its nodes) and uninstalls Karpenter")
+		case computeAutoMode:
+			steps = append(steps, "first deletes the Auto Mode NodePool and NodeClass (Auto Mode drains and terminates its nodes)")
+		}
+		switch is {
+		case computeNodeGroup:
+			steps = append(steps, "creates the GPU managed node group")
+		case computeKarpenter:
+			steps = append(steps, "installs Karpenter, which makes GPU nodes for the fleet's Pending pods (a few minutes on AWS)")
+		case computeAutoMode:
+			steps = append(steps, "turns on EKS Auto Mode and applies its NodeClass and NodePool, from which Auto Mode makes GPU nodes for the fleet's Pending pods (a few minutes on AWS)")
+		}
+		if was != computeNodeGroup {
+			steps = append(steps, "turns off what "+computeModeNames[was]+" needed in AWS")
+		}
+		diags.AddAttributeWarning(path.Root("compute").AtName("mode"), computeModeNames[was]+" replaced by "+computeModeNames[is],
+			"The apply "+strings.Join(steps, ", then ")+". The fleet's pods wait Pending meanwhile. The control plane, the network and the file system stay.")
 	}
-	if !is {
+	if !nodePoolMode(is) {
 		// Back to a node group: a new one.
 		obj, _ = planNodeGroup(obj, types.ObjectNull(nodeGroupTypes), k8s, false, false)
 		return obj
@@ -493,16 +589,18 @@ func planKarpenterGPU(obj types.Object, k8s types.String, prior, plan inferenceC
 	return types.ObjectValueMust(nodeGroupTypes, v)
 }
 
-// removeKarpenterFirst takes Karpenter out of the cluster before an apply
-// leaves Karpenter mode, while its AWS parts still serve it; false (with
-// the error in diags) stops the apply before AWS changes.
-func (r *inferenceClusterResource) removeKarpenterFirst(ctx context.Context, prior inferenceClusterModel, diags *diag.Diagnostics) bool {
+// removeNodePoolFirst takes the prior mode's NodePool (and Karpenter)
+// out of the cluster before an apply changes mode, while the AWS parts
+// still serve it; false (with the error in diags) stops the apply before
+// AWS changes.
+func (r *inferenceClusterResource) removeNodePoolFirst(ctx context.Context, prior inferenceClusterModel, diags *diag.Diagnostics) bool {
 	k, err := r.inClusterKube(ctx, prior)
 	if err == nil {
-		err = removeKarpenter(ctx, k, prior.karpenterPoolName(ctx, diags), prior.karpenterRelease(ctx, diags))
+		err = removeNodePool(ctx, k, prior.appliedPool(ctx, diags), prior.karpenterRelease(ctx, diags))
 	}
 	if err != nil {
-		diags.AddError("Leaving compute.mode \"karpenter\"", explain(err)+"\n\nNothing in AWS changed; the GPU nodes Karpenter made are as they were. Fix the cause and apply again.")
+		diags.AddError(fmt.Sprintf("Leaving compute.mode %q", computeMode(prior.Compute)), explain(err)+
+			"\n\nNothing in AWS changed; the GPU nodes it made are as they were. Fix the cause and apply again.")
 		return false
 	}
 	return true

@@ -47,13 +47,13 @@ func TestPlanComputeStatus(t *testing.T) {
 		}
 		return types.ObjectValueMust(computeTypes, v)
 	}
-	applied := with(computeKarpenter, "1.14.0", karpenterApplied)
+	applied := with(computeKarpenter, "1.14.0", nodePoolApplied)
 	for name, tc := range map[string]struct {
 		plan, prior types.Object
 		gpuChanged  bool
 		want        attr.Value
 	}{
-		"unchanged":            {with(computeKarpenter, "1.14.0", ""), applied, false, types.StringValue(karpenterApplied)},
+		"unchanged":            {with(computeKarpenter, "1.14.0", ""), applied, false, types.StringValue(nodePoolApplied)},
 		"new version":          {with(computeKarpenter, "1.15.0", ""), applied, false, types.StringUnknown()},
 		"GPU nodes changed":    {with(computeKarpenter, "1.14.0", ""), applied, true, types.StringUnknown()},
 		"drifted":              {with(computeKarpenter, "1.14.0", ""), with(computeKarpenter, "1.14.0", "drift: NodePool llmd-gpu missing"), false, types.StringUnknown()},

@@ -183,7 +183,7 @@ func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *in
 	cl *awsinfra.Cluster) (err error) {
 	var diags diag.Diagnostics
 	want := state.inClusterPlan(ctx, &diags)
-	karpenter := state.karpenterPlan(ctx, cl, &diags)
+	pool := state.nodePoolPlan(ctx, cl, &diags)
 	var previous []kube.Ref
 	var priorMonitoring *monitoringPlan
 	if prior != nil {
@@ -206,7 +206,7 @@ func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *in
 		}
 	}()
 	setStatus := func(key, status string) { state.Addons = withInClusterStatus(state.Addons, key, status) }
-	if !want.wanted() && karpenter == nil && len(previous) == 0 && priorMonitoring == nil {
+	if !want.wanted() && pool == nil && len(previous) == 0 && priorMonitoring == nil {
 		setStatus("nvidia_device_plugin", "")
 		state.Addons = withMonitoringRelease(state.Addons, nil)
 		return nil
@@ -222,16 +222,16 @@ func (r *inferenceClusterResource) applyInCluster(ctx context.Context, state *in
 			return err
 		}
 	}
-	if karpenter != nil {
+	if pool != nil {
 		// Before the device plugin and the fleets: GPU nodes come from it.
-		refs, err := applyKarpenter(ctx, k, karpenter)
+		refs, err := applyNodePool(ctx, k, pool)
 		inventory = unionRefs(inventory, refs)
 		desired = append(desired, refs...)
 		if err != nil {
 			state.Compute = withComputeStatus(state.Compute, "failed: "+err.Error())
 			return err
 		}
-		state.Compute = withComputeStatus(state.Compute, karpenterApplied)
+		state.Compute = withComputeStatus(state.Compute, nodePoolApplied)
 	}
 	if want.devicePlugin != nil {
 		objs, err := want.devicePlugin.Objects()
@@ -314,8 +314,8 @@ func knownInCluster(a types.Object, err error) types.Object {
 // the plan shows that the add-ons need attention.
 func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inferenceClusterModel, importing bool, cl *awsinfra.Cluster, diags *diag.Diagnostics) {
 	want := state.inClusterPlan(ctx, diags)
-	karpenter := state.karpenterPlan(ctx, cl, diags)
-	if diags.HasError() || (!want.wanted() && karpenter == nil && !importing) {
+	pool := state.nodePoolPlan(ctx, cl, diags)
+	if diags.HasError() || (!want.wanted() && pool == nil && !importing) {
 		if state.InClusterInventory.IsNull() {
 			state.InClusterInventory = inventoryList(nil)
 		}
@@ -327,8 +327,8 @@ func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inf
 		err = &net.OpError{Op: "connect", Net: "tcp", Err: err}
 	} else {
 		err = r.refreshInCluster(ctx, k, state, want, importing)
-		if err == nil && karpenter != nil {
-			err = refreshKarpenter(ctx, k, state, karpenter)
+		if err == nil && pool != nil {
+			err = refreshNodePool(ctx, k, state, pool)
 		}
 	}
 	if err == nil {
@@ -351,7 +351,7 @@ func (r *inferenceClusterResource) readInCluster(ctx context.Context, state *inf
 	if want.monitoring != nil {
 		state.Addons = withInClusterStatus(state.Addons, "monitoring", "unreachable: "+err.Error())
 	}
-	if karpenter != nil {
+	if pool != nil {
 		state.Compute = withComputeStatus(state.Compute, "unreachable: "+err.Error())
 	}
 	if want.inferenceExtension {
@@ -422,9 +422,9 @@ func (r *inferenceClusterResource) deleteInCluster(ctx context.Context, state in
 		return true
 	}
 	k, err := r.inClusterKube(ctx, state)
-	if err == nil && state.karpenterOn() {
-		// First: Karpenter's nodes are instances only it terminates.
-		err = removeKarpenter(ctx, k, state.karpenterPoolName(ctx, diags), state.karpenterRelease(ctx, diags))
+	if err == nil && state.nodePoolOn() {
+		// First: the NodePool's nodes are instances only Karpenter (or Auto Mode) terminates.
+		err = removeNodePool(ctx, k, state.appliedPool(ctx, diags), state.karpenterRelease(ctx, diags))
 	}
 	if err == nil {
 		err = r.uninstallMonitoring(ctx, k, state)

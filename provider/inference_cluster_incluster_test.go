@@ -45,8 +45,10 @@ type inClusterGround struct {
 	roleARN            string
 	gpuNodes, sysNodes []string
 	// karpenterRepo serves Karpenter's chart where Karpenter makes the GPU
-	// nodes (newKarpenterGround), up to maxGPUNodes.
+	// nodes (newKarpenterGround), up to maxGPUNodes; autoMode is set where
+	// EKS Auto Mode makes them (newAutoModeGround).
 	karpenterRepo string
+	autoMode      bool
 	maxGPUNodes   int
 }
 
@@ -64,7 +66,20 @@ func newKarpenterGround(t *testing.T, prefix string, maxGPUNodes, systems int) i
 	return g
 }
 
-// karpenterNodes are the GPU nodes Karpenter made.
+// newAutoModeGround is an in-cluster ground whose GPU nodes EKS Auto Mode
+// makes (compute.mode = "auto_mode") for the cluster named cluster, up to
+// maxGPUNodes: no GPU node at first, and Auto Mode's node provisioning
+// played by testenv.PlayAutoMode (Karpenter's own build behind Auto Mode's
+// NodeClass) while the stand-in reports the cluster's Auto Mode compute on.
+func newAutoModeGround(t *testing.T, prefix, cluster string, maxGPUNodes, systems int) inClusterGround {
+	t.Helper()
+	g := newInClusterGround(t, prefix, 0, systems)
+	g.autoMode, g.maxGPUNodes = true, maxGPUNodes
+	testenv.PlayAutoMode(t, g.c, g.standIn, cluster)
+	return g
+}
+
+// karpenterNodes are the GPU nodes Karpenter (or Auto Mode's) made.
 func (g inClusterGround) karpenterNodes(t *testing.T) []string {
 	list, err := g.c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool"})
 	if err != nil {
@@ -118,6 +133,13 @@ func (g inClusterGround) config(name, extra, rest string) string {
     karpenter_repository = %q
     consolidate_after    = "0s"
   }`, g.maxGPUNodes, testenv.KarpenterVersion, g.karpenterRepo)
+	}
+	if g.autoMode {
+		gpu = fmt.Sprintf(`  gpu_node_group = { max_size = %d }
+  compute = {
+    mode              = "auto_mode"
+    consolidate_after = "0s"
+  }`, g.maxGPUNodes)
 	}
 	return g.provider() + fmt.Sprintf(`
 resource "llmd_inference_cluster" "test" {

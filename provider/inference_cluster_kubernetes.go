@@ -67,7 +67,7 @@ func (kubernetesFromState) PlanModifyObject(ctx context.Context, req planmodifie
 			unreported = unreported || (!planned.IsNull() && (next[k] == nil || next[k].IsNull()))
 		}
 		compared := f.compared
-		if f.group == "gpu_node_group" && computeMode(plannedCompute) == computeKarpenter {
+		if f.group == "gpu_node_group" && nodePoolMode(computeMode(plannedCompute)) {
 			compared = append(slices.Clone(compared), "max_size")
 		}
 		same := sameNodes(planned, prior, compared)

@@ -151,6 +151,7 @@ func (m inferenceClusterModel) spec(ctx context.Context) (awsinfra.ClusterSpec, 
 	s.Endpoint = awsinfra.EndpointAccess{Public: ea.Public.ValueBool(), Private: ea.Private.ValueBool(), PublicCIDRs: stringsOf(ctx, ea.PublicCIDRs, &diags)}
 	s.GPU = nodeGroupSpec(ctx, m.GPUNodeGroup, &diags)
 	s.Karpenter = m.karpenterSpec()
+	s.AutoMode = m.autoModeOn()
 	s.System = nodeGroupSpec(ctx, m.SystemNodeGroup, &diags)
 	s.Storage = storageSpec(ctx, m.ModelStorage, &diags)
 	s.ModelBucket = modelBucketSpec(ctx, m.ModelBucket, &diags)
@@ -241,12 +242,15 @@ func (m *inferenceClusterModel) refresh(ctx context.Context, c *awsinfra.Clients
 	if m.Compute.IsNull() {
 		// An import: the mode is what AWS holds.
 		m.Compute = computeDefault
-		if cl.Karpenter != nil && cl.GPU == nil {
+		switch {
+		case cl.AutoMode != nil && cl.GPU == nil:
+			m.Compute = withComputeMode(computeDefault, computeAutoMode)
+		case cl.Karpenter != nil && cl.GPU == nil:
 			m.Compute = withComputeMode(computeDefault, computeKarpenter)
 		}
 	}
-	if m.karpenterOn() {
-		m.GPUNodeGroup, gpu = karpenterGPUNodes(ctx, m.GPUNodeGroup, cl.KubernetesVersion)
+	if m.nodePoolOn() {
+		m.GPUNodeGroup, gpu = nodePoolGPUNodes(ctx, m.GPUNodeGroup, cl.KubernetesVersion)
 	} else {
 		m.GPUNodeGroup = nodeGroupObject(cl.GPU, m.GPUNodeGroup, gpuDefaults.colocate)
 	}

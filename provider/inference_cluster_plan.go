@@ -44,7 +44,7 @@ func (r *inferenceClusterResource) ValidateConfig(ctx context.Context, req resou
 	}
 	validateAddons(ctx, m.Addons, &resp.Diagnostics)
 	validateGPUCapacity(m, &resp.Diagnostics)
-	validateCompute(m, &resp.Diagnostics)
+	validateCompute(ctx, m, &resp.Diagnostics)
 	if !m.ImageMirrors.IsNull() && !m.ImageMirrors.IsUnknown() {
 		var raw map[string]string
 		if d := m.ImageMirrors.ElementsAs(ctx, &raw, false); !d.HasError() {
@@ -134,8 +134,8 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 		plan  *types.Object
 		prior types.Object
 	}{{"gpu_node_group", &plan.GPUNodeGroup, prior.GPUNodeGroup}, {"system_node_group", &plan.SystemNodeGroup, prior.SystemNodeGroup}} {
-		if g.name == "gpu_node_group" && (plan.karpenterOn() || (exists && prior.karpenterOn())) {
-			*g.plan = planKarpenterGPU(*g.plan, plan.KubernetesVersion, prior, plan, exists && !replacing, &resp.Diagnostics)
+		if g.name == "gpu_node_group" && (plan.nodePoolOn() || (exists && prior.nodePoolOn())) {
+			*g.plan = planNodePoolGPU(*g.plan, plan.KubernetesVersion, prior, plan, exists && !replacing, &resp.Diagnostics)
 			continue
 		}
 		obj, replaced := planNodeGroup(*g.plan, g.prior, plan.KubernetesVersion, replacing, storageOn)
@@ -181,7 +181,7 @@ func (r *inferenceClusterResource) ModifyPlan(ctx context.Context, req resource.
 	}
 	res, err := c.Preflight(ctx, awsinfra.PreflightInput{KubernetesVersion: spec.KubernetesVersion, GPU: spec.GPU, System: spec.System, Network: spec.Network,
 		Upgrade: exists && !plan.KubernetesVersion.Equal(prior.KubernetesVersion), StorageZone: storageZoneOf(plan.ModelStorage), StorageOn: storageOn,
-		Karpenter: plan.karpenterOn()})
+		Karpenter: plan.karpenterOn(), AutoMode: plan.autoModeOn()})
 	if err != nil {
 		resp.Diagnostics.AddError("Preflight checks", err.Error())
 		return

@@ -147,9 +147,10 @@ func (r *inferenceClusterResource) apply(ctx context.Context, plan inferenceClus
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if prior != nil && prior.karpenterOn() && !plan.karpenterOn() {
-		// Before AWS: Karpenter needs its role and queue to terminate its nodes.
-		if !r.removeKarpenterFirst(ctx, *prior, diags) {
+	if prior != nil && prior.nodePoolOn() && computeMode(prior.Compute) != computeMode(plan.Compute) {
+		// Before AWS: Karpenter needs its role and queue, Auto Mode its
+		// compute, to terminate their nodes.
+		if !r.removeNodePoolFirst(ctx, *prior, diags) {
 			return
 		}
 	}

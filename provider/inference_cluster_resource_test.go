@@ -646,6 +646,18 @@ func TestAccInferenceClusterUpdateInPlace(t *testing.T) {
 				}},
 			},
 			{
+				// So is EKS Auto Mode, whose nodes carry the NVIDIA device plugin.
+				Config: strings.Replace(after, `  endpoint_access =`, `  compute = { mode = "auto_mode" }
+  endpoint_access =`, 1),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("compute").AtMapKey("mode"), knownvalue.StringExact("auto_mode")),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("addons").AtMapKey("nvidia_device_plugin").AtMapKey("enabled"), knownvalue.Bool(false)),
+				}},
+			},
+			{
 				Config:      strings.Replace(after, `kubernetes_version = "1.34"`, `kubernetes_version = "1.32"`, 1),
 				PlanOnly:    true,
 				ExpectError: regexp.MustCompile(`(?s)EKS upgrades in place one minor version at a time and never downgrades:\s+from\s+1.34 the next version is 1.35`),

@@ -174,15 +174,7 @@ func TestAccFleetAutoscaling(t *testing.T) {
 				PlanOnly:  true,
 			},
 			{
-				PreConfig: func() {
-					calls := g.standIn.CallsBy("terraform-provider-llmd/")
-					// Each refresh reads the cluster's model storage once.
-					refreshes := countOp(calls, "DescribeFileSystems")
-					t.Logf("a no-op plan of cluster, fleet and router in Karpenter mode: %d AWS calls over %d refreshes: %v", len(calls), refreshes, calls)
-					if refreshes == 0 || len(calls) > 60*refreshes {
-						t.Fatalf("a no-op plan made %d AWS calls in %d refreshes, want at most 60 each", len(calls), refreshes)
-					}
-				},
+				PreConfig: func() { checkNoOpPlanCalls(t, g.standIn, "Karpenter mode") },
 				// Back to a fixed size: llmd takes the replicas back from
 				// the HPA's last write, and the HPA goes.
 				Config: autoscaledConfig(g, cluster, ns, "  replicas = 4"),

@@ -15,11 +15,15 @@ import (
 
 // Karpenter's API groups and the kinds llmd applies.
 const (
-	KarpenterGroup     = "karpenter.sh"
-	KarpenterAWSGroup  = "karpenter.k8s.aws"
-	KarpenterVersion   = "v1"
-	NodePoolKind       = "NodePool"
-	EC2NodeClassKind   = "EC2NodeClass"
+	KarpenterGroup    = "karpenter.sh"
+	KarpenterAWSGroup = "karpenter.k8s.aws"
+	KarpenterVersion  = "v1"
+	NodePoolKind      = "NodePool"
+	EC2NodeClassKind  = "EC2NodeClass"
+	// AutoModeGroup and NodeClassKind are EKS Auto Mode's node class: the
+	// NodePool kind is Karpenter's, the class is EKS's own.
+	AutoModeGroup      = "eks.amazonaws.com"
+	NodeClassKind      = "NodeClass"
 	NodeClaimsResource = "nodeclaims"
 	// NodePoolLabel is the label Karpenter puts on every node and
 	// NodeClaim of a NodePool.
@@ -33,19 +37,25 @@ const (
 	CapacityOnDemand = "on-demand"
 )
 
-// GPUNodePool is the GPU capacity Karpenter makes for a cluster: an
-// EC2NodeClass (how a node is launched: AMI, role, subnets, security
-// groups, disk, reservations) and a NodePool of the same name (which
-// nodes: instance types, capacity types, labels, taints, a GPU limit, and
-// when empty or underused nodes are consolidated away).
+// GPUNodePool is the GPU capacity Karpenter (self-managed, or EKS Auto
+// Mode's) makes for a cluster: a node class (how a node is launched: role,
+// subnets, security groups, disk, reservations; with Karpenter also the
+// AMI) and a NodePool of the same name (which nodes: instance types,
+// capacity types, labels, taints, a GPU limit, and when empty or underused
+// nodes are consolidated away).
 type GPUNodePool struct {
 	// Name of both objects (cluster-scoped).
 	Name string
-	// NodeRole is the IAM role name the nodes run as (it has an EC2_LINUX access entry).
+	// AutoMode makes the class EKS Auto Mode's eks.amazonaws.com NodeClass,
+	// whose nodes run Auto Mode's own AMI, instead of Karpenter's
+	// EC2NodeClass.
+	AutoMode bool
+	// NodeRole is the IAM role name the nodes run as (it has an EC2_LINUX
+	// access entry; in Auto Mode an EC2 one with AmazonEKSAutoNodePolicy).
 	NodeRole string
 	// AMIFamily is "al2023" or "bottlerocket"; the latest EKS-optimized AMI
 	// of the family for the cluster's version is used (the GPU variant
-	// where the instance type has GPUs).
+	// where the instance type has GPUs). Empty in Auto Mode.
 	AMIFamily string
 	// SubnetIDs and SecurityGroupIDs are selected by id, so an existing
 	// network needs no discovery tags.
@@ -86,7 +96,10 @@ func (p GPUNodePool) Validate() error {
 	if p.Name == "" || p.NodeRole == "" {
 		errs = append(errs, errors.New("GPUNodePool needs Name and NodeRole"))
 	}
-	if !slices.Contains(amiFamilies, p.AMIFamily) {
+	switch {
+	case p.AutoMode && p.AMIFamily != "":
+		errs = append(errs, fmt.Errorf("AMIFamily %q: EKS Auto Mode runs its own AMI; leave it empty", p.AMIFamily))
+	case !p.AutoMode && !slices.Contains(amiFamilies, p.AMIFamily):
 		errs = append(errs, fmt.Errorf("AMIFamily %q: use one of %s", p.AMIFamily, strings.Join(amiFamilies, ", ")))
 	}
 	if len(p.SubnetIDs) == 0 || len(p.SecurityGroupIDs) == 0 {
@@ -119,14 +132,23 @@ func (p GPUNodePool) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Objects are the EC2NodeClass and the NodePool, in that order (the
+// ClassGroupKind is the API group and kind of the pool's node class.
+func (p GPUNodePool) ClassGroupKind() (group, kind string) {
+	if p.AutoMode {
+		return AutoModeGroup, NodeClassKind
+	}
+	return KarpenterAWSGroup, EC2NodeClassKind
+}
+
+// Objects are the node class and the NodePool, in that order (the
 // NodePool names the class).
 func (p GPUNodePool) Objects() ([]kube.Object, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	group, kind := p.ClassGroupKind()
 	class, err := kube.FromApplyConfiguration(map[string]any{
-		"apiVersion": KarpenterAWSGroup + "/" + KarpenterVersion, "kind": EC2NodeClassKind,
+		"apiVersion": group + "/" + KarpenterVersion, "kind": kind,
 		"metadata": map[string]any{"name": p.Name, "labels": map[string]any{"app.kubernetes.io/managed-by": "llmd"}},
 		"spec":     p.nodeClassSpec(),
 	})
@@ -152,24 +174,10 @@ func (p GPUNodePool) nodeClassSpec() map[string]any {
 		}
 		return out
 	}
-	volume := func(device string, gib int64) map[string]any {
-		return map[string]any{"deviceName": device, "ebs": map[string]any{
-			"volumeSize": fmt.Sprintf("%dGi", gib), "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true}}
-	}
-	devices := []any{volume("/dev/xvda", p.DiskGiB)}
-	if p.AMIFamily == "bottlerocket" {
-		// Bottlerocket's root volume holds the OS; images and pods go on
-		// the data volume (Karpenter's defaults: 4Gi and 20Gi).
-		devices = []any{volume("/dev/xvda", 4), volume("/dev/xvdb", p.DiskGiB)}
-	}
 	spec := map[string]any{
 		"role":                       p.NodeRole,
-		"amiSelectorTerms":           []any{map[string]any{"alias": p.AMIFamily + "@latest"}},
 		"subnetSelectorTerms":        ids("id", p.SubnetIDs),
 		"securityGroupSelectorTerms": ids("id", p.SecurityGroupIDs),
-		"blockDeviceMappings":        devices,
-		// IMDSv2 only, and no pod reaches the node's credentials (one hop).
-		"metadataOptions": map[string]any{"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1},
 	}
 	switch {
 	case p.ReservationID != "":
@@ -180,6 +188,27 @@ func (p GPUNodePool) nodeClassSpec() map[string]any {
 	if len(p.Tags) > 0 {
 		spec["tags"] = stringMap(p.Tags)
 	}
+	if p.AutoMode {
+		// Auto Mode's AMI, its disk layout and its instance metadata
+		// settings are its own; the class sizes the node's ephemeral
+		// storage (images, pods) alone.
+		spec["ephemeralStorage"] = map[string]any{"size": fmt.Sprintf("%dGi", p.DiskGiB)}
+		return spec
+	}
+	volume := func(device string, gib int64) map[string]any {
+		return map[string]any{"deviceName": device, "ebs": map[string]any{
+			"volumeSize": fmt.Sprintf("%dGi", gib), "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true}}
+	}
+	devices := []any{volume("/dev/xvda", p.DiskGiB)}
+	if p.AMIFamily == "bottlerocket" {
+		// Bottlerocket's root volume holds the OS; images and pods go on
+		// the data volume (Karpenter's defaults: 4Gi and 20Gi).
+		devices = []any{volume("/dev/xvda", 4), volume("/dev/xvdb", p.DiskGiB)}
+	}
+	spec["amiSelectorTerms"] = []any{map[string]any{"alias": p.AMIFamily + "@latest"}}
+	spec["blockDeviceMappings"] = devices
+	// IMDSv2 only, and no pod reaches the node's credentials (one hop).
+	spec["metadataOptions"] = map[string]any{"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
 	return spec
 }
 
@@ -191,6 +220,7 @@ func (p GPUNodePool) nodePoolSpec() map[string]any {
 		}
 		return map[string]any{"key": key, "operator": "In", "values": vs}
 	}
+	group, kind := p.ClassGroupKind()
 	taints := []any{}
 	for _, t := range p.Taints {
 		taint := map[string]any{"key": t.Key, "effect": string(t.Effect)}
@@ -200,7 +230,7 @@ func (p GPUNodePool) nodePoolSpec() map[string]any {
 		taints = append(taints, taint)
 	}
 	template := map[string]any{
-		"nodeClassRef": map[string]any{"group": KarpenterAWSGroup, "kind": EC2NodeClassKind, "name": p.Name},
+		"nodeClassRef": map[string]any{"group": group, "kind": kind, "name": p.Name},
 		"requirements": []any{
 			in("node.kubernetes.io/instance-type", sorted(p.InstanceTypes)),
 			in("karpenter.sh/capacity-type", p.CapacityTypes),

@@ -74,6 +74,46 @@ func TestGPUNodePoolObjects(t *testing.T) {
 	}
 }
 
+// TestGPUNodePoolAutoMode checks the Auto Mode variant: EKS's NodeClass
+// (no AMI, no block devices or metadata options, which Auto Mode owns; the
+// disk as ephemeral storage), and a NodePool that names it.
+func TestGPUNodePoolAutoMode(t *testing.T) {
+	p := validPool()
+	p.AutoMode, p.AMIFamily = true, ""
+	p.CapacityTypes, p.ReservationTags = []string{CapacityReserved}, map[string]string{"team": "ml"}
+	objs, err := p.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0].Group != AutoModeGroup || objs[0].Kind != NodeClassKind || objs[1].Kind != NodePoolKind {
+		t.Fatalf("objects %v, want EKS's NodeClass then the NodePool", objs)
+	}
+	class, pool := objs[0].Body().Object, objs[1].Body().Object
+	for path, want := range map[string]any{
+		"spec.role":                                         "c-us-west-2-karp-node",
+		"spec.subnetSelectorTerms.0.id":                     "subnet-a",
+		"spec.securityGroupSelectorTerms.0.id":              "sg-1",
+		"spec.ephemeralStorage.size":                        "200Gi",
+		"spec.capacityReservationSelectorTerms.0.tags.team": "ml",
+		"spec.amiSelectorTerms":                             nil,
+		"spec.blockDeviceMappings":                          nil,
+		"spec.metadataOptions":                              nil,
+	} {
+		if got := field(t, class, path); got != want {
+			t.Errorf("NodeClass %s = %v, want %v", path, got, want)
+		}
+	}
+	for path, want := range map[string]any{
+		"spec.template.spec.nodeClassRef.group": AutoModeGroup,
+		"spec.template.spec.nodeClassRef.kind":  NodeClassKind,
+		"spec.template.spec.nodeClassRef.name":  "llmd-gpu",
+	} {
+		if got := field(t, pool, path); got != want {
+			t.Errorf("NodePool %s = %v, want %v", path, got, want)
+		}
+	}
+}
+
 func TestGPUNodePoolRefusesWhatKarpenterCannotMake(t *testing.T) {
 	for name, tc := range map[string]struct {
 		edit func(*GPUNodePool)
@@ -86,6 +126,7 @@ func TestGPUNodePoolRefusesWhatKarpenterCannotMake(t *testing.T) {
 		"unknown capacity":     {func(p *GPUNodePool) { p.CapacityTypes = []string{"ON_DEMAND"} }, `capacity type "ON_DEMAND"`},
 		"no subnets":           {func(p *GPUNodePool) { p.SubnetIDs = nil }, "SubnetIDs"},
 		"no GPUs":              {func(p *GPUNodePool) { p.GPULimit = 0 }, "GPULimit 0"},
+		"AMI in Auto Mode":     {func(p *GPUNodePool) { p.AutoMode = true }, "runs its own AMI"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := validPool()
