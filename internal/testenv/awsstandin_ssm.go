@@ -3,11 +3,14 @@
 // /aws/ prefix no account may write. EKS publishes the recommended image
 // of each Kubernetes version, AMI family, architecture and variant under
 // /aws/service/eks/optimized-ami/<version>/amazon-linux-2023/<arch>/<variant>/recommended/image_id
-// ("Retrieve recommended Amazon Linux AMI IDs", Amazon EKS User Guide);
-// Karpenter resolves the EC2NodeClass alias al2023@latest through them. The
-// stand-in answers GetParameter for the ones a test publishes (images the
-// test ground registered in moto), and ParameterNotFound for the others, as
-// SSM does for a name it does not hold.
+// ("Retrieve recommended Amazon Linux AMI IDs", Amazon EKS User Guide), and
+// Bottlerocket's under
+// /aws/service/bottlerocket/aws-k8s-<version>[-nvidia]/<arch>/latest/image_id
+// ("Retrieve recommended Bottlerocket AMI IDs", same guide); Karpenter
+// resolves the EC2NodeClass aliases al2023@latest and bottlerocket@latest
+// through them. The stand-in answers GetParameter for the ones a test
+// publishes (images the test ground registered in moto), and
+// ParameterNotFound for the others, as SSM does for a name it does not hold.
 
 package testenv
 
@@ -18,8 +21,12 @@ import (
 	"time"
 )
 
-// eksAMIPrefix is where EKS publishes its optimized AMIs' parameters.
-const eksAMIPrefix = "/aws/service/eks/optimized-ami/"
+// eksAMIPrefix and bottlerocketAMIPrefix are where EKS publishes its
+// optimized AMIs' parameters.
+const (
+	eksAMIPrefix          = "/aws/service/eks/optimized-ami/"
+	bottlerocketAMIPrefix = "/aws/service/bottlerocket/"
+)
 
 // PublishEKSAMI makes the public parameter name resolve to imageID.
 func (s *AWSStandIn) PublishEKSAMI(name, imageID string) {
@@ -38,7 +45,7 @@ func (s *AWSStandIn) serveSSMPublic(w http.ResponseWriter, req awsRequest) bool 
 	}
 	var in struct{ Name string }
 	_ = json.Unmarshal(req.body, &in)
-	if !strings.HasPrefix(in.Name, eksAMIPrefix) {
+	if !strings.HasPrefix(in.Name, eksAMIPrefix) && !strings.HasPrefix(in.Name, bottlerocketAMIPrefix) {
 		return false
 	}
 	s.mu.Lock()

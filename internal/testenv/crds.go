@@ -71,33 +71,58 @@ func (c *Cluster) InstallPrometheusOperatorCRD(t testing.TB, plural string) {
 // until it is served and removes it when the test ends.
 func (c *Cluster) installCRD(t testing.TB, plural string, raw []byte) {
 	t.Helper()
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-		t.Fatalf("testenv: decoding the %s CRD: %v", plural, err)
-	}
-	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	name, _, err := c.createCRD(context.Background(), raw)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	crds := dyn.Resource(crdResource)
-	if _, err := crds.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("testenv: creating the %s CRD: %v", plural, err)
+		t.Fatalf("testenv: the %s CRD: %v", plural, err)
 	}
 	t.Cleanup(func() {
-		if err := crds.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.deleteCRD(name); err != nil {
 			t.Errorf("testenv: deleting the %s CRD: %v", plural, err)
 		}
 	})
+}
+
+// createCRD creates the CRD manifest raw unless it exists (created says
+// which) and waits until it is served; it returns the CRD's name.
+func (c *Cluster) createCRD(ctx context.Context, raw []byte) (name string, created bool, err error) {
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return "", false, fmt.Errorf("decoding: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return "", false, err
+	}
+	crds := dyn.Resource(crdResource)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if !created {
+			_, err = crds.Create(ctx, obj, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return obj.GetName(), false, fmt.Errorf("creating: %w", err)
+			}
+			created = err == nil
+		}
 		got, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err == nil && crdEstablished(got) {
-			return
+		// One still being deleted (by an earlier test) is waited out.
+		if err == nil && got.GetDeletionTimestamp() == nil && crdEstablished(got) {
+			return obj.GetName(), created, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: the %s CRD is not established after 30s (%v)", plural, err)
+			return obj.GetName(), created, fmt.Errorf("not established after 30s (%v)", err)
 		}
 	}
+}
+
+// deleteCRD deletes the CRD name (and with it every object of its kind).
+func (c *Cluster) deleteCRD(name string) error {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return err
+	}
+	if err := dyn.Resource(crdResource).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 func crdEstablished(crd *unstructured.Unstructured) bool {

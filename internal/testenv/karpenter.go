@@ -124,10 +124,10 @@ type Karpenter struct {
 // StartKarpenter runs Karpenter for the EKS cluster clusterName as its
 // Deployment would, with env on top (the container's env: CLUSTER_NAME,
 // INTERRUPTION_QUEUE, FEATURE_GATES and the like). Its AWS calls go to the
-// stand-in, which first publishes EKS's optimized AL2023 AMI parameters for
-// the control plane's Kubernetes version (naming x86_64 images moto holds),
-// as AWS publishes them in every region. The CRDs must be installed; the
-// process stops when the test ends.
+// stand-in, which first publishes EKS's optimized AL2023 and Bottlerocket
+// AMI parameters for the control plane's Kubernetes version (naming x86_64
+// images moto holds), as AWS publishes them in every region. The CRDs must
+// be installed; the process stops when the test ends.
 func StartKarpenter(t testing.TB, c *Cluster, s *AWSStandIn, env ...string) *Karpenter {
 	t.Helper()
 	karpenterModuleDir(t)
@@ -258,8 +258,10 @@ func PlayKarpenter(t testing.TB, c *Cluster, s *AWSStandIn, namespace, name stri
 // Logs is the tail of Karpenter's log, for failure messages.
 func (k *Karpenter) Logs() string { return k.proc.logTail(60) }
 
-// publishEKSAMIs publishes the AL2023 standard and NVIDIA AMI parameters
-// for KubernetesVersion's minor, x86_64, naming two of moto's x86_64 images.
+// publishEKSAMIs publishes the x86_64 AMI parameters of EKS's AL2023 and
+// Bottlerocket images for KubernetesVersion's minor, standard and NVIDIA,
+// naming two of moto's x86_64 images (one for each variant: Karpenter keys
+// an alias's images by ID, so a variant needs an image of its own).
 func (s *AWSStandIn) publishEKSAMIs() error {
 	client := ec2.New(ec2.Options{Region: Region, BaseEndpoint: aws.String(s.moto.URL),
 		Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")})
@@ -272,8 +274,10 @@ func (s *AWSStandIn) publishEKSAMIs() error {
 		return fmt.Errorf("moto holds %d x86_64 images, want 2", len(out.Images))
 	}
 	minor := strings.Join(strings.Split(strings.TrimPrefix(KubernetesVersion, "v"), ".")[:2], ".")
-	for i, variant := range []string{"standard", "nvidia"} {
-		s.PublishEKSAMI(eksAMIPrefix+minor+"/amazon-linux-2023/x86_64/"+variant+"/recommended/image_id", aws.ToString(out.Images[i].ImageId))
-	}
+	standard, nvidia := aws.ToString(out.Images[0].ImageId), aws.ToString(out.Images[1].ImageId)
+	s.PublishEKSAMI(eksAMIPrefix+minor+"/amazon-linux-2023/x86_64/standard/recommended/image_id", standard)
+	s.PublishEKSAMI(eksAMIPrefix+minor+"/amazon-linux-2023/x86_64/nvidia/recommended/image_id", nvidia)
+	s.PublishEKSAMI(bottlerocketAMIPrefix+"aws-k8s-"+minor+"/x86_64/latest/image_id", standard)
+	s.PublishEKSAMI(bottlerocketAMIPrefix+"aws-k8s-"+minor+"-nvidia/x86_64/latest/image_id", nvidia)
 	return nil
 }
