@@ -30,12 +30,17 @@ func TestAutoModeFollowsGPUPods(t *testing.T) {
 	g := newGPUGround(t, cluster, func(in *eks.CreateClusterInput) {
 		// How a client turns Auto Mode on (EKS User Guide, "Create an
 		// EKS Auto Mode Cluster with the AWS CLI"): compute, block
-		// storage and load balancing together.
-		in.ComputeConfig = &ekstypes.ComputeConfigRequest{Enabled: aws.Bool(true), NodeRoleArn: aws.String("arn:aws:iam::123456789012:role/" + cluster + "-node")}
+		// storage and load balancing together, here with no built-in
+		// node pools (so no node role in computeConfig) and without the
+		// self-managed add-ons, as EKS requires.
+		in.ComputeConfig = &ekstypes.ComputeConfigRequest{Enabled: aws.Bool(true)}
+		in.BootstrapSelfManagedAddons = aws.Bool(false)
 		in.StorageConfig = &ekstypes.StorageConfigRequest{BlockStorage: &ekstypes.BlockStorage{Enabled: aws.Bool(true)}}
 		in.KubernetesNetworkConfig = &ekstypes.KubernetesNetworkConfigRequest{ElasticLoadBalancing: &ekstypes.ElasticLoadBalancing{Enabled: aws.Bool(true)}}
 	})
-	setAutoModePlaceholder(t, cluster, true)
+	if !g.s.AutoModeEnabled(cluster) {
+		t.Fatal("the stand-in reports Auto Mode off for a cluster created with it on")
+	}
 	PlayAutoMode(t, g.c, g.s, cluster)
 	ctx := context.Background()
 	nodeClasses, nodePools := g.dyn.Resource(nodeClassResource), g.dyn.Resource(nodePoolResource)
@@ -147,20 +152,27 @@ spec:
 		held, mirrored, state := class()
 		return held && mirrored, state
 	})
-	setAutoModePlaceholder(t, cluster, false)
+	// Auto Mode turned off: the three capabilities together, an
+	// asynchronous update that takes effect once EKS reports it done.
+	e := eks.NewFromConfig(motoConfig(t, g.s.URL))
+	off := &ekstypes.ComputeConfigRequest{Enabled: aws.Bool(false)}
+	up, err := e.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(cluster), ComputeConfig: off,
+		StorageConfig:           &ekstypes.StorageConfigRequest{BlockStorage: &ekstypes.BlockStorage{Enabled: aws.Bool(false)}},
+		KubernetesNetworkConfig: &ekstypes.KubernetesNetworkConfigRequest{ElasticLoadBalancing: &ekstypes.ElasticLoadBalancing{Enabled: aws.Bool(false)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the update turning Auto Mode off to finish", func() (bool, string) {
+		u, err := e.DescribeUpdate(ctx, &eks.DescribeUpdateInput{Name: aws.String(cluster), UpdateId: up.Update.Id})
+		if err != nil {
+			return false, err.Error()
+		}
+		return u.Update.Status == ekstypes.UpdateStatusSuccessful, string(u.Update.Status)
+	})
 	waitFor(t, 30*time.Second, "the NodeClass released and its mirror gone once Auto Mode is off", func() (bool, string) {
 		held, mirrored, state := class()
 		return !held && !mirrored, state
 	})
-}
-
-// setAutoModePlaceholder declares Auto Mode on or off for cluster.
-// TODO(merge): the stand-in reads the computeConfig of CreateCluster
-// (newGPUGround's tweak above) and UpdateClusterConfig; replace with those
-// calls and delete this with automode_enabled_placeholder.go.
-func setAutoModePlaceholder(t *testing.T, cluster string, on bool) {
-	autoModeForTest.Store(cluster, on)
-	t.Cleanup(func() { autoModeForTest.Delete(cluster) })
 }
 
 // readyAt reports whether o's Ready condition is True for its generation.
