@@ -67,8 +67,9 @@ func TestAccAutoMode(t *testing.T) {
 				// add-ons of the system nodes turned off.
 				Config: strings.Replace(g.config(cluster, "  addons = { nvidia_device_plugin = { enabled = true }, vpc_cni = { enabled = false } }", ""),
 					"gpu_node_group = { max_size = 8 }", `gpu_node_group = { max_size = 8, ami_type = "AL2023_x86_64_NVIDIA" }`, 1),
-				PlanOnly:    true,
-				ExpectError: regexp.MustCompile(`(?s)Second NVIDIA device plugin.*auto_mode.*Networking add-on off in EKS Auto Mode.*vpc_cni.*AMI type in EKS Auto Mode`),
+				PlanOnly: true,
+				// Terraform orders errors by where they point in the configuration.
+				ExpectError: regexp.MustCompile(`(?s)AMI type in EKS Auto Mode.*Second NVIDIA device plugin.*auto_mode.*Networking add-on off in EKS Auto Mode.*vpc_cni`),
 			},
 			{
 				Config: fixed(2),

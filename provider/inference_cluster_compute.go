@@ -298,12 +298,45 @@ func applyNodePool(ctx context.Context, k *inClusterKube, want *nodePoolPlan) ([
 	if err != nil {
 		return nil, err
 	}
+	if want.release == nil {
+		// EKS installs Auto Mode's kinds once the compute capability is
+		// on; the first apply can get there before they are served.
+		if err := waitServed(ctx, k.c, objs); err != nil {
+			return nil, err
+		}
+	}
 	_, classKind := want.pool.ClassGroupKind()
 	// Force: llmd owns these objects, and the apply is what repairs an edit.
 	if err := k.c.Apply(ctx, objs, true); err != nil {
 		return kube.Refs(objs), fmt.Errorf("applying the GPU %s and NodePool: %w", classKind, err)
 	}
 	return kube.Refs(objs), waitNodePoolReady(ctx, k.c, want.pool)
+}
+
+// waitServed waits until the cluster serves the kinds of objs, bounded by
+// nodePoolReady.
+func waitServed(ctx context.Context, c *kube.Client, objs []kube.Object) error {
+	ctx, cancel := context.WithTimeout(ctx, nodePoolReady)
+	defer cancel()
+	for _, o := range objs {
+		gvk := k8sschema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
+		for {
+			served, err := c.Serves(gvk)
+			if err != nil {
+				return err
+			}
+			if served {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the cluster does not serve %s after %s: EKS installs it when Auto Mode's compute capability is on "+
+					"(aws eks describe-cluster --query cluster.computeConfig)", gvk, nodePoolReady)
+			case <-time.After(c.Poll):
+			}
+		}
+	}
+	return nil
 }
 
 var (
