@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
@@ -37,19 +36,7 @@ func TestAccAutoMode(t *testing.T) {
 	g := newAutoModeGround(t, "automode", cluster, 8, 2)
 	testenv.ServePodIPs(t)
 	fixed := func(n int) string { return autoscaledConfig(g, cluster, ns, fmt.Sprintf("  replicas = %d", n)) }
-	autoNodes := func() []string {
-		list, err := g.c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: autoModeLabel})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, n := range list.Items {
-			if n.DeletionTimestamp == nil {
-				names = append(names, n.Name)
-			}
-		}
-		return names
-	}
+	autoNodes := func() []string { return g.nodesLabelled(t, autoModeLabel) }
 	var began time.Time
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },

@@ -143,6 +143,21 @@ func (m inferenceClusterModel) nodePoolOn() bool { return nodePoolMode(computeMo
 // nodePoolMode reports whether a compute mode makes GPU nodes from a NodePool.
 func nodePoolMode(mode string) bool { return mode == computeKarpenter || mode == computeAutoMode }
 
+// modeLeaving and modeArriving are what an apply does to leave and to
+// enter each mode, in the words of the plan's warning.
+var (
+	modeLeaving = map[string]string{
+		computeNodeGroup: "deletes the GPU managed node group and its nodes",
+		computeKarpenter: "first deletes Karpenter's NodePool (Karpenter drains and terminates its nodes) and uninstalls Karpenter",
+		computeAutoMode:  "first deletes the Auto Mode NodePool and NodeClass (Auto Mode drains and terminates its nodes)",
+	}
+	modeArriving = map[string]string{
+		computeNodeGroup: "creates the GPU managed node group",
+		computeKarpenter: "installs Karpenter, which makes GPU nodes for the fleet's Pending pods (a few minutes on AWS)",
+		computeAutoMode:  "turns on EKS Auto Mode and applies its NodeClass and NodePool, from which Auto Mode makes GPU nodes for the fleet's Pending pods (a few minutes on AWS)",
+	}
+)
+
 // computeModeNames are the modes in the words of plans and errors.
 var computeModeNames = map[string]string{computeNodeGroup: "the GPU node group", computeKarpenter: "Karpenter", computeAutoMode: "EKS Auto Mode"}
 
@@ -586,27 +601,11 @@ func nodePoolGPUNodes(ctx context.Context, obj types.Object, version string) (ty
 func planNodePoolGPU(obj types.Object, k8s types.String, prior, plan inferenceClusterModel, updating bool, diags *diag.Diagnostics) types.Object {
 	was, is := computeMode(prior.Compute), computeMode(plan.Compute)
 	if updating && was != is && was != "" && is != "" {
-		var steps []string
-		switch was {
-		case computeNodeGroup:
-			steps = append(steps, "deletes the GPU managed node group and its nodes")
-		case computeKarpenter:
-			steps = append(steps, "first deletes Karpenter's NodePool (Karpenter drains and terminates its nodes) and uninstalls Karpenter")
-		case computeAutoMode:
-			steps = append(steps, "first deletes the Auto Mode NodePool and NodeClass (Auto Mode drains and terminates its nodes)")
-		}
-		switch is {
-		case computeNodeGroup:
-			steps = append(steps, "creates the GPU managed node group")
-		case computeKarpenter:
-			steps = append(steps, "installs Karpenter, which makes GPU nodes for the fleet's Pending pods (a few minutes on AWS)")
-		case computeAutoMode:
-			steps = append(steps, "turns on EKS Auto Mode and applies its NodeClass and NodePool, from which Auto Mode makes GPU nodes for the fleet's Pending pods (a few minutes on AWS)")
-		}
+		steps := []string{modeLeaving[was], modeArriving[is]}
 		if was != computeNodeGroup {
 			steps = append(steps, "turns off what "+computeModeNames[was]+" needed in AWS")
 		}
-		diags.AddAttributeWarning(path.Root("compute").AtName("mode"), computeModeNames[was]+" replaced by "+computeModeNames[is],
+		diags.AddAttributeWarning(path.Root("compute").AtName("mode"), strings.ToUpper(computeModeNames[was][:1])+computeModeNames[was][1:]+" replaced by "+computeModeNames[is],
 			"The apply "+strings.Join(steps, ", then ")+". The fleet's pods wait Pending meanwhile. The control plane, the network and the file system stay.")
 	}
 	if !nodePoolMode(is) {

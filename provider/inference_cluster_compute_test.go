@@ -2,9 +2,11 @@ package provider
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/awsinfra"
@@ -59,10 +61,37 @@ func TestPlanComputeStatus(t *testing.T) {
 		"drifted":              {with(computeKarpenter, "1.14.0", ""), with(computeKarpenter, "1.14.0", "drift: NodePool llmd-gpu missing"), false, types.StringUnknown()},
 		"to karpenter":         {with(computeKarpenter, "1.14.0", ""), with(computeNodeGroup, "1.14.0", ""), false, types.StringUnknown()},
 		"node groups":          {with(computeNodeGroup, "1.14.0", ""), applied, false, types.StringNull()},
+		"auto mode unchanged":  {with(computeAutoMode, "1.14.0", ""), with(computeAutoMode, "1.14.0", nodePoolApplied), false, types.StringValue(nodePoolApplied)},
+		"to auto mode":         {with(computeAutoMode, "1.14.0", ""), applied, false, types.StringUnknown()},
 		"state before compute": {with(computeKarpenter, "1.14.0", ""), types.ObjectNull(computeTypes), false, types.StringUnknown()},
 	} {
 		if got := planCompute(tc.plan, tc.prior, tc.gpuChanged).Attributes()["status"]; !got.Equal(tc.want) {
 			t.Errorf("%s: status %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// TestModeChangeSaysEachStep: a plan between the NodePool modes warns,
+// leaving mode first, what the apply does, and plans the GPU nodes of a
+// NodePool (the control plane's version, no release version).
+func TestModeChangeSaysEachStep(t *testing.T) {
+	gpu := nodeGroupObject(&awsinfra.NodeGroup{NodeGroupSpec: awsinfra.NodeGroupSpec{Name: "gpu", InstanceType: "g5.xlarge", MaxSize: 8, DiskSize: 200}},
+		types.ObjectNull(nodeGroupTypes), false)
+	for _, tc := range []struct{ from, to, want string }{
+		{computeKarpenter, computeAutoMode, "Karpenter replaced by EKS Auto Mode: The apply first deletes Karpenter's NodePool"},
+		{computeAutoMode, computeKarpenter, "EKS Auto Mode replaced by Karpenter: The apply first deletes the Auto Mode NodePool and NodeClass"},
+		{computeNodeGroup, computeAutoMode, "The GPU node group replaced by EKS Auto Mode: The apply deletes the GPU managed node group"},
+	} {
+		prior := inferenceClusterModel{Compute: withComputeMode(computeDefault, tc.from)}
+		plan := inferenceClusterModel{Compute: withComputeMode(computeDefault, tc.to)}
+		var diags diag.Diagnostics
+		got := planNodePoolGPU(gpu, types.StringValue("1.34"), prior, plan, true, &diags)
+		if len(diags) != 1 || !strings.HasPrefix(diags[0].Summary()+": "+diags[0].Detail(), tc.want) ||
+			strings.Contains(diags[0].Detail(), "turns off what "+computeModeNames[tc.from]) != (tc.from != computeNodeGroup) {
+			t.Errorf("%s -> %s: %v, want one warning starting %q", tc.from, tc.to, diags, tc.want)
+		}
+		if v := got.Attributes()["version"]; !v.Equal(types.StringValue("1.34")) {
+			t.Errorf("%s -> %s: planned version %v, want the control plane's", tc.from, tc.to, v)
 		}
 	}
 }

@@ -79,9 +79,14 @@ func newAutoModeGround(t *testing.T, prefix, cluster string, maxGPUNodes, system
 	return g
 }
 
-// karpenterNodes are the GPU nodes Karpenter (or Auto Mode's) made.
+// karpenterNodes are the GPU nodes Karpenter made.
 func (g inClusterGround) karpenterNodes(t *testing.T) []string {
-	list, err := g.c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool"})
+	return g.nodesLabelled(t, "karpenter.sh/nodepool")
+}
+
+// nodesLabelled are the nodes selector selects that are not being deleted.
+func (g inClusterGround) nodesLabelled(t *testing.T, selector string) []string {
+	list, err := g.c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
