@@ -115,7 +115,26 @@ func (c *Cluster) PodLog(t testing.TB, namespace, pod, container string) io.Writ
 	t.Cleanup(func() {
 		_ = dyn.Resource(logsResource).Namespace(namespace).Delete(context.Background(), pod, metav1.DeleteOptions{})
 	})
+	c.waitLogsServed(t, namespace, pod, container)
 	return &criLog{w: f, now: time.Now}
+}
+
+// waitLogsServed waits until kwok's kubelet serves the container's logs:
+// it learns of a Logs object through its informer, and until then the API
+// server's pods/log answers "no logs found" (seen under a loaded CI run).
+func (c *Cluster) waitLogsServed(t testing.TB, namespace, pod, container string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := c.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "no logs found") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: kwok does not serve pod %s/%s's logs after 30s: %v", namespace, pod, err)
+		}
+	}
 }
 
 // FinishPod ends a played pod's container with exitCode, as its kubelet
