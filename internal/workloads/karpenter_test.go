@@ -30,7 +30,7 @@ func TestGPUNodePoolObjects(t *testing.T) {
 		t.Fatalf("objects %v, want the EC2NodeClass then the NodePool", objs)
 	}
 	class, pool := objs[0].Body().Object, objs[1].Body().Object
-	for path, want := range map[string]any{
+	expectFields(t, "EC2NodeClass", class, map[string]any{
 		"spec.role":                                  "c-us-west-2-karp-node",
 		"spec.amiSelectorTerms.0.alias":              "al2023@latest",
 		"spec.subnetSelectorTerms.0.id":              "subnet-a",
@@ -41,12 +41,8 @@ func TestGPUNodePoolObjects(t *testing.T) {
 		"spec.capacityReservationSelectorTerms.0.id": "cr-0abc",
 		"spec.metadataOptions.httpTokens":            "required",
 		"spec.tags.llmd\\.dev/owner":                 "c",
-	} {
-		if got := field(t, class, path); got != want {
-			t.Errorf("EC2NodeClass %s = %v, want %v", path, got, want)
-		}
-	}
-	for path, want := range map[string]any{
+	})
+	expectFields(t, "NodePool", pool, map[string]any{
 		"spec.template.spec.nodeClassRef.name":          "llmd-gpu",
 		"spec.template.spec.requirements.0.values.0":    "g5.xlarge",
 		"spec.template.spec.requirements.1.values.0":    CapacityReserved,
@@ -56,11 +52,7 @@ func TestGPUNodePoolObjects(t *testing.T) {
 		"spec.limits.nvidia\\.com/gpu":                  "8",
 		"spec.disruption.consolidationPolicy":           "WhenEmptyOrUnderutilized",
 		"spec.disruption.consolidateAfter":              "5m0s",
-	} {
-		if got := field(t, pool, path); got != want {
-			t.Errorf("NodePool %s = %v, want %v", path, got, want)
-		}
-	}
+	})
 
 	p = validPool()
 	p.AMIFamily = "bottlerocket"
@@ -89,7 +81,7 @@ func TestGPUNodePoolAutoMode(t *testing.T) {
 		t.Fatalf("objects %v, want EKS's NodeClass then the NodePool", objs)
 	}
 	class, pool := objs[0].Body().Object, objs[1].Body().Object
-	for path, want := range map[string]any{
+	expectFields(t, "NodeClass", class, map[string]any{
 		"spec.role":                                         "c-us-west-2-karp-node",
 		"spec.subnetSelectorTerms.0.id":                     "subnet-a",
 		"spec.securityGroupSelectorTerms.0.id":              "sg-1",
@@ -98,20 +90,12 @@ func TestGPUNodePoolAutoMode(t *testing.T) {
 		"spec.amiSelectorTerms":                             nil,
 		"spec.blockDeviceMappings":                          nil,
 		"spec.metadataOptions":                              nil,
-	} {
-		if got := field(t, class, path); got != want {
-			t.Errorf("NodeClass %s = %v, want %v", path, got, want)
-		}
-	}
-	for path, want := range map[string]any{
+	})
+	expectFields(t, "NodePool", pool, map[string]any{
 		"spec.template.spec.nodeClassRef.group": AutoModeGroup,
 		"spec.template.spec.nodeClassRef.kind":  NodeClassKind,
 		"spec.template.spec.nodeClassRef.name":  "llmd-gpu",
-	} {
-		if got := field(t, pool, path); got != want {
-			t.Errorf("NodePool %s = %v, want %v", path, got, want)
-		}
-	}
+	})
 }
 
 func TestGPUNodePoolRefusesWhatKarpenterCannotMake(t *testing.T) {
@@ -135,6 +119,16 @@ func TestGPUNodePoolRefusesWhatKarpenterCannotMake(t *testing.T) {
 				t.Errorf("error %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// expectFields checks obj's fields at the dotted paths of want (see field).
+func expectFields(t *testing.T, kind string, obj map[string]any, want map[string]any) {
+	t.Helper()
+	for path, w := range want {
+		if got := field(t, obj, path); got != w {
+			t.Errorf("%s %s = %v, want %v", kind, path, got, w)
+		}
 	}
 }
 
