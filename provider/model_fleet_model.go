@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -78,6 +79,7 @@ type fleetSettings struct {
 		MaxModelLen          int64             `json:"max_model_len"`
 		MaxNumSeqs           int64             `json:"max_num_seqs"`
 		TensorParallelSize   int64             `json:"tensor_parallel_size"`
+		SchedulingPolicy     string            `json:"scheduling_policy"`
 		ExtraArgs            []string          `json:"extra_args"`
 		Env                  map[string]string `json:"env"`
 	} `json:"vllm"`
@@ -196,7 +198,7 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 		Replicas: int32(s.Replicas),
 		VLLM: workloads.VLLM{Image: s.VLLM.Image, BlockSize: int(s.VLLM.BlockSize), GPUMemoryUtilization: memory,
 			MaxModelLen: int(s.VLLM.MaxModelLen), MaxNumSeqs: int(s.VLLM.MaxNumSeqs), TensorParallelSize: int(s.VLLM.TensorParallelSize),
-			ExtraArgs: s.VLLM.ExtraArgs, Env: s.VLLM.Env},
+			SchedulingPolicy: s.VLLM.SchedulingPolicy, ExtraArgs: s.VLLM.ExtraArgs, Env: s.VLLM.Env},
 		KVEvents: workloads.KVEvents{Port: int(s.KVEvents.Port), ReplayPort: int(s.KVEvents.ReplayPort), Topic: s.KVEvents.Topic},
 		Rollout: workloads.Rollout{MaxUnavailable: int(s.Rollout.MaxUnavailable), MaxSurge: int(s.Rollout.MaxSurge), StartupSeconds: int(startup.Seconds()),
 			DrainSeconds: int(drain.Seconds())},
@@ -312,6 +314,9 @@ func (m *modelFleetModel) restore(ctx context.Context, raw string) diag.Diagnost
 	if s.Rollout.DrainTimeout == "" { // written by a provider before rollout.drain_timeout
 		s.Rollout.DrainTimeout = defaultDrainTimeout
 	}
+	if s.VLLM.SchedulingPolicy == "" { // written by a provider before vllm.scheduling_policy
+		s.VLLM.SchedulingPolicy = workloads.PolicyFCFS
+	}
 	m.Name, m.Namespace, m.Replicas = types.StringValue(s.Name), types.StringValue(s.Namespace), types.Int64Value(s.Replicas)
 	m.ForceConflicts, m.WaitForRollout = types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)
 	for _, part := range []struct {
@@ -361,7 +366,8 @@ func routerTargetObject(t workloads.RouterTarget) types.Object {
 		"tokenizer_path": types.StringValue(t.TokenizerPath), "tokenizer_config_path": types.StringValue(t.TokenizerConfigPath),
 		"max_num_seqs": types.Int64Value(int64(t.MaxNumSeqs)), "deployment": types.StringValue(t.Deployment),
 		"autoscaled": types.BoolValue(t.Autoscaled), "scale_to_zero_after": durationOrNull(t.ScaleToZeroAfter),
-		"s3_region": stringOrNull(t.S3Region), "s3_reader_role": stringOrNull(t.S3ReaderRole)})
+		"s3_region": stringOrNull(t.S3Region), "s3_reader_role": stringOrNull(t.S3ReaderRole),
+		"scheduling_policy": types.StringValue(cmp.Or(t.SchedulingPolicy, workloads.PolicyFCFS))})
 }
 
 // stringOrNull is s, null when empty.

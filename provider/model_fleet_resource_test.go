@@ -247,7 +247,7 @@ func TestAccModelFleetLifecycle(t *testing.T) {
 						"tokenizer_config_path": knownvalue.StringExact("Qwen2.5-7B-Instruct/tokenizer_config.json"),
 						"max_num_seqs":          knownvalue.Int64Exact(256), "deployment": knownvalue.StringExact(name),
 						"autoscaled": knownvalue.Bool(false), "scale_to_zero_after": knownvalue.Null(),
-						"s3_region": knownvalue.Null(), "s3_reader_role": knownvalue.Null()})),
+						"s3_region": knownvalue.Null(), "s3_reader_role": knownvalue.Null(), "scheduling_policy": knownvalue.StringExact("priority")})),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("baseline_endpoint"), knownvalue.StringExact("http://qwen-baseline.fleet-life.svc.cluster.local:8000")),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("inventory"), knownvalue.ListExact([]knownvalue.Check{
 						knownvalue.StringExact("core/v1/Namespace/-/fleet-life"), knownvalue.StringExact("core/v1/PersistentVolume/-/fleet-life-qwen-weights-fs-0123456789abcdef0"),

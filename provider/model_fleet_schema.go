@@ -30,12 +30,15 @@ import (
 const (
 	// defaultVLLMImage is a vLLM release whose KV events are map-form with
 	// the replay endpoint (PROTOCOLS.md section 1): the one the tests run.
-	defaultVLLMImage  = workloads.DefaultVLLMImage
-	defaultModelName  = "Qwen/Qwen2.5-7B-Instruct"
-	defaultModelPath  = "Qwen2.5-7B-Instruct"
-	defaultTopic      = "kv@{ip}:{port}@{model}"
-	defaultKVPort     = 5557
-	defaultReplayPort = 5558
+	defaultVLLMImage = workloads.DefaultVLLMImage
+	// defaultSchedulingPolicy lets the router's priority classes reach
+	// the engines (vLLM's own default is fcfs).
+	defaultSchedulingPolicy = workloads.PolicyPriority
+	defaultModelName        = "Qwen/Qwen2.5-7B-Instruct"
+	defaultModelPath        = "Qwen2.5-7B-Instruct"
+	defaultTopic            = "kv@{ip}:{port}@{model}"
+	defaultKVPort           = 5557
+	defaultReplayPort       = 5558
 )
 
 var (
@@ -44,7 +47,7 @@ var (
 	fleetModelTypes = map[string]attr.Type{"served_name": types.StringType, "path": types.StringType, "source": types.StringType, "staging_image": types.StringType}
 	fleetVLLMTypes  = map[string]attr.Type{"image": types.StringType, "block_size": types.Int64Type, "gpu_memory_utilization": types.Float64Type,
 		"max_model_len": types.Int64Type, "max_num_seqs": types.Int64Type, "tensor_parallel_size": types.Int64Type,
-		"extra_args": types.ListType{ElemType: types.StringType}, "env": types.MapType{ElemType: types.StringType}}
+		"scheduling_policy": types.StringType, "extra_args": types.ListType{ElemType: types.StringType}, "env": types.MapType{ElemType: types.StringType}}
 	fleetKVTypes          = map[string]attr.Type{"port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType}
 	fleetRolloutTypes     = map[string]attr.Type{"max_unavailable": types.Int64Type, "max_surge": types.Int64Type, "startup_timeout": types.StringType, "drain_timeout": types.StringType}
 	fleetAutoscalingTypes = map[string]attr.Type{"min_replicas": types.Int64Type, "max_replicas": types.Int64Type, "target_per_pod": types.Int64Type,
@@ -57,7 +60,7 @@ var (
 		"served_model": types.StringType, "claim_name": types.StringType, "model_path": types.StringType,
 		"tokenizer_path": types.StringType, "tokenizer_config_path": types.StringType, "max_num_seqs": types.Int64Type,
 		"deployment": types.StringType, "autoscaled": types.BoolType, "scale_to_zero_after": types.StringType,
-		"s3_region": types.StringType, "s3_reader_role": types.StringType}
+		"s3_region": types.StringType, "s3_reader_role": types.StringType, "scheduling_policy": types.StringType}
 )
 
 func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -139,6 +142,7 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 				"s3_region":             computedString("With weights in S3, the bucket's region (the tokenizer paths are then s3:// URIs); null otherwise."),
 				"s3_reader_role":        computedString("With weights in S3, the IAM role (name) that reads them, which the router binds its service account to; null otherwise."),
 				"max_num_seqs":          computedInt("vLLM's `--max-num-seqs` (`vllm.max_num_seqs`): the requests one pod runs at once, the router's default capacity of a pod."),
+				"scheduling_policy":     computedString("vLLM's scheduling policy (`vllm.scheduling_policy`): with `priority` the router sets each request's vLLM `priority` from its class."),
 				"deployment":            computedString("The fleet's Deployment."),
 				"autoscaled":            schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether `autoscaling` sizes the fleet on the router's demand, which the router then serves to the fleet's HPA."},
 				"scale_to_zero_after":   computedString("With `autoscaling.min_replicas = 0`, how long the fleet has no demand before the router takes it to zero; null otherwise."),
@@ -178,7 +182,7 @@ func vllmAttribute() schema.SingleNestedAttribute {
 		Default: objectdefault.StaticValue(types.ObjectValueMust(fleetVLLMTypes, map[string]attr.Value{
 			"image": types.StringValue(defaultVLLMImage), "block_size": types.Int64Value(64), "gpu_memory_utilization": types.Float64Null(),
 			"max_model_len": types.Int64Value(8192), "max_num_seqs": types.Int64Value(256), "tensor_parallel_size": types.Int64Value(1),
-			"extra_args": emptyList, "env": emptyMap})),
+			"scheduling_policy": types.StringValue(defaultSchedulingPolicy), "extra_args": emptyList, "env": emptyMap})),
 		MarkdownDescription: "The engine. Every change rolls the pods, one at a time.",
 		Attributes: map[string]schema.Attribute{
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVLLMImage),
@@ -199,6 +203,13 @@ func vllmAttribute() schema.SingleNestedAttribute {
 				Validators: []validator.Int64{int64validator.Between(1, 4096)}, MarkdownDescription: "Sequences batched at once; default `256`."},
 			"tensor_parallel_size": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
 				Validators: []validator.Int64{int64validator.OneOf(1, 2, 4, 8)}, MarkdownDescription: "GPUs per pod; default `1`."},
+			"scheduling_policy": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultSchedulingPolicy),
+				Validators: []validator.String{stringvalidator.OneOf(workloads.PolicyFCFS, workloads.PolicyPriority)},
+				MarkdownDescription: "vLLM's `--scheduling-policy`; default `" + defaultSchedulingPolicy + "`. With `priority` each engine takes waiting requests in order of their " +
+					"`priority` (then arrival) and, when its KV cache runs out, preempts the lowest-priority running request first; the router (`llmd_prefix_router`, " +
+					"given `router_target`) then sets every request's `priority` to its class's rank (0 for the highest class), overriding the client's, and lets a " +
+					"request past `limits.max_pending_per_pod` of lower classes' requests, since the engine puts it ahead of them. With `fcfs` (vLLM's default) " +
+					"the engine keeps arrival order and the classes act in the router's queue only."},
 			"extra_args": schema.ListAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: listdefault.StaticValue(emptyList),
 				MarkdownDescription: "More `vllm serve` flags. Flags the fleet sets itself (block size, ports, KV events, model, memory, TP) are refused: use their attributes."},
 			"env": schema.MapAttribute{ElementType: types.StringType, Optional: true, Computed: true, Default: mapdefault.StaticValue(emptyMap),

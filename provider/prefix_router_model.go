@@ -67,6 +67,7 @@ type routerFleet struct {
 	TokenizerPath       string `json:"tokenizer_path,omitempty"`
 	TokenizerConfigPath string `json:"tokenizer_config_path,omitempty"`
 	MaxNumSeqs          *int64 `json:"max_num_seqs,omitempty"`
+	SchedulingPolicy    string `json:"scheduling_policy,omitempty"`
 	Deployment          string `json:"deployment,omitempty"`
 	Autoscaled          *bool  `json:"autoscaled,omitempty"`
 	ScaleToZeroAfter    string `json:"scale_to_zero_after,omitempty"`
@@ -258,7 +259,7 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			ServedModel: s.Fleet.ServedModel, ClaimName: s.Fleet.ClaimName, ModelPath: s.Fleet.ModelPath,
 			TokenizerPath: s.Fleet.TokenizerPath, TokenizerConfigPath: s.Fleet.TokenizerConfigPath,
 			Deployment: s.Fleet.Deployment, Autoscaled: s.Fleet.Autoscaled != nil && *s.Fleet.Autoscaled,
-			S3Region: s.Fleet.S3Region, S3ReaderRole: s.Fleet.S3ReaderRole},
+			S3Region: s.Fleet.S3Region, S3ReaderRole: s.Fleet.S3ReaderRole, SchedulingPolicy: s.Fleet.SchedulingPolicy},
 		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()),
 			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxQueue: int(s.Limits.MaxQueue)},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,

@@ -547,8 +547,9 @@ func TestAccPrefixRouterOneApply(t *testing.T) {
 
 // checkRouterFlow checks the router pod at url admits as its limits say:
 // each pod's capacity is the fleet's max_num_seqs, its classes are the
-// configuration's, a request naming one is served and one naming another
-// class is 400 listing them.
+// configuration's and reach the engines as their priority (the fleet's
+// default scheduling policy is priority), a request naming one is served
+// and one naming another class is 400 listing them.
 func checkRouterFlow(t *testing.T, c *testenv.Cluster, ns, url, model string) error {
 	t.Helper()
 	dep, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), "router", metav1.GetOptions{})
@@ -557,8 +558,8 @@ func checkRouterFlow(t *testing.T, c *testenv.Cluster, ns, url, model string) er
 	}
 	args := dep.Spec.Template.Spec.Containers[0].Args
 	if flagValue(args, "--max-in-flight-per-pod") != "256" || flagValue(args, "--max-pending-per-pod") != "2" ||
-		flagValue(args, "--priority-classes") != "interactive=1m0s,standard,batch=10s" {
-		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod, 2 pending and the configured classes", args)
+		flagValue(args, "--priority-classes") != "interactive=1m0s,standard,batch=10s" || !slices.Contains(args, "--engine-priority") {
+		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod, 2 pending, the configured classes and --engine-priority", args)
 	}
 	body := completionBody(t, model, prefixPrompt(7, 1))
 	for class, want := range map[string]int{"interactive": http.StatusOK, "premium": http.StatusBadRequest} {

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/buildinfo"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
 
 var (
@@ -173,6 +174,8 @@ func routerFleetAttribute() schema.SingleNestedAttribute {
 			"tokenizer_path": optS("tokenizer.json on the volume."), "tokenizer_config_path": optS("tokenizer_config.json on the volume."),
 			"max_num_seqs": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{int64validator.AtLeast(1)},
 				MarkdownDescription: "vLLM's `--max-num-seqs`: each pod's capacity unless `limits.max_in_flight_per_pod` sets one; unset (a fleet deployed another way), no cap."},
+			"scheduling_policy": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf(workloads.PolicyFCFS, workloads.PolicyPriority)},
+				MarkdownDescription: "The engines' vLLM `--scheduling-policy`: with `priority` the router sets each request's vLLM `priority` to its class's rank and holds a request behind `limits.max_pending_per_pod` of its own class and higher only; `fcfs` or unset, neither."},
 			"deployment": optS("The fleet's Deployment, which the router scales from and to zero with `scale_to_zero_after`."),
 			"autoscaled": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "The fleet's HPA sizes it on the router's demand: the router serves it as an External metric through an APIService (`v1beta1.external.metrics.k8s.io`) it registers."},

@@ -41,6 +41,7 @@ func TestFleetArgumentsAreVLLMs(t *testing.T) {
 		{"kv_events.topic without placeholders", func(f *workloads.Fleet) { f.KVEvents.Topic = "kv" }, ""},
 		{"kv_events.topic empty", func(f *workloads.Fleet) { f.KVEvents.Topic = "" }, ""},
 		{"rollout.drain_timeout", func(f *workloads.Fleet) { f.Rollout.DrainSeconds = 90 }, ""},
+		{"vllm.scheduling_policy fcfs", func(f *workloads.Fleet) { f.VLLM.SchedulingPolicy = workloads.PolicyFCFS }, ""},
 		// The judge can refuse: a flag vLLM does not have, a value out of range.
 		{"an unknown flag", func(f *workloads.Fleet) { f.VLLM.ExtraArgs = append(f.VLLM.ExtraArgs, "--no-such-flag") }, "--no-such-flag"},
 		{"a context longer than the model's", func(f *workloads.Fleet) { f.VLLM.MaxModelLen = 1 << 20 }, "max_model_len"},

@@ -29,10 +29,13 @@ const poolBlocks = 256
 // testFleet is the fleet the engines run, as llmd_model_fleet renders it
 // for a user who sets these attributes: the defaults but a 4,096-token
 // context (the tiny model's budget on a core), a small batch and a small
-// KV cache, eager mode (no torch.compile on CPU) and the dev-mode reset.
+// KV cache, priority scheduling, eager mode (no torch.compile on CPU) and
+// the dev-mode reset. Under priority scheduling requests of equal priority
+// (every request a router without --engine-priority sends) are taken in
+// arrival order, as under fcfs.
 func testFleet() workloads.Fleet {
 	return workloads.Fleet{Name: "tiny", Namespace: "llmd", ServedName: servedName, ModelPath: "tiny",
-		VLLM: workloads.VLLM{BlockSize: 64, GPUMemoryUtilization: 0.9, MaxModelLen: 4096, MaxNumSeqs: 16,
+		VLLM: workloads.VLLM{BlockSize: 64, GPUMemoryUtilization: 0.9, MaxModelLen: 4096, MaxNumSeqs: 16, SchedulingPolicy: workloads.PolicyPriority,
 			TensorParallelSize: 1, ExtraArgs: []string{"--enforce-eager", "--num-gpu-blocks-override", strconv.Itoa(poolBlocks)},
 			Env: map[string]string{"VLLM_SERVER_DEV_MODE": "1"}},
 		KVEvents: workloads.KVEvents{Port: 5557, ReplayPort: 5558, Topic: config.DefaultTopic}}

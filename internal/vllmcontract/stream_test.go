@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/proxy"
 )
 
 // streamed is one streamed completion as its client saw it: when it was
@@ -37,14 +39,28 @@ func (s streamed) done() time.Time { return s.Chunks[len(s.Chunks)-1].At }
 // streamCompletion streams a completion of token-id prompt on engine url,
 // generating exactly maxTokens tokens (ignore_eos, greedy).
 func streamCompletion(url string, prompt []int, maxTokens int) (streamed, error) {
+	return streamInClass(url, "", prompt, maxTokens)
+}
+
+// streamInClass is streamCompletion through a router, in the priority
+// class named (the router's x-llmd-priority header; "" none).
+func streamInClass(url, class string, prompt []int, maxTokens int) (streamed, error) {
 	body, err := json.Marshal(map[string]any{"model": servedName, "prompt": prompt, "max_tokens": maxTokens,
 		"temperature": 0, "ignore_eos": true, "stream": true,
 		"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true}})
 	if err != nil {
 		return streamed{}, err
 	}
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return streamed{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if class != "" {
+		req.Header.Set(proxy.PriorityHeader, class)
+	}
 	s := streamed{Sent: time.Now()}
-	resp, err := client.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+	resp, err := client.Do(req)
 	if err != nil {
 		return s, fmt.Errorf("streaming a completion from %s: %w", url, err)
 	}

@@ -101,9 +101,21 @@ type VLLM struct {
 	MaxModelLen          int
 	MaxNumSeqs           int
 	TensorParallelSize   int
-	ExtraArgs            []string
-	Env                  map[string]string
+	// SchedulingPolicy is vLLM's --scheduling-policy: PolicyFCFS (vLLM's
+	// default, also for "") or PolicyPriority, under which the engine's
+	// waiting queue and its choice of a request to preempt follow each
+	// request's priority, which the router sets from its classes.
+	SchedulingPolicy string
+	ExtraArgs        []string
+	Env              map[string]string
 }
+
+// vLLM's scheduling policies (vllm/config/scheduler.py SchedulerPolicy,
+// v0.32.0).
+const (
+	PolicyFCFS     = "fcfs"
+	PolicyPriority = "priority"
+)
 
 // KVEvents are vLLM's KV-event publisher settings.
 type KVEvents struct {
@@ -152,7 +164,8 @@ const ModelRevisionKey = "llmd.dev/model-revision"
 // managedFlags are the vllm serve flags the fleet sets itself; extra_args may not repeat them.
 var managedFlags = []string{"--model", "--served-model-name", "--host", "--port", "--block-size", "--enable-prefix-caching",
 	"--no-enable-prefix-caching", "--kv-events-config", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs",
-	"--tensor-parallel-size", "-tp", "--disable-access-log-for-endpoints", "--enable-scale-out", "--shutdown-timeout"}
+	"--tensor-parallel-size", "-tp", "--disable-access-log-for-endpoints", "--enable-scale-out", "--shutdown-timeout",
+	"--scheduling-policy"}
 
 // managedEnv are environment variables the fleet sets; VLLM_PORT is
 // refused because vLLM reads it as its own port setting (the Service-link clash).
@@ -175,9 +188,14 @@ func (f Fleet) Validate() error {
 		flag, _, _ := strings.Cut(a, "=")
 		for _, m := range managedFlags {
 			if flag == m {
-				return fmt.Errorf("vllm.extra_args: %q is set by the fleet itself; use the matching attribute (block_size, gpu_memory_utilization, max_model_len, max_num_seqs, tensor_parallel_size, kv_events, model, rollout.drain_timeout) instead", a)
+				return fmt.Errorf("vllm.extra_args: %q is set by the fleet itself; use the matching attribute (block_size, gpu_memory_utilization, max_model_len, max_num_seqs, tensor_parallel_size, scheduling_policy, kv_events, model, rollout.drain_timeout) instead", a)
 			}
 		}
+	}
+	switch f.VLLM.SchedulingPolicy {
+	case "", PolicyFCFS, PolicyPriority:
+	default:
+		return fmt.Errorf("vllm.scheduling_policy: %q is not %q or %q", f.VLLM.SchedulingPolicy, PolicyFCFS, PolicyPriority)
 	}
 	for k := range f.VLLM.Env {
 		for _, m := range managedEnv {
@@ -316,6 +334,9 @@ type RouterTarget struct {
 	// MaxNumSeqs is vLLM's --max-num-seqs: the most requests one pod runs
 	// at once, the router's default capacity of a pod.
 	MaxNumSeqs int
+	// SchedulingPolicy is the engines' (VLLM.SchedulingPolicy); under
+	// PolicyPriority the router sets each request's priority from its class.
+	SchedulingPolicy string
 	// Deployment is the fleet's Deployment; Autoscaled says an HPA scales
 	// it on the router's demand, which the router then serves; and
 	// ScaleToZero, when set, is how long the fleet has no demand before the
@@ -331,7 +352,7 @@ func (f Fleet) Target() RouterTarget {
 		KVEventsPort: f.KVEvents.Port, ReplayPort: f.KVEvents.ReplayPort, Topic: f.KVEvents.Topic, BlockSize: f.VLLM.BlockSize,
 		ServedModel: f.ServedName, ClaimName: f.ClaimName(), ModelPath: f.ServedPath(),
 		TokenizerPath: path.Join(f.ServedPath(), "tokenizer.json"), TokenizerConfigPath: path.Join(f.ServedPath(), "tokenizer_config.json"),
-		MaxNumSeqs: f.VLLM.MaxNumSeqs, Deployment: f.Name}
+		MaxNumSeqs: f.VLLM.MaxNumSeqs, SchedulingPolicy: f.VLLM.SchedulingPolicy, Deployment: f.Name}
 	if f.Storage.S3 != nil {
 		t.ModelPath = f.S3URI()
 		t.TokenizerPath, t.TokenizerConfigPath = f.s3TokenizerPaths()
@@ -394,6 +415,9 @@ func (f Fleet) Args() ([]string, error) {
 		// #34730, vllm/engine/arg_utils.py in v0.32.0: the default 0 aborts
 		// them), within the pod's grace period.
 		"--shutdown-timeout", fmt.Sprint(f.Rollout.DrainSeconds),
+	}
+	if f.VLLM.SchedulingPolicy == PolicyPriority { // fcfs is vLLM's default: a fleet that had none keeps its pods
+		args = append(args, "--scheduling-policy", PolicyPriority)
 	}
 	if f.Storage.S3 != nil {
 		args = append(args, "--load-format", "runai_streamer")

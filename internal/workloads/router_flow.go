@@ -69,7 +69,8 @@ func isFlowName(s string) bool {
 	return true
 }
 
-// flowArgs are serve's flow-control flags the limits set beyond its defaults.
+// flowArgs are serve's flow-control flags the limits and the fleet's
+// scheduling policy set beyond its defaults.
 func (r Router) flowArgs() []string {
 	var args []string
 	l := r.Limits
@@ -91,6 +92,11 @@ func (r Router) flowArgs() []string {
 	}
 	if len(r.APIKeys) > 0 {
 		args = append(args, "--api-keys-file", path.Join(RouterConfigDir, RouterAPIKeysFile))
+	}
+	if r.Target.SchedulingPolicy == PolicyPriority {
+		// The engines order and preempt by the request's priority: set it
+		// from the class, so the class reaches them.
+		args = append(args, "--engine-priority")
 	}
 	return args
 }

@@ -11,8 +11,8 @@ import (
 
 const acmeDigest = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"
 
-// TestRouterFlow: classes, default class, tenant share and API keys become
-// serve's flags and a keys file beside the configuration, whose digests
+// TestRouterFlow: classes, default class, tenant share, API keys and the
+// engines' priority scheduling become serve's flags and a keys file beside the configuration, whose digests
 // (lower-cased, never a key) roll the pods when they change.
 func TestRouterFlow(t *testing.T) {
 	r := testRouter()
@@ -20,8 +20,13 @@ func TestRouterFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args := r.Args(); slices.Contains(args, "--priority-classes") || slices.Contains(args, "--api-keys-file") {
+	if args := r.Args(); slices.Contains(args, "--priority-classes") || slices.Contains(args, "--api-keys-file") ||
+		slices.Contains(args, "--engine-priority") {
 		t.Errorf("a router without flow settings passes %q", args)
+	}
+	r.Target.SchedulingPolicy = PolicyPriority // engines that order by priority get the class as it
+	if args := r.Args(); !slices.Contains(args, "--engine-priority") {
+		t.Errorf("a router in front of priority-scheduled engines passes %q, want --engine-priority", args)
 	}
 	r.Limits.Classes = []RouterClass{{Name: "gold", TTL: time.Minute}, {Name: "standard"}, {Name: "batch", TTL: 10 * time.Second}}
 	r.Limits.DefaultClass, r.Limits.TenantShare = "standard", 0.25
@@ -94,5 +99,35 @@ func TestRouterInternetFacingWithKeys(t *testing.T) {
 	r.APIKeys = []RouterAPIKey{{SHA256: acmeDigest}}
 	if err := r.Validate(); err != nil {
 		t.Errorf("with api_keys: %v", err)
+	}
+}
+
+// TestFleetSchedulingPolicy: the fleet passes vLLM's scheduling policy
+// only when set, reports it to its router, keeps extra_args from setting
+// it around the attribute, and names the attribute for a bad value.
+func TestFleetSchedulingPolicy(t *testing.T) {
+	f := testFleet()
+	args, err := f.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(args, "--scheduling-policy") || f.Target().SchedulingPolicy != "" {
+		t.Errorf("a fleet without a policy passes %q, target %q", args, f.Target().SchedulingPolicy)
+	}
+	f.VLLM.SchedulingPolicy = PolicyPriority
+	if args, err = f.Args(); err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.Index(args, "--scheduling-policy"); i < 0 || args[i+1] != "priority" || f.Target().SchedulingPolicy != PolicyPriority {
+		t.Errorf("a priority fleet passes %q, target %q", args, f.Target().SchedulingPolicy)
+	}
+	f.VLLM.SchedulingPolicy = "lifo"
+	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), `vllm.scheduling_policy: "lifo"`) {
+		t.Errorf("policy lifo: %v", err)
+	}
+	f.VLLM.SchedulingPolicy = ""
+	f.VLLM.ExtraArgs = []string{"--scheduling-policy=priority"}
+	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "scheduling_policy") {
+		t.Errorf("extra_args --scheduling-policy: %v", err)
 	}
 }

@@ -61,7 +61,11 @@ const refillEvery = 50 * time.Millisecond
 // engine cannot fit yet (its KV cache full, its batch at max_num_seqs)
 // waits there unanswered, so the pod stays shut until the engine starts
 // it, and the router, where requests can still be ordered and placed,
-// holds the rest.
+// holds the rest. When the engines order their waiting queues by the
+// router's classes (byClass: Config.EnginePriority), a request counts only
+// the unanswered requests of its own class and higher: the engine puts it
+// ahead of the lower classes' anyway, so holding it behind them in the
+// router would only delay it.
 //
 // A request queues for the pod its decision chose over every pod, room or
 // not (its want), so a full fleet does not send it to whichever pod frees
@@ -74,21 +78,22 @@ const refillEvery = 50 * time.Millisecond
 // request), so a burst of room wakes as many waiters as fit, never the
 // whole queue, and a newcomer cannot take the slot first.
 type admission struct {
-	cap      int // slots per pod, 0: no cap
-	pending  int // unanswered requests per pod that shut it, 0: no bound
+	cap      int  // slots per pod, 0: no cap
+	pending  int  // unanswered requests per pod that shut it, 0: no bound
+	byClass  bool // the pending bound counts a request's class and higher only
 	maxQueue int
 	share    int // waiters one tenant may hold in one class
 	classes  []Class
 	pods     func() []scoring.Pod // the fleet, for refills; nil: none
 
 	mu      sync.Mutex
-	open    map[string]int  // this replica's slots per pod
-	unans   map[string]int  // this replica's requests per pod yet to answer a byte
-	peer    map[string]int  // the peers' in-flight per pod
-	transit map[string]bool // pods whose room is on its way to a waiter
-	present map[string]bool // the fleet as the last refill saw it
-	bands   []band          // one per class
-	n       int             // waiters in every band
+	open    map[string]int   // this replica's slots per pod
+	unans   map[string][]int // this replica's requests per pod and class yet to answer a byte
+	peer    map[string]int   // the peers' in-flight per pod
+	transit map[string]bool  // pods whose room is on its way to a waiter
+	present map[string]bool  // the fleet as the last refill saw it
+	bands   []band           // one per class
+	n       int              // waiters in every band
 	pumping bool
 }
 
@@ -114,16 +119,19 @@ type result struct {
 	err error
 }
 
-// admissionLimits are a pod's capacity and the queue's bounds.
+// admissionLimits are a pod's capacity and the queue's bounds; byClass
+// says the engines order by class (the pending bound then counts a
+// request's class and higher only).
 type admissionLimits struct {
 	cap, pending, maxQueue int
 	share                  float64
+	byClass                bool
 }
 
 func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
-	a := &admission{cap: l.cap, pending: l.pending, maxQueue: l.maxQueue,
+	a := &admission{cap: l.cap, pending: l.pending, byClass: l.byClass, maxQueue: l.maxQueue,
 		share: max(1, int(l.share*float64(l.maxQueue))), classes: classes, pods: pods,
-		open: make(map[string]int), unans: make(map[string]int), peer: make(map[string]int),
+		open: make(map[string]int), unans: make(map[string][]int), peer: make(map[string]int),
 		transit: make(map[string]bool), present: make(map[string]bool), bands: make([]band, len(classes))}
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
@@ -137,15 +145,59 @@ func (a *admission) on() bool { return a.cap > 0 || a.pending > 0 }
 // used is what pod has in flight from every replica; a.mu held.
 func (a *admission) used(pod string) int { return a.open[pod] + a.peer[pod] }
 
-// room says whether pod takes one more request now; a.mu held.
-func (a *admission) room(pod string) bool {
+// room says whether pod takes one more request of class now; a.mu held.
+func (a *admission) room(pod string, class int) bool {
 	return !a.transit[pod] && (a.cap == 0 || a.used(pod) < a.cap) &&
-		(a.pending == 0 || a.unans[pod] < a.pending)
+		(a.pending == 0 || a.unanswered(pod, class) < a.pending)
 }
 
-// withRoom keeps the pods of cands that take one more request, in place,
-// noting the peers' counts they carry.
-func (a *admission) withRoom(cands []scoring.Pod) []scoring.Pod {
+// unanswered is what the pending bound counts on pod for a request of
+// class: this replica's unanswered requests there of every class, or of
+// class and higher when the engines order by class; a.mu held.
+func (a *admission) unanswered(pod string, class int) int {
+	by := a.unans[pod]
+	if !a.byClass {
+		class = len(by) - 1
+	}
+	n := 0
+	for _, k := range by[:min(class+1, len(by))] {
+		n += k
+	}
+	return n
+}
+
+// addUnanswered counts d more unanswered requests of class on pod,
+// forgetting a pod with none; a.mu held.
+func (a *admission) addUnanswered(pod string, class, d int) {
+	by := a.unans[pod]
+	if by == nil {
+		by = make([]int, len(a.classes))
+		a.unans[pod] = by
+	}
+	by[class] += d
+	if !slices.ContainsFunc(by, func(k int) bool { return k != 0 }) {
+		delete(a.unans, pod)
+	}
+}
+
+// lowestWithRoom is the lowest class (the highest index) pod takes one
+// more request of now, -1 for none; a.mu held. Room only widens towards
+// the higher classes, so every class above it has room too.
+func (a *admission) lowestWithRoom(pod string) int {
+	for c := len(a.classes) - 1; c >= 0; c-- {
+		if a.room(pod, c) {
+			return c
+		}
+		if !a.byClass {
+			break // every class counts the same
+		}
+	}
+	return -1
+}
+
+// withRoom keeps the pods of cands that take one more request of class,
+// in place, noting the peers' counts they carry.
+func (a *admission) withRoom(cands []scoring.Pod, class int) []scoring.Pod {
 	if !a.on() {
 		return cands
 	}
@@ -154,7 +206,7 @@ func (a *admission) withRoom(cands []scoring.Pod) []scoring.Pod {
 	for _, p := range cands {
 		a.notePeer(p)
 	}
-	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name) })
+	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class) })
 }
 
 // notePeer records p's in-flight from the peers; a.mu held.
@@ -169,25 +221,25 @@ func setOrDelete(m map[string]int, k string, n int) {
 	}
 }
 
-// acquire takes a slot on pod; false when it has no room (another request
-// took it since withRoom).
-func (a *admission) acquire(pod string) bool {
+// acquire takes a slot on pod for a request of class; false when it has
+// no room (another request took it since withRoom).
+func (a *admission) acquire(pod string, class int) bool {
 	if !a.on() {
 		return true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.room(pod) {
+	if !a.room(pod, class) {
 		return false
 	}
 	a.open[pod]++
 	return true
 }
 
-// begin places a request on pod, whose slot it holds (acquired, or handed
-// over when handed is set), counting it unanswered until started, at the
-// pod's first byte. started may be called more than once.
-func (a *admission) begin(pod string, handed bool) (started func()) {
+// begin places a request of class on pod, whose slot it holds (acquired,
+// or handed over when handed is set), counting it unanswered until
+// started, at the pod's first byte. started may be called more than once.
+func (a *admission) begin(pod string, handed bool, class int) (started func()) {
 	if !a.on() {
 		return func() {}
 	}
@@ -195,7 +247,7 @@ func (a *admission) begin(pod string, handed bool) (started func()) {
 	if handed {
 		delete(a.transit, pod)
 	}
-	a.unans[pod]++
+	a.addUnanswered(pod, class, 1)
 	a.fill(pod)
 	a.mu.Unlock()
 	var once sync.Once
@@ -203,7 +255,7 @@ func (a *admission) begin(pod string, handed bool) (started func()) {
 		once.Do(func() {
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			setOrDelete(a.unans, pod, a.unans[pod]-1)
+			a.addUnanswered(pod, class, -1)
 			a.fill(pod)
 		})
 	}
@@ -231,38 +283,39 @@ func (a *admission) free(pod string, handed bool) {
 	a.fill(pod)
 }
 
-// fill hands pod's room, if it has any, to the waiter next in turn for it;
-// a.mu held.
+// fill hands pod's room, if it has any, to the waiter next in turn for it
+// of a class it has room for; a.mu held.
 func (a *admission) fill(pod string) {
-	if !a.room(pod) {
+	lowest := a.lowestWithRoom(pod)
+	if lowest < 0 {
 		return
 	}
-	if w := a.next(pod); w != nil {
+	if w := a.next(pod, lowest); w != nil {
 		a.open[pod]++
 		a.transit[pod] = true
 		w.got <- result{pod: pod}
 	}
 }
 
-// next removes and returns the waiter that gets room on pod: the highest
-// class's waiter wanting pod, else the highest class's waiter wanting no
-// pod in particular or one gone from the fleet, tenants in turn within a
-// class; nil when none may use pod. a.mu held.
-func (a *admission) next(pod string) *waiter {
-	if w := a.first(pod, func(w *waiter) bool { return w.want == pod }); w != nil {
+// next removes and returns the waiter of class lowest or higher that gets
+// room on pod: the highest class's waiter wanting pod, else the highest
+// class's waiter wanting no pod in particular or one gone from the fleet,
+// tenants in turn within a class; nil when none may use pod. a.mu held.
+func (a *admission) next(pod string, lowest int) *waiter {
+	if w := a.first(pod, lowest, func(w *waiter) bool { return w.want == pod }); w != nil {
 		return w
 	}
-	return a.first(pod, func(w *waiter) bool { return w.want == "" || a.gone(w.want) })
+	return a.first(pod, lowest, func(w *waiter) bool { return w.want == "" || a.gone(w.want) })
 }
 
 // gone says pod was not in the fleet at the last refill (none yet: not
 // gone); a.mu held.
 func (a *admission) gone(pod string) bool { return len(a.present) > 0 && !a.present[pod] }
 
-// first removes and returns the first waiter, in class and turn order,
-// that may use pod and that ok accepts; a.mu held.
-func (a *admission) first(pod string, ok func(*waiter) bool) *waiter {
-	for c := range a.bands {
+// first removes and returns the first waiter of class lowest or higher, in
+// class and turn order, that may use pod and that ok accepts; a.mu held.
+func (a *admission) first(pod string, lowest int, ok func(*waiter) bool) *waiter {
+	for c := range a.bands[:lowest+1] {
 		b := &a.bands[c]
 		for i := range b.ring {
 			t := (b.next + i) % len(b.ring)

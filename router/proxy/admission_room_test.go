@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,11 +27,11 @@ func none(t *testing.T, ch <-chan result, what string) {
 // and only to one: the next waits for that one's first byte in turn.
 func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	if !a.acquire("p") {
+	if !a.acquire("p", 1) {
 		t.Fatal("an idle pod refused a request")
 	}
-	started := a.begin("p", false)
-	if open := a.withRoom([]scoring.Pod{{Name: "p"}}); len(open) != 0 || a.acquire("p") {
+	started := a.begin("p", false, 1)
+	if open := a.withRoom([]scoring.Pod{{Name: "p"}}, 1); len(open) != 0 || a.acquire("p", 1) {
 		t.Fatalf("a pod with a request yet to answer is open: %v", open)
 	}
 	first := queueFor(t, a, Flow{Class: 1}, "p")
@@ -40,7 +41,7 @@ func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 		t.Fatalf("first waiter: %+v, want p", r)
 	}
 	none(t, second, "second waiter before the first placed its request")
-	started2 := a.begin("p", true)
+	started2 := a.begin("p", true, 1)
 	none(t, second, "second waiter while the first is unanswered")
 	a.release("p") // the first request ends; the second still waits for an answer
 	none(t, second, "second waiter while the first is unanswered and done")
@@ -57,6 +58,60 @@ func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 	}
 }
 
+// TestPendingBoundByClassLetsAHigherClassPast: when the engines order by
+// class, a pod whose pending bound the low class fills still takes a high
+// request, and the high request's first byte hands room to a high waiter,
+// never to a low one, while the low request is unanswered; a low waiter
+// counts the high class's unanswered requests too. Without byClass the
+// same pod is shut to every class.
+func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
+	const high, low = 0, 2
+	pod := []scoring.Pod{{Name: "p"}}
+	blind := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
+	blind.acquire("p", low)
+	blind.begin("p", false, low)
+	if open := blind.withRoom(slices.Clone(pod), high); len(open) != 0 || blind.acquire("p", high) {
+		t.Fatalf("class-blind: a high request found room behind an unanswered low one: %v", open)
+	}
+
+	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
+	a.acquire("p", low)
+	lowStarted := a.begin("p", false, low)
+	if open := a.withRoom(slices.Clone(pod), low); len(open) != 0 || a.acquire("p", low) {
+		t.Fatalf("a second low request found room behind an unanswered low one: %v", open)
+	}
+	if open := a.withRoom(slices.Clone(pod), high); len(open) != 1 || !a.acquire("p", high) {
+		t.Fatalf("a high request found no room behind an unanswered low one: %v", open)
+	}
+	highStarted := a.begin("p", false, high)
+	if a.acquire("p", high) {
+		t.Fatal("a second high request found room behind an unanswered high one")
+	}
+	lowWaiter := queueFor(t, a, Flow{Class: low}, "p")
+	highWaiter := queueFor(t, a, Flow{Class: high}, "p")
+	highStarted()
+	if r := <-highWaiter; r.err != nil || r.pod != "p" {
+		t.Fatalf("high waiter after the high request's first byte: %+v, want p", r)
+	}
+	none(t, lowWaiter, "low waiter while a low request is unanswered")
+	secondHighStarted := a.begin("p", true, high)
+	lowStarted()
+	none(t, lowWaiter, "low waiter while a high request is unanswered")
+	secondHighStarted()
+	if r := <-lowWaiter; r.err != nil || r.pod != "p" {
+		t.Fatalf("low waiter once nothing is unanswered: %+v, want p", r)
+	}
+	a.begin("p", true, low)()
+	for range 4 { // the two acquired, the two handed over
+		a.release("p")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.open) != 0 || len(a.unans) != 0 || len(a.transit) != 0 || a.n != 0 {
+		t.Errorf("left open %v, unanswered %v, in transit %v, %d queued", a.open, a.unans, a.transit, a.n)
+	}
+}
+
 // TestRoomGoesToTheWaiterWantingThePod: room on a pod goes to the highest
 // class's waiter that wants it, before older waiters and higher classes
 // wanting another pod; a waiter wanting a pod gone from the fleet takes
@@ -64,8 +119,8 @@ func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 func TestRoomGoesToTheWaiterWantingThePod(t *testing.T) {
 	fleet := []scoring.Pod{{Name: "a"}, {Name: "b"}}
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, func() []scoring.Pod { return fleet })
-	a.acquire("a")
-	a.acquire("b")
+	a.acquire("a", 1)
+	a.acquire("b", 1)
 	forB := queueFor(t, a, Flow{Class: 0}, "b") // oldest, highest class
 	lowForA := queueFor(t, a, Flow{Class: 2}, "a")
 	stdForA := queueFor(t, a, Flow{Class: 1}, "a")

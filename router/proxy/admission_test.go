@@ -26,7 +26,7 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			pod, handed := "", false
 			for pod == "" {
-				cands := a.withRoom([]scoring.Pod{{Name: "a"}, {Name: "b"}})
+				cands := a.withRoom([]scoring.Pod{{Name: "a"}, {Name: "b"}}, 1)
 				if len(cands) == 0 {
 					p, err := a.wait(context.Background(), Flow{Class: 1}, "", nil, deadline.Add(-10*time.Second))
 					if err != nil {
@@ -34,7 +34,7 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 						return
 					}
 					pod, handed = p, true
-				} else if a.acquire(cands[len(cands)-1].Name) {
+				} else if a.acquire(cands[len(cands)-1].Name, 1) {
 					pod = cands[len(cands)-1].Name
 				}
 			}
@@ -80,8 +80,8 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 // request can take it in between.
 func TestAdmissionFIFO(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	a.acquire("a")
-	a.acquire("b")
+	a.acquire("a", 1)
+	a.acquire("b", 1)
 	first := queue(t, a, context.Background(), nil, time.Minute)
 	second := queue(t, a, context.Background(), []string{"b"}, time.Minute) // tried b already
 	third := queue(t, a, context.Background(), nil, time.Minute)
@@ -90,7 +90,7 @@ func TestAdmissionFIFO(t *testing.T) {
 	if got := <-first; got != "b" {
 		t.Fatalf("first waiter got %q, want b", got)
 	}
-	if a.acquire("b") {
+	if a.acquire("b", 1) {
 		t.Fatal("a newcomer took the slot handed to the first waiter")
 	}
 	finish(a, "b", true) // second skips b: third gets it
@@ -115,7 +115,7 @@ func TestAdmissionFIFO(t *testing.T) {
 // queue, and that a waiter leaving as its slot arrives passes it on.
 func TestAdmissionSheds(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 1, share: 1}, testClasses, nil)
-	if !a.acquire("a") || a.acquire("a") {
+	if !a.acquire("a", 1) || a.acquire("a", 1) {
 		t.Fatal("cap of 1 not enforced")
 	}
 	timed := queue(t, a, context.Background(), nil, 300*time.Millisecond)
@@ -141,7 +141,7 @@ func TestAdmissionSheds(t *testing.T) {
 // (begin; handed says the slot was handed over in the queue), answered,
 // released.
 func finish(a *admission, pod string, handed bool) {
-	a.begin(pod, handed)()
+	a.begin(pod, handed, 1)()
 	a.release(pod)
 }
 

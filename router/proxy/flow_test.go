@@ -58,7 +58,7 @@ func served(t *testing.T, a *admission, pod string, waiters map[string]<-chan re
 // own in arrival order; the low class last.
 func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 16, share: 1}, testClasses, nil)
-	if !a.acquire("p") {
+	if !a.acquire("p", 1) {
 		t.Fatal("the first slot")
 	}
 	waiters := map[string]<-chan result{}
@@ -99,7 +99,7 @@ func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
 // it (503).
 func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 7, share: 0.5}, testClasses, nil) // a share of 3 waiters
-	a.acquire("p")
+	a.acquire("p", 1)
 	for range 4 { // alone in standard, a may pass its share
 		queueFor(t, a, Flow{Class: 1, Tenant: "a"}, "")
 	}
@@ -137,7 +137,7 @@ func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 func TestFlowTimeToLiveIs503NamingTheClass(t *testing.T) {
 	classes := []Class{{"high", time.Minute}, {"batch", 50 * time.Millisecond}}
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, classes, nil)
-	a.acquire("p")
+	a.acquire("p", 1)
 	long := queueFor(t, a, Flow{Class: 0}, "")
 	short := queueFor(t, a, Flow{Class: 1}, "")
 	r := <-short
@@ -163,10 +163,10 @@ func TestFlowCountsThePeersRequests(t *testing.T) {
 		return []scoring.Pod{{Name: "p", Load: scoring.Load{InFlight: n, PeerInFlight: n}}}
 	}
 	a := newAdmission(admissionLimits{cap: 3, maxQueue: 8, share: 1}, testClasses, pods)
-	if open := a.withRoom(pods()); len(open) != 1 || !a.acquire("p") {
+	if open := a.withRoom(pods(), 1); len(open) != 1 || !a.acquire("p", 1) {
 		t.Fatalf("2 of the peers' and none of ours under a cap of 3: open %v", open)
 	}
-	if open := a.withRoom(pods()); len(open) != 0 || a.acquire("p") {
+	if open := a.withRoom(pods(), 1); len(open) != 0 || a.acquire("p", 1) {
 		t.Fatalf("2 of the peers' and 1 of ours at a cap of 3: still open %v", open)
 	}
 	w := queueFor(t, a, Flow{Class: 1}, "")

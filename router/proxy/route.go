@@ -98,7 +98,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
 			}
-			open = s.adm.withRoom(append(open[:0], buf...))
+			open = s.adm.withRoom(append(open[:0], buf...), flow.Class)
 			if held != "" { // its room is on its way to us: withRoom left it out
 				if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
 					open = append(open, buf[i])
@@ -139,10 +139,10 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				handed := pod == held
 				if handed {
 					held = ""
-				} else if !s.adm.acquire(pod) {
+				} else if !s.adm.acquire(pod, flow.Class) {
 					return false
 				}
-				admStarted = s.adm.begin(pod, handed)
+				admStarted = s.adm.begin(pod, handed, flow.Class)
 				started, end = s.cfg.Fleet.Begin(pod, uncached)
 				return true
 			})

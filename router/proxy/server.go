@@ -72,9 +72,11 @@ type Config struct {
 	// EnginePriority sets each routed request's vLLM priority to its
 	// class's rank (EngineBody), so that engines run with
 	// --scheduling-policy priority put the high class first in their
-	// waiting queues and preempt the low class first. Off by default: an
-	// FCFS engine ignores the field (vLLM v0.32.0), older releases refuse
-	// a non-zero one.
+	// waiting queues and preempt the low class first; MaxPendingPerPod then
+	// holds a request behind the unanswered requests of its own class and
+	// higher only, since the engine puts it ahead of the lower classes'.
+	// Off by default: an FCFS engine ignores the field (vLLM v0.32.0),
+	// older releases refuse a non-zero one.
 	EnginePriority bool
 	// MaxQueue bounds the requests waiting for a pod under its cap
 	// (default 1024); a full queue sheds its lowest class's newest waiter
@@ -176,7 +178,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.adm = newAdmission(admissionLimits{cap: cfg.MaxInFlightPerPod, pending: cfg.MaxPendingPerPod,
-		maxQueue: cfg.MaxQueue, share: s.cfg.TenantShare}, s.cfg.Classes,
+		maxQueue: cfg.MaxQueue, share: s.cfg.TenantShare, byClass: cfg.EnginePriority}, s.cfg.Classes,
 		func() []scoring.Pod { return s.br.filter(s.cfg.Fleet.Pods(nil)) })
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))

@@ -64,7 +64,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.Int64Var(&o.limits.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body; larger gets 413")
 	fs.IntVar(&o.limits.MaxInFlightPerPod, "max-in-flight-per-pod", 0, "requests this router keeps open on one pod (0: no cap)")
 	fs.IntVar(&o.limits.MaxPendingPerPod, "max-pending-per-pod", 0, "requests this router keeps on one pod that have yet to answer a byte (waiting in the engine or in their prefill); at the bound the pod takes no more until one starts (0: no bound)")
-	fs.BoolVar(&o.limits.EnginePriority, "engine-priority", false, "set each request's vLLM priority to its class's rank (0 the highest), overriding the client's, for engines run with --scheduling-policy priority")
+	fs.BoolVar(&o.limits.EnginePriority, "engine-priority", false, "set each request's vLLM priority to its class's rank (0 the highest), overriding the client's, for engines run with --scheduling-policy priority; --max-pending-per-pod then counts a request's own class and higher only")
 	fs.IntVar(&o.limits.MaxQueue, "max-queue", proxy.DefaultMaxQueue, "requests waiting while every pod is at its cap; when full, the lowest class's newest waiter (or the newcomer) gets 503")
 	fs.DurationVar(&o.limits.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "time-to-live of a class --priority-classes gives none: the longest wait for a pod under its cap before 503")
 	fs.Var(&o.classes, "priority-classes", "priority classes, highest first, each NAME or NAME=TTL, e.g. high=60s,standard,low=10s (default high,standard,low); requests name one in the x-llmd-priority header")
