@@ -90,11 +90,27 @@ var routerWanted = map[string]string{
 	`llmd_router_peer_delay_seconds_bucket{le="0.128"}`: "peer_delay_within_128ms",
 }
 
+// queueWaitSeries are the router's waits for a pod, by class: a class's
+// requests that queued and were admitted ("queued_<class>") and their
+// summed wait ("queue_wait_seconds_<class>"), to tell a class's time in
+// the router's queue from its time in the engines.
+var queueWaitSeries = map[string]string{
+	"llmd_router_queue_wait_seconds_count": "queued_",
+	"llmd_router_queue_wait_seconds_sum":   "queue_wait_seconds_",
+}
+
 // parseRouterMetrics sums the wanted router samples over their labels; a
-// wanted series named with its labels takes only that series.
+// wanted series named with its labels takes only that series. The queue's
+// admitted waits are kept by class (queueWaitSeries).
 func parseRouterMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
 	err := eachSample(r, func(name, labels string, v float64) {
+		if prefix, ok := queueWaitSeries[name]; ok {
+			if class := labelValue(labels, "class"); class != "" && labelValue(labels, "outcome") == "admitted" {
+				out[prefix+class] += v
+			}
+			return
+		}
 		if key, ok := routerWanted[name+labels]; ok {
 			out[key] += v
 		} else if key, ok := routerWanted[name]; ok {
@@ -102,6 +118,18 @@ func parseRouterMetrics(r io.Reader) (map[string]float64, error) {
 		}
 	})
 	return out, err
+}
+
+// labelValue is label's value in labels as written ("{a=\"x\",b=\"y\"}"),
+// "" when absent. The router's label values (classes, outcomes) hold no
+// comma or quote.
+func labelValue(labels, label string) string {
+	for _, kv := range strings.Split(strings.Trim(labels, "{}"), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == label {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
 }
 
 // eachSample calls fn with every sample's metric name, its labels as

@@ -37,11 +37,16 @@ llmd_router_pods 2
 llmd_router_index_events_total{kind="speculation_confirmed"} 40
 llmd_router_index_events_total{kind="speculation_expired"} 3
 llmd_router_index_events_total{kind="blocks_stored"} 900
+llmd_router_queue_wait_seconds_sum{class="high",outcome="admitted"} 1.5
+llmd_router_queue_wait_seconds_count{class="high",outcome="admitted"} 3
+llmd_router_queue_wait_seconds_sum{class="low",outcome="shed"} 60
+llmd_router_queue_wait_seconds_bucket{class="low",outcome="admitted",le="0.1"} 2
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRouter := map[string]float64{"kv_event_messages": 15, "decisions": 15, "speculation_confirmed": 40, "speculation_expired": 3}
+	wantRouter := map[string]float64{"kv_event_messages": 15, "decisions": 15, "speculation_confirmed": 40, "speculation_expired": 3,
+		"queued_high": 3, "queue_wait_seconds_high": 1.5} // admitted waits by class; a shed wait and the buckets are not kept
 	if !maps.Equal(r, wantRouter) {
 		t.Errorf("router counters %v, want %v", r, wantRouter)
 	}

@@ -183,6 +183,40 @@ type ClassSummary struct {
 	Lost     int     `json:"lost"`
 	MeanTTFT float64 `json:"mean_ttft_ms"`
 	P99TTFT  float64 `json:"p99_ttft_ms"`
+	// P99TTFTByTenth is the P99 TTFT of the served requests sent in each
+	// tenth of the class's sending period, first to last (0 for a tenth
+	// with none): where in the run the class's tail is.
+	P99TTFTByTenth []float64 `json:"p99_ttft_ms_by_tenth,omitempty"`
+}
+
+// tenths is the number of arrival windows of ClassSummary.P99TTFTByTenth.
+const tenths = 10
+
+// p99ByTenth is P99TTFTByTenth of recs (one class's served requests); nil
+// for none.
+func p99ByTenth(recs []Record) []float64 {
+	if len(recs) == 0 {
+		return nil
+	}
+	first, last := recs[0].Sent, recs[0].Sent
+	for _, r := range recs {
+		first, last = min(first, r.Sent), max(last, r.Sent)
+	}
+	windows := make([][]float64, tenths)
+	for _, r := range recs {
+		i := tenths - 1
+		if last > first {
+			i = min(tenths-1, int(tenths*(r.Sent-first)/(last-first)))
+		}
+		windows[i] = append(windows[i], 1e3*(r.FirstToken-r.Sent))
+	}
+	out := make([]float64, tenths)
+	for i, w := range windows {
+		if len(w) > 0 {
+			_, _, out[i] = sim.MeanMedianP99(w)
+		}
+	}
+	return out
 }
 
 // classSummaries is each class of mix's summary, in the mix's order, from
@@ -201,12 +235,15 @@ func classSummaries(mix PriorityMix, tallies map[string]*tally, recs []Record) [
 			s.Sent += n
 		}
 		var ttft []float64
+		var mine []Record
 		for _, r := range recs {
 			if r.Class == c.Class {
 				ttft = append(ttft, 1e3*(r.FirstToken-r.Sent))
+				mine = append(mine, r)
 			}
 		}
 		s.MeanTTFT, _, s.P99TTFT = sim.MeanMedianP99(ttft)
+		s.P99TTFTByTenth = p99ByTenth(mine)
 		out = append(out, s)
 	}
 	return out

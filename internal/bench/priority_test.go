@@ -70,8 +70,9 @@ func TestPriorityMixAssign(t *testing.T) {
 }
 
 // TestClassSummariesAndTable checks each class's outcomes and served TTFTs
-// reach its row, in the mix's order, and that a run without a mix prints
-// no class table.
+// reach its row, in the mix's order, with each TTFT in the tenth of the
+// class's sending period it was sent in, and that a run without a mix
+// prints no class table.
 func TestClassSummariesAndTable(t *testing.T) {
 	mix := PriorityMix{{"high", 0.5}, {"low", 0.5}}
 	tallies := map[string]*tally{"high": {}, "low": {}}
@@ -87,12 +88,15 @@ func TestClassSummariesAndTable(t *testing.T) {
 		{Class: "high", Sent: 2, FirstToken: 2.3}}
 	got := classSummaries(mix, tallies, recs)
 	want := []ClassSummary{
-		{Class: "high", Sent: 2, Served: 2, MeanTTFT: 200, P99TTFT: 298},
+		{Class: "high", Sent: 2, Served: 2, MeanTTFT: 200, P99TTFT: 298, P99TTFTByTenth: []float64{100, 0, 0, 0, 0, 0, 0, 0, 0, 300}},
 		{Class: "low", Sent: 6, Served: 1, Shed429: 1, Shed429RetryAfter: 1, Shed503: 2, Shed503RetryAfter: 1,
-			Failed: 1, Lost: 1, MeanTTFT: 2000, P99TTFT: 2000},
+			Failed: 1, Lost: 1, MeanTTFT: 2000, P99TTFT: 2000, P99TTFTByTenth: []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 2000}},
 	}
 	for i := range got {
 		got[i].MeanTTFT, got[i].P99TTFT = math.Round(got[i].MeanTTFT), math.Round(got[i].P99TTFT)
+		for j, v := range got[i].P99TTFTByTenth {
+			got[i].P99TTFTByTenth[j] = math.Round(v)
+		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("class summaries\n%+v\nwant\n%+v", got, want)
