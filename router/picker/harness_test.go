@@ -237,6 +237,9 @@ type standIn struct {
 	t      testing.TB
 	stream extprocv3.ExternalProcessor_ProcessClient
 	cancel context.CancelFunc
+	// headers are the client's own request headers, sent after the
+	// pseudo-headers and content-type.
+	headers map[string]string
 }
 
 // open starts one request's stream.
@@ -273,6 +276,9 @@ func (s *standIn) request(path string, body []byte, chunk int, subset []string) 
 	hdr := &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 		{Key: ":method", RawValue: []byte("POST")}, {Key: ":path", RawValue: []byte(path)},
 		{Key: "content-type", RawValue: []byte("application/json")}}}, EndOfStream: body == nil}
+	for k, v := range s.headers {
+		hdr.Headers.Headers = append(hdr.Headers.Headers, &corev3.HeaderValue{Key: k, RawValue: []byte(v)})
+	}
 	msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: hdr}}
 	if subset != nil {
 		vals := make([]any, len(subset))

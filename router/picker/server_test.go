@@ -147,6 +147,34 @@ func TestBodyInChunksIsReSentInChunksOf62000(t *testing.T) {
 	s.close()
 }
 
+// TestEnginePriorityInTheReSentBody: with EnginePriority on, the body the
+// picker re-sends to the gateway carries the request's class rank as vLLM's
+// priority, overriding the client's, as the HTTP front sends it; the
+// content-length follows the new body.
+func TestEnginePriorityInTheReSentBody(t *testing.T) {
+	r := newRig(t, map[string]load{"a": idle}, proxy.Config{EnginePriority: true})
+	body := []byte(`{"model":"m","prompt":"hello","max_tokens":1,"priority":-50}`)
+	for class, want := range map[string]float64{"high": 0, "": 1, "low": 2} {
+		s := r.open()
+		if class != "" {
+			s.headers = map[string]string{proxy.PriorityHeader: class}
+		}
+		p := s.request(chat.PathCompletions, body, 1<<14, nil)
+		if p.immediate != nil {
+			t.Fatalf("class %q refused: %v", class, p.immediate)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(p.body, &m); err != nil || m["priority"] != want || m["prompt"] != "hello" {
+			t.Errorf("class %q: re-sent body %s (%v), want priority %v", class, p.body, err, want)
+		}
+		if p.header["content-length"] != itoa(len(p.body)) {
+			t.Errorf("class %q: content-length %q for a body of %d bytes", class, p.header["content-length"], len(p.body))
+		}
+		s.respond(r.endpoint("a"), "{}")
+		s.close()
+	}
+}
+
 // TestRequestEndingWithHeaders: a request without a body (a model list)
 // ends with its headers; the picker answers the destination, the pod with
 // the fewest requests in flight, and sends no body.

@@ -29,6 +29,7 @@ mock_provider "llmd" {
         scale_to_zero_after   = null
         s3_region             = null
         s3_reader_role        = null
+        scheduling_policy     = "priority"
       }
     }
   }
