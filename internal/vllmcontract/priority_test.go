@@ -11,12 +11,13 @@ import (
 
 // Runners fill the engine's KV cache (poolBlocks of 64 tokens) so that a
 // waiting request of waiterPrompt tokens fits only once a runner ends, and
-// the runners end one at a time: runnerPrompt tokens and runnerOutput+i*20
-// output tokens each, 247 blocks at their longest, while a waiter needs 50.
+// the runners end one at a time: runnerPrompt tokens (54 blocks, 216 in
+// all, leaving 39 free) and runnerOutput+i*20 output tokens each (239
+// blocks at their longest), while a waiter needs 50.
 const (
 	runners      = 4
 	runnerPrompt = 3400
-	runnerOutput = 500
+	runnerOutput = 300
 	waiterPrompt = 3200
 )
 
@@ -87,6 +88,8 @@ func TestEnginesServeTheHighClassFirst(t *testing.T) {
 		}
 		first[r.name] = r.s.Chunks[0].At
 	}
+	t.Logf("first tokens after high's: low 1 %s, low 2 %s, low 3 %s", first["low 1"].Sub(first["high"]),
+		first["low 2"].Sub(first["high"]), first["low 3"].Sub(first["high"]))
 	for _, low := range []string{"low 1", "low 2", "low 3"} {
 		if !first["high"].Before(first[low]) {
 			t.Errorf("high started at %s, not before %s at %s", first["high"].Format("15:04:05.000"), low, first[low].Format("15:04:05.000"))
