@@ -71,6 +71,10 @@ func TestScrapeReadsTheEnginesMetrics(t *testing.T) {
 	if sum := series(t, srv, "vllm:prompt_tokens_total", nil) + series(t, srv, "vllm:generation_tokens_total", nil); sum != busy.Tokens {
 		t.Errorf("progress counters: the router read %v, Prometheus %v", busy.Tokens, sum)
 	}
+	// The KV bound's cache size: the engine's own num_gpu_blocks x block_size.
+	if blocks, size := cacheConfigOf(t, e); busy.KVCacheTokens != blocks*size || blocks*size == 0 {
+		t.Errorf("KV cache size: the router read %d tokens, the engine states %d blocks of %d", busy.KVCacheTokens, blocks, size)
+	}
 }
 
 // pageServer serves one fixed /metrics page.

@@ -71,12 +71,9 @@ func onBenchCore(o testenv.EngineOptions) testenv.EngineOptions {
 // spread is the noise the comparison stands in.
 const traceRuns = 2
 
-// engineConfigOf is the simulated engine the real one is: its cache as it
-// reports it (vllm:cache_config_info) and its scheduler's settings as it
-// runs them (dev mode's /server_info: max_num_batched_tokens is vLLM's
-// CPU default, no flag sets it). It fails on a setting the simulator does
-// not model.
-func engineConfigOf(t testing.TB, e *testenv.Engine) sim.EngineConfig {
+// cacheConfigOf is e's KV cache as it states it in vllm:cache_config_info,
+// read with Prometheus's parser.
+func cacheConfigOf(t testing.TB, e *testenv.Engine) (blocks, blockSize int) {
 	t.Helper()
 	info := family(t, e.URL, "vllm:cache_config_info").GetMetric()
 	if len(info) != 1 {
@@ -87,10 +84,21 @@ func engineConfigOf(t testing.TB, e *testenv.Engine) sim.EngineConfig {
 		labels[l.GetName()] = l.GetValue()
 	}
 	blocks, err1 := strconv.Atoi(labels["num_gpu_blocks"])
-	size, err2 := strconv.Atoi(labels["block_size"])
+	blockSize, err2 := strconv.Atoi(labels["block_size"])
 	if err1 != nil || err2 != nil {
 		t.Fatalf("%s: cache_config_info %v lacks num_gpu_blocks or block_size", e.Name, labels)
 	}
+	return blocks, blockSize
+}
+
+// engineConfigOf is the simulated engine the real one is: its cache as it
+// reports it (vllm:cache_config_info) and its scheduler's settings as it
+// runs them (dev mode's /server_info: max_num_batched_tokens is vLLM's
+// CPU default, no flag sets it). It fails on a setting the simulator does
+// not model.
+func engineConfigOf(t testing.TB, e *testenv.Engine) sim.EngineConfig {
+	t.Helper()
+	blocks, size := cacheConfigOf(t, e)
 	s := schedulerConfigOf(t, e)
 	t.Logf("%s's scheduler: %+v", e.Name, s)
 	if !s.EnableChunkedPrefill || s.AsyncScheduling || s.LongPrefillTokenThreshold != 0 || s.Watermark != 0 || !s.SchedulerReserveFullISL {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat/jinja"
@@ -26,6 +27,13 @@ type Request struct {
 	// Stream is the request's "stream" field: the engine answers with
 	// server-sent events, and sends its headers before generating.
 	Stream bool
+	// MaxOutputTokens is the most tokens the request may generate, its
+	// choices together: max_completion_tokens (chat), else max_tokens (16 for a
+	// completion that sets neither, vLLM's CompletionRequest default),
+	// times n. 0 when the body bounds none: a chat request without either
+	// runs to the model's context length. A value the engine would refuse
+	// (not a positive integer) counts as none; the engine answers it.
+	MaxOutputTokens int
 	// Untokenizable is set (wrapping ErrUntokenizable) for requests the
 	// router routes on load alone: other endpoints, prompt embeddings.
 	Untokenizable error
@@ -78,12 +86,41 @@ func ParseRequest(path string, body []byte) (*Request, error) {
 	default:
 		return nil, fmt.Errorf("%w: Parameter 'cache_salt' must be a non-empty string if provided.", ErrInvalidRequest)
 	}
+	r.MaxOutputTokens = maxOutputTokens(d, path)
 	if path == PathCompletions {
 		if _, ok := d.Get("prompt_embeds"); ok && get(d, "prompt_embeds") != nil {
 			r.Untokenizable = untokenizable("prompt_embeds", "completion with prompt_embeds")
 		}
 	}
 	return r, nil
+}
+
+// completionDefaultMaxTokens is vLLM's CompletionRequest.max_tokens default
+// (vllm/entrypoints/openai/protocol.py); chat requests have none.
+const completionDefaultMaxTokens = 16
+
+// maxOutputTokens is Request.MaxOutputTokens of body d sent to path.
+func maxOutputTokens(d *jinja.Dict, path string) int {
+	positive := func(name string) int {
+		if n, ok := get(d, name).(int64); ok && n > 0 && n <= math.MaxInt32 {
+			return int(n)
+		}
+		return 0
+	}
+	out := 0
+	if path == PathChatCompletions {
+		out = positive("max_completion_tokens")
+	}
+	if out == 0 {
+		out = positive("max_tokens")
+	}
+	if out == 0 && path == PathCompletions && get(d, "max_tokens") == nil {
+		out = completionDefaultMaxTokens
+	}
+	if n := positive("n"); n > 1 {
+		out = min(out*n, math.MaxInt32)
+	}
+	return out
 }
 
 // Tokenize returns the token ids of each prompt of the request, as the

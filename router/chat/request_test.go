@@ -132,3 +132,33 @@ func TestLoneSurrogate(t *testing.T) {
 		t.Fatalf("a surrogate pair was refused: %v", err)
 	}
 }
+
+// TestMaxOutputTokens: the output bound vLLM applies to a request, its
+// choices together, and none where vLLM's is the model's context length.
+func TestMaxOutputTokens(t *testing.T) {
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{PathCompletions, `{"prompt":"a"}`, 16},
+		{PathCompletions, `{"prompt":"a","max_tokens":256}`, 256},
+		{PathCompletions, `{"prompt":"a","max_tokens":256,"n":3}`, 768},
+		{PathCompletions, `{"prompt":"a","max_tokens":null}`, 16},
+		{PathCompletions, `{"prompt":"a","max_completion_tokens":9}`, 16}, // not a completion field
+		{PathCompletions, `{"prompt":"a","max_tokens":0}`, 0},             // the engine refuses it
+		{PathCompletions, `{"prompt":"a","max_tokens":"8"}`, 0},
+		{PathChatCompletions, `{"messages":[]}`, 0},
+		{PathChatCompletions, `{"messages":[],"max_tokens":100}`, 100},
+		{PathChatCompletions, `{"messages":[],"max_tokens":100,"max_completion_tokens":50,"n":2}`, 100},
+		{PathChatCompletions, `{"messages":[],"max_completion_tokens":50,"n":0}`, 50},
+		{PathChatCompletions, `{"messages":[],"max_tokens":2.5}`, 0},
+	} {
+		req, err := ParseRequest(c.path, []byte(c.body))
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.path, c.body, err)
+		}
+		if req.MaxOutputTokens != c.want {
+			t.Errorf("%s %s: %d, want %d", c.path, c.body, req.MaxOutputTokens, c.want)
+		}
+	}
+}

@@ -18,6 +18,10 @@ type Scraped struct {
 	// the engine's progress; HasTokens says the page had either counter.
 	Tokens    float64
 	HasTokens bool
+	// KVCacheTokens is the KV cache's size in tokens, num_gpu_blocks times
+	// block_size of vllm:cache_config_info, summed over the pod's engines;
+	// 0 when the page does not state it.
+	KVCacheTokens int
 }
 
 // vLLM metric names (PROTOCOLS.md section 3). kv_cache_usage_perc replaced
@@ -32,10 +36,13 @@ const (
 	// frozen.
 	metricGenTokens    = "vllm:generation_tokens_total"
 	metricPromptTokens = "vllm:prompt_tokens_total"
+	// The cache's size, as labels of an info gauge
+	// (vllm/v1/metrics/loggers.py, CacheConfig.metrics_info()); optional.
+	metricCacheConfig = "vllm:cache_config_info"
 )
 
-// ParseMetrics reads the three load gauges, and the progress counters
-// when present, from Prometheus text. A pod
+// ParseMetrics reads the three load gauges, and the progress counters and
+// the KV cache's size when present, from Prometheus text. A pod
 // with several engines (data parallelism) exposes one series per engine:
 // counts are summed and KV usage is the fullest engine's, since one full
 // engine already evicts. Only the lines of interest are parsed, which keeps
@@ -69,6 +76,9 @@ func ParseMetrics(r io.Reader) (Scraped, error) {
 		case metricGenTokens, metricPromptTokens:
 			s.Tokens += value
 			s.HasTokens = true
+		case metricCacheConfig:
+			blocks, size := labelInt(line, "num_gpu_blocks"), labelInt(line, "block_size")
+			s.KVCacheTokens += blocks * size
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -89,6 +99,33 @@ var lineBuffers = sync.Pool{New: func() any {
 	b := make([]byte, 0, 64<<10)
 	return &b
 }}
+
+// labelInt is the value of label name on an exposition line when it is a
+// positive integer below 2^31, else 0 (absent, "None", anything else).
+func labelInt(line []byte, name string) int {
+	end := bytes.IndexByte(line, '}')
+	if end < 0 {
+		return 0
+	}
+	labels := line[:end]
+	for i := 0; ; {
+		j := bytes.Index(labels[i:], []byte(name+`="`))
+		if j < 0 {
+			return 0
+		}
+		j += i
+		if c := labels[j-1]; c == '{' || c == ',' || c == ' ' {
+			v := labels[j+len(name)+2:]
+			if k := bytes.IndexByte(v, '"'); k >= 0 {
+				if n, err := strconv.Atoi(string(v[:k])); err == nil && n > 0 && n < 1<<31 {
+					return n
+				}
+			}
+			return 0
+		}
+		i = j + 1
+	}
+}
 
 // sample splits one exposition line into its metric name and value,
 // skipping the label set (whose quoted values may hold spaces, braces and

@@ -19,13 +19,15 @@ vllm:num_requests_waiting{engine="1",model_name="m"} 5
 vllm:gpu_cache_usage_perc{engine="0"} 0.25
 vllm:gpu_cache_usage_perc{engine="1"} 0.75
 vllm:num_requests_waiting_by_reason{reason="x"} 100
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_cpu_blocks="None",num_gpu_blocks="4481",num_gpu_blocks_override="None"} 1.0
+vllm:cache_config_info{num_gpu_blocks_override="7",engine="1",num_gpu_blocks="100",block_size="32"} 1.0
 process_cpu_seconds_total 12
 `
 	s, err := ParseMetrics(strings.NewReader(page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s != (Scraped{Running: 7, Waiting: 7, KVUsage: 0.75}) {
+	if s != (Scraped{Running: 7, Waiting: 7, KVUsage: 0.75, KVCacheTokens: 4481*16 + 100*32}) {
 		t.Errorf("parsed %+v", s)
 	}
 	for _, bad := range []string{
@@ -35,6 +37,27 @@ process_cpu_seconds_total 12
 	} {
 		if _, err := ParseMetrics(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+// TestCacheSizeNeedsBothLabels: a cache_config_info line without a usable
+// num_gpu_blocks or block_size (absent, "None", a label whose name only
+// ends in it, not a positive integer) states no size.
+func TestCacheSizeNeedsBothLabels(t *testing.T) {
+	const gauges = "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"
+	for _, labels := range []string{
+		`block_size="16",num_gpu_blocks="None"`,
+		`block_size="16",num_gpu_blocks_override="64"`,
+		`block_size="16",xnum_gpu_blocks="64"`,
+		`block_size="16",num_gpu_blocks="-64"`,
+		`block_size="x",num_gpu_blocks="64"`,
+		`num_gpu_blocks="64"`,
+		`model_name="num_gpu_blocks=\"64\"",block_size="16"`,
+	} {
+		s, err := ParseMetrics(strings.NewReader(gauges + "vllm:cache_config_info{" + labels + "} 1\n"))
+		if err != nil || s.KVCacheTokens != 0 {
+			t.Errorf("%s: size %d, err %v; want 0, nil", labels, s.KVCacheTokens, err)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func (c *Chat) Prompt(path string, body []byte) (*scoring.Request, error) {
 	}
 	req, err := c.prompt(path, r, release)
 	if req != nil {
-		req.Stream = r.Stream
+		req.Stream, req.MaxOutputTokens = r.Stream, r.MaxOutputTokens
 	}
 	return req, err
 }

@@ -57,7 +57,9 @@ const refillEvery = 50 * time.Millisecond
 // engine's batch limit, counting this replica's requests and the peers' as
 // last exchanged), while fewer than the pending bound of this replica's
 // requests to it have yet to answer a byte, and while no room is on its
-// way to a waiter. The pending bound follows the engine: a request the
+// way to a waiter, and, under the KV bound (kvBound), while a request of a
+// class below the highest fits the share of the pod's KV cache its class
+// may fill. The pending bound follows the engine: a request the
 // engine cannot fit yet (its KV cache full, its batch at max_num_seqs)
 // waits there unanswered, so the pod stays shut until the engine starts
 // it, and the router, where requests can still be ordered and placed,
@@ -85,6 +87,7 @@ type admission struct {
 	share    int // waiters one tenant may hold in one class
 	classes  []Class
 	pods     func() []scoring.Pod // the fleet, for refills; nil: none
+	kv       *kvBound             // nil: no KV bound
 
 	mu      sync.Mutex
 	open    map[string]int   // this replica's slots per pod
@@ -107,6 +110,7 @@ type band struct {
 // waiter is one queued request.
 type waiter struct {
 	flow  Flow
+	kv    *kvDemand   // what it holds of a pod's KV cache; nil: unknown
 	want  string      // the pod its decision chose; "" any
 	since time.Time   // when it queued: its patience runs from it
 	skip  []string    // pods it has tried: a slot there is no use to it
@@ -126,6 +130,9 @@ type admissionLimits struct {
 	cap, pending, maxQueue int
 	share                  float64
 	byClass                bool
+	// kv turns the KV bound on, with kvHeadroom its headroom (kvBound).
+	kv         bool
+	kvHeadroom float64
 }
 
 func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
@@ -136,19 +143,29 @@ func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod)
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
 	}
+	if l.kv {
+		a.kv = newKVBound(l.kvHeadroom, len(classes))
+	}
 	return a
 }
 
 // on says whether admission holds pods to anything; off, there is no queue.
-func (a *admission) on() bool { return a.cap > 0 || a.pending > 0 }
+func (a *admission) on() bool { return a.cap > 0 || a.pending > 0 || a.kv != nil }
 
 // used is what pod has in flight from every replica; a.mu held.
 func (a *admission) used(pod string) int { return a.open[pod] + a.peer[pod] }
 
-// room says whether pod takes one more request of class now; a.mu held.
-func (a *admission) room(pod string, class int) bool {
+// room says whether pod takes one more request of class, demanding d of
+// its KV cache (nil: unknown, not held to the KV bound), now; a.mu held.
+func (a *admission) room(pod string, class int, d *kvDemand) bool {
 	return !a.transit[pod] && (a.cap == 0 || a.used(pod) < a.cap) &&
-		(a.pending == 0 || a.unanswered(pod, class) < a.pending)
+		(a.pending == 0 || a.unanswered(pod, class) < a.pending) && a.kvFits(pod, class, d)
+}
+
+// kvFits says whether d fits the share of pod's KV cache class may fill;
+// a.mu held.
+func (a *admission) kvFits(pod string, class int, d *kvDemand) bool {
+	return a.kv == nil || a.kv.fits(pod, class, d, a.peer[pod])
 }
 
 // unanswered is what the pending bound counts on pod for a request of
@@ -181,11 +198,12 @@ func (a *admission) addUnanswered(pod string, class, d int) {
 }
 
 // lowestWithRoom is the lowest class (the highest index) pod takes one
-// more request of now, -1 for none; a.mu held. Room only widens towards
-// the higher classes, so every class above it has room too.
+// more request of now, the KV bound aside, -1 for none; a.mu held. Room
+// only widens towards the higher classes, so every class above it has room
+// too.
 func (a *admission) lowestWithRoom(pod string) int {
 	for c := len(a.classes) - 1; c >= 0; c-- {
-		if a.room(pod, c) {
+		if a.room(pod, c, nil) {
 			return c
 		}
 		if !a.byClass {
@@ -195,22 +213,29 @@ func (a *admission) lowestWithRoom(pod string) int {
 	return -1
 }
 
-// withRoom keeps the pods of cands that take one more request of class,
-// in place, noting the peers' counts they carry.
-func (a *admission) withRoom(cands []scoring.Pod, class int) []scoring.Pod {
+// withRoom keeps the pods of cands that take one more request of class
+// demanding d, in place, noting the peers' counts and cache sizes they
+// carry.
+func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scoring.Pod {
 	if !a.on() {
 		return cands
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range cands {
-		a.notePeer(p)
+		a.note(p)
 	}
-	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class) })
+	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class, d) })
 }
 
-// notePeer records p's in-flight from the peers; a.mu held.
-func (a *admission) notePeer(p scoring.Pod) { setOrDelete(a.peer, p.Name, p.Load.PeerInFlight) }
+// note records p's in-flight from the peers and its KV cache's size; a.mu
+// held.
+func (a *admission) note(p scoring.Pod) {
+	setOrDelete(a.peer, p.Name, p.Load.PeerInFlight)
+	if a.kv != nil {
+		a.kv.note(p)
+	}
+}
 
 // setOrDelete sets m[k] to n, deleting it at 0 or below.
 func setOrDelete(m map[string]int, k string, n int) {
@@ -221,19 +246,28 @@ func setOrDelete(m map[string]int, k string, n int) {
 	}
 }
 
-// acquire takes a slot on pod for a request of class; false when it has
-// no room (another request took it since withRoom).
-func (a *admission) acquire(pod string, class int) bool {
+// acquire takes a slot on pod for a request of class demanding d, which
+// it holds of the pod's KV cache until release; false when it has no room
+// (another request took it since withRoom).
+func (a *admission) acquire(pod string, class int, d *kvDemand) bool {
 	if !a.on() {
 		return true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.room(pod, class) {
+	if !a.room(pod, class, d) {
 		return false
 	}
-	a.open[pod]++
+	a.take(pod, d)
 	return true
+}
+
+// take counts a slot on pod and d on its KV cache; a.mu held.
+func (a *admission) take(pod string, d *kvDemand) {
+	a.open[pod]++
+	if a.kv != nil {
+		a.kv.hold(pod, d, 1)
+	}
 }
 
 // begin places a request of class on pod, whose slot it holds (acquired,
@@ -261,16 +295,17 @@ func (a *admission) begin(pod string, handed bool, class int) (started func()) {
 	}
 }
 
-// release gives a placed request's slot on pod back (call its started
-// first), handing the room to a waiter.
-func (a *admission) release(pod string) { a.free(pod, false) }
+// release gives a placed request's slot on pod back, and the KV cache d
+// it held there (call its started first), handing the room to a waiter.
+func (a *admission) release(pod string, d *kvDemand) { a.free(pod, false, d) }
 
-// unhand gives back a slot handed over that its waiter did not use.
-func (a *admission) unhand(pod string) { a.free(pod, true) }
+// unhand gives back a slot handed over, with the KV cache d held for it,
+// that its waiter did not use.
+func (a *admission) unhand(pod string, d *kvDemand) { a.free(pod, true, d) }
 
-// free gives a slot on pod back, one handed over and unused when handed is
-// set.
-func (a *admission) free(pod string, handed bool) {
+// free gives a slot on pod and d of its KV cache back, a slot handed over
+// and unused when handed is set.
+func (a *admission) free(pod string, handed bool, d *kvDemand) {
 	if !a.on() {
 		return
 	}
@@ -280,6 +315,9 @@ func (a *admission) free(pod string, handed bool) {
 		delete(a.transit, pod)
 	}
 	setOrDelete(a.open, pod, a.open[pod]-1)
+	if a.kv != nil {
+		a.kv.hold(pod, d, -1)
+	}
 	a.fill(pod)
 }
 
@@ -291,7 +329,7 @@ func (a *admission) fill(pod string) {
 		return
 	}
 	if w := a.next(pod, lowest); w != nil {
-		a.open[pod]++
+		a.take(pod, w.kv)
 		a.transit[pod] = true
 		w.got <- result{pod: pod}
 	}
@@ -313,14 +351,15 @@ func (a *admission) next(pod string, lowest int) *waiter {
 func (a *admission) gone(pod string) bool { return len(a.present) > 0 && !a.present[pod] }
 
 // first removes and returns the first waiter of class lowest or higher, in
-// class and turn order, that may use pod and that ok accepts; a.mu held.
+// class and turn order, that may use pod, fits its KV cache and that ok
+// accepts; a.mu held.
 func (a *admission) first(pod string, lowest int, ok func(*waiter) bool) *waiter {
 	for c := range a.bands[:lowest+1] {
 		b := &a.bands[c]
 		for i := range b.ring {
 			t := (b.next + i) % len(b.ring)
 			for e := b.tenants[b.ring[t]].Front(); e != nil; e = e.Next() {
-				if w := e.Value.(*waiter); ok(w) && !slices.Contains(w.skip, pod) {
+				if w := e.Value.(*waiter); ok(w) && !slices.Contains(w.skip, pod) && a.kvFits(pod, c, w.kv) {
 					b.next = t + 1 // the next tenant's turn (remove shifts ring when t's queue empties)
 					a.remove(w)
 					return w
@@ -427,7 +466,7 @@ func (a *admission) pump() {
 			a.present[p.Name] = true
 		}
 		for _, p := range pods {
-			a.notePeer(p)
+			a.note(p)
 			a.fill(p.Name)
 		}
 		if a.n == 0 {
@@ -439,13 +478,13 @@ func (a *admission) pump() {
 	}
 }
 
-// wait queues the caller for want (the pod its decision chose; "" for any)
-// until room is handed to it, returning the pod, whose slot it then holds
-// (begin with handed, or unhand); or until its class's TTL from since
-// passes or it is shed (a *ShedError), or ctx ends. skip lists pods the
-// caller cannot use.
-func (a *admission) wait(ctx context.Context, flow Flow, want string, skip []string, since time.Time) (string, error) {
-	w := &waiter{flow: flow, want: want, skip: skip, got: make(chan result, 1)}
+// wait queues the caller, demanding d of a pod's KV cache, for want (the
+// pod its decision chose; "" for any) until room is handed to it,
+// returning the pod, whose slot and KV cache it then holds (begin with
+// handed, or unhand); or until its class's TTL from since passes or it is
+// shed (a *ShedError), or ctx ends. skip lists pods the caller cannot use.
+func (a *admission) wait(ctx context.Context, flow Flow, d *kvDemand, want string, skip []string, since time.Time) (string, error) {
+	w := &waiter{flow: flow, kv: d, want: want, skip: skip, got: make(chan result, 1)}
 	a.mu.Lock()
 	err := a.push(w)
 	a.mu.Unlock()
@@ -472,7 +511,7 @@ func (a *admission) wait(ctx context.Context, flow Flow, want string, skip []str
 	select {
 	case r := <-w.got:
 		if r.err == nil {
-			a.unhand(r.pod)
+			a.unhand(r.pod, d)
 		}
 	default:
 	}

@@ -27,11 +27,11 @@ func none(t *testing.T, ch <-chan result, what string) {
 // and only to one: the next waits for that one's first byte in turn.
 func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	if !a.acquire("p", 1) {
+	if !a.acquire("p", 1, nil) {
 		t.Fatal("an idle pod refused a request")
 	}
 	started := a.begin("p", false, 1)
-	if open := a.withRoom([]scoring.Pod{{Name: "p"}}, 1); len(open) != 0 || a.acquire("p", 1) {
+	if open := a.withRoom([]scoring.Pod{{Name: "p"}}, 1, nil); len(open) != 0 || a.acquire("p", 1, nil) {
 		t.Fatalf("a pod with a request yet to answer is open: %v", open)
 	}
 	first := queueFor(t, a, Flow{Class: 1}, "p")
@@ -43,14 +43,14 @@ func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 	none(t, second, "second waiter before the first placed its request")
 	started2 := a.begin("p", true, 1)
 	none(t, second, "second waiter while the first is unanswered")
-	a.release("p") // the first request ends; the second still waits for an answer
+	a.release("p", nil) // the first request ends; the second still waits for an answer
 	none(t, second, "second waiter while the first is unanswered and done")
 	started2()
 	if r := <-second; r.err != nil || r.pod != "p" {
 		t.Fatalf("second waiter: %+v, want p", r)
 	}
 	finish(a, "p", true)
-	a.release("p")
+	a.release("p", nil)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.open) != 0 || len(a.unans) != 0 || len(a.transit) != 0 || a.n != 0 {
@@ -68,23 +68,23 @@ func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
 	const high, low = 0, 2
 	pod := []scoring.Pod{{Name: "p"}}
 	blind := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	blind.acquire("p", low)
+	blind.acquire("p", low, nil)
 	blind.begin("p", false, low)
-	if open := blind.withRoom(slices.Clone(pod), high); len(open) != 0 || blind.acquire("p", high) {
+	if open := blind.withRoom(slices.Clone(pod), high, nil); len(open) != 0 || blind.acquire("p", high, nil) {
 		t.Fatalf("class-blind: a high request found room behind an unanswered low one: %v", open)
 	}
 
 	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
-	a.acquire("p", low)
+	a.acquire("p", low, nil)
 	lowStarted := a.begin("p", false, low)
-	if open := a.withRoom(slices.Clone(pod), low); len(open) != 0 || a.acquire("p", low) {
+	if open := a.withRoom(slices.Clone(pod), low, nil); len(open) != 0 || a.acquire("p", low, nil) {
 		t.Fatalf("a second low request found room behind an unanswered low one: %v", open)
 	}
-	if open := a.withRoom(slices.Clone(pod), high); len(open) != 1 || !a.acquire("p", high) {
+	if open := a.withRoom(slices.Clone(pod), high, nil); len(open) != 1 || !a.acquire("p", high, nil) {
 		t.Fatalf("a high request found no room behind an unanswered low one: %v", open)
 	}
 	highStarted := a.begin("p", false, high)
-	if a.acquire("p", high) {
+	if a.acquire("p", high, nil) {
 		t.Fatal("a second high request found room behind an unanswered high one")
 	}
 	lowWaiter := queueFor(t, a, Flow{Class: low}, "p")
@@ -103,7 +103,7 @@ func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
 	}
 	a.begin("p", true, low)()
 	for range 4 { // the two acquired, the two handed over
-		a.release("p")
+		a.release("p", nil)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -119,8 +119,8 @@ func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
 func TestRoomGoesToTheWaiterWantingThePod(t *testing.T) {
 	fleet := []scoring.Pod{{Name: "a"}, {Name: "b"}}
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, func() []scoring.Pod { return fleet })
-	a.acquire("a", 1)
-	a.acquire("b", 1)
+	a.acquire("a", 1, nil)
+	a.acquire("b", 1, nil)
 	forB := queueFor(t, a, Flow{Class: 0}, "b") // oldest, highest class
 	lowForA := queueFor(t, a, Flow{Class: 2}, "a")
 	stdForA := queueFor(t, a, Flow{Class: 1}, "a")

@@ -26,15 +26,15 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			pod, handed := "", false
 			for pod == "" {
-				cands := a.withRoom([]scoring.Pod{{Name: "a"}, {Name: "b"}}, 1)
+				cands := a.withRoom([]scoring.Pod{{Name: "a"}, {Name: "b"}}, 1, nil)
 				if len(cands) == 0 {
-					p, err := a.wait(context.Background(), Flow{Class: 1}, "", nil, deadline.Add(-10*time.Second))
+					p, err := a.wait(context.Background(), Flow{Class: 1}, nil, "", nil, deadline.Add(-10*time.Second))
 					if err != nil {
 						t.Error(err)
 						return
 					}
 					pod, handed = p, true
-				} else if a.acquire(cands[len(cands)-1].Name, 1) {
+				} else if a.acquire(cands[len(cands)-1].Name, 1, nil) {
 					pod = cands[len(cands)-1].Name
 				}
 			}
@@ -63,7 +63,7 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 	before := a.queued()
 	got := make(chan string, 1)
 	go func() {
-		pod, err := a.wait(ctx, Flow{Class: 1}, "", skip, time.Now().Add(d-time.Minute))
+		pod, err := a.wait(ctx, Flow{Class: 1}, nil, "", skip, time.Now().Add(d-time.Minute))
 		if err != nil {
 			pod = "error: " + err.Error()
 		}
@@ -80,17 +80,17 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 // request can take it in between.
 func TestAdmissionFIFO(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	a.acquire("a", 1)
-	a.acquire("b", 1)
+	a.acquire("a", 1, nil)
+	a.acquire("b", 1, nil)
 	first := queue(t, a, context.Background(), nil, time.Minute)
 	second := queue(t, a, context.Background(), []string{"b"}, time.Minute) // tried b already
 	third := queue(t, a, context.Background(), nil, time.Minute)
 
-	a.release("b") // first may use b; second may not
+	a.release("b", nil) // first may use b; second may not
 	if got := <-first; got != "b" {
 		t.Fatalf("first waiter got %q, want b", got)
 	}
-	if a.acquire("b", 1) {
+	if a.acquire("b", 1, nil) {
 		t.Fatal("a newcomer took the slot handed to the first waiter")
 	}
 	finish(a, "b", true) // second skips b: third gets it
@@ -102,7 +102,7 @@ func TestAdmissionFIFO(t *testing.T) {
 		t.Fatalf("second waiter woke with %q: a release must wake one waiter", got)
 	default:
 	}
-	a.release("a")
+	a.release("a", nil)
 	if got := <-second; got != "a" {
 		t.Fatalf("second waiter got %q, want a", got)
 	}
@@ -115,11 +115,11 @@ func TestAdmissionFIFO(t *testing.T) {
 // queue, and that a waiter leaving as its slot arrives passes it on.
 func TestAdmissionSheds(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 1, share: 1}, testClasses, nil)
-	if !a.acquire("a", 1) || a.acquire("a", 1) {
+	if !a.acquire("a", 1, nil) || a.acquire("a", 1, nil) {
 		t.Fatal("cap of 1 not enforced")
 	}
 	timed := queue(t, a, context.Background(), nil, 300*time.Millisecond)
-	if _, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "b"}, "", nil, time.Now()); DecisionStatus(err) != 503 {
+	if _, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "b"}, nil, "", nil, time.Now()); DecisionStatus(err) != 503 {
 		t.Errorf("second waiter: %v, want queue full", err)
 	}
 	if got := <-timed; !strings.Contains(got, "time-to-live") {
@@ -131,7 +131,7 @@ func TestAdmissionSheds(t *testing.T) {
 	if got := <-left; got != "error: "+context.Canceled.Error() {
 		t.Errorf("cancelled waiter: %s", got)
 	}
-	a.release("a")
+	a.release("a", nil)
 	if len(a.open) != 0 || a.queued() != 0 {
 		t.Errorf("after the last release: slots %v, %d queued", a.open, a.queued())
 	}
@@ -142,7 +142,7 @@ func TestAdmissionSheds(t *testing.T) {
 // released.
 func finish(a *admission, pod string, handed bool) {
 	a.begin(pod, handed, 1)()
-	a.release(pod)
+	a.release(pod, nil)
 }
 
 // testClasses are three classes with a minute's time-to-live.

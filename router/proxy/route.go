@@ -74,11 +74,12 @@ func (s *Server) parse(path string, body []byte) (*scoring.Request, error) {
 func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 	var since time.Time // the first wait: the class's TTL runs from it
 	var buf, open []scoring.Pod
+	kv := s.kvDemand(req)
 	return func(ctx context.Context, tried []string) (slot, error) {
 		held := "" // a pod whose room was handed over while queued
 		drop := func() {
 			if held != "" {
-				s.adm.unhand(held)
+				s.adm.unhand(held, kv)
 				held = ""
 			}
 		}
@@ -98,7 +99,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
 			}
-			open = s.adm.withRoom(append(open[:0], buf...), flow.Class)
+			open = s.adm.withRoom(append(open[:0], buf...), flow.Class, kv)
 			if held != "" { // its room is on its way to us: withRoom left it out
 				if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
 					open = append(open, buf[i])
@@ -120,7 +121,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				if since.IsZero() {
 					since = queued
 				}
-				pod, err := s.adm.wait(ctx, flow, want, tried, since)
+				pod, err := s.adm.wait(ctx, flow, kv, want, tried, since)
 				s.cfg.Metrics.queueWait(s.cfg.Classes[flow.Class].Name, err, time.Since(queued))
 				if err != nil {
 					if ctx.Err() == nil {
@@ -139,7 +140,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				handed := pod == held
 				if handed {
 					held = ""
-				} else if !s.adm.acquire(pod, flow.Class) {
+				} else if !s.adm.acquire(pod, flow.Class, kv) {
 					return false
 				}
 				admStarted = s.adm.begin(pod, handed, flow.Class)
@@ -163,9 +164,18 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 			// waits at the pod, and start their TTL at its first byte.
 			return slot{pod: d.Pod, dpRank: d.DPRank, decision: &d,
 				started: func() { started(); admStarted(); d.Hold.Settle() },
-				release: func() { d.Hold.Settle(); end(); admStarted(); s.adm.release(d.Pod) }}, nil
+				release: func() { d.Hold.Settle(); end(); admStarted(); s.adm.release(d.Pod, kv) }}, nil
 		}
 	}
+}
+
+// kvDemand is what req holds of a pod's KV cache at its longest, for the
+// KV bound; nil when the bound is off or cannot count the request.
+func (s *Server) kvDemand(req *scoring.Request) *kvDemand {
+	if s.cfg.KVOutputReserve == 0 {
+		return nil
+	}
+	return newKVDemand(req, s.cfg.Picker.BlockSize(), s.cfg.KVOutputReserve)
 }
 
 // untried removes the pods in tried from pods, in place.

@@ -78,6 +78,20 @@ type Config struct {
 	// Off by default: an FCFS engine ignores the field (vLLM v0.32.0),
 	// older releases refuse a non-zero one.
 	EnginePriority bool
+	// KVOutputReserve, when not 0, turns the KV bound on: the classes below
+	// the highest are held to a share of each pod's KV cache (its size from
+	// the pod's vllm:cache_config_info), counting every request this
+	// replica has on the pod at its longest, its prompt's blocks shared
+	// with the requests on the same prefix and its output up to its
+	// max_tokens, or KVOutputReserve tokens when it sets none or more. So
+	// the engine never preempts for the lower classes' growing outputs and
+	// a request of the highest class starts at once. 0 (serve's default)
+	// means no KV bound.
+	KVOutputReserve int
+	// KVHeadroom is the share of each pod's KV cache the lowest class
+	// leaves free for the higher ones under the KV bound; the classes
+	// between leave a share in proportion (DefaultKVHeadroom when 0).
+	KVHeadroom float64
 	// MaxQueue bounds the requests waiting for a pod under its cap
 	// (default 1024); a full queue sheds its lowest class's newest waiter
 	// for a higher class's request, else the newcomer, with 503.
@@ -125,6 +139,7 @@ const (
 	DefaultQueueTimeout = 30 * time.Second
 	DefaultMaxAttempts  = 3
 	DefaultBodyTimeout  = 60 * time.Second
+	DefaultKVHeadroom   = 0.1
 )
 
 // Server is the HTTP handler of the serving front.
@@ -148,8 +163,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Fleet == nil || cfg.Picker == nil || cfg.Prompter == nil {
 		return nil, errors.New("proxy: Fleet, Picker and Prompter are required")
 	}
-	if cfg.MaxInFlightPerPod < 0 || cfg.MaxPendingPerPod < 0 || cfg.MaxQueue < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxAttempts < 0 {
+	if cfg.MaxInFlightPerPod < 0 || cfg.MaxPendingPerPod < 0 || cfg.MaxQueue < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxAttempts < 0 || cfg.KVOutputReserve < 0 {
 		return nil, fmt.Errorf("proxy: negative limit in %+v", cfg)
+	}
+	if cfg.KVHeadroom < 0 || cfg.KVHeadroom >= 1 {
+		return nil, fmt.Errorf("proxy: KVHeadroom %v: want a share in [0, 1)", cfg.KVHeadroom)
+	}
+	if cfg.KVHeadroom == 0 {
+		cfg.KVHeadroom = DefaultKVHeadroom
 	}
 	if cfg.Transport == nil {
 		cfg.Transport = NewTransport()
@@ -178,7 +199,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.adm = newAdmission(admissionLimits{cap: cfg.MaxInFlightPerPod, pending: cfg.MaxPendingPerPod,
-		maxQueue: cfg.MaxQueue, share: s.cfg.TenantShare, byClass: cfg.EnginePriority}, s.cfg.Classes,
+		maxQueue: cfg.MaxQueue, share: s.cfg.TenantShare, byClass: cfg.EnginePriority,
+		kv: cfg.KVOutputReserve > 0, kvHeadroom: cfg.KVHeadroom}, s.cfg.Classes,
 		func() []scoring.Pod { return s.br.filter(s.cfg.Fleet.Pods(nil)) })
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))

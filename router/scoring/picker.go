@@ -94,6 +94,15 @@ type PodScore struct {
 	Total    float64   `json:"total"`
 }
 
+// BlockSize is the engines' KV block size in tokens as the index learnt it
+// from their events; 0 until then, or without an index.
+func (p *Picker) BlockSize() int {
+	if p.ix == nil {
+		return 0
+	}
+	return p.ix.BlockSize()
+}
+
 // Types names the scorers in the order of PodScore.ByScorer.
 func (p *Picker) Types() []string { return slices.Clone(p.types) }
 

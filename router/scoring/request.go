@@ -18,6 +18,10 @@ type Request struct {
 	Text string
 	// Stream says the client asked for a stream of server-sent events.
 	Stream bool
+	// MaxOutputTokens is the most tokens the request may generate, its
+	// choices together (chat.Request.MaxOutputTokens); 0 when unbounded or
+	// unknown.
+	MaxOutputTokens int
 	// Untokenizable, when not empty, says why the request has no token ids:
 	// it routes on load alone and is counted.
 	Untokenizable string

@@ -27,6 +27,10 @@ type Load struct {
 	Running int     `json:"running"`
 	Waiting int     `json:"waiting"`
 	KVUsage float64 `json:"kv_usage"`
+	// KVCacheTokens is the size of the pod's KV cache in tokens
+	// (vllm:cache_config_info's num_gpu_blocks x block_size) as last
+	// scraped; 0 when unknown.
+	KVCacheTokens int `json:"kv_cache_tokens,omitempty"`
 	// Fresh says the scrape is within the staleness limit; scorers that read
 	// scraped values treat a stale pod as the worst candidate, since a pod
 	// whose /metrics stopped answering is more likely sick than idle.

@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"sort"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/index"
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// kvDemand is what one request holds of a pod's KV cache at its longest:
+// its prompt's full blocks, by key, which it shares with the pod's other
+// requests on the same prefix, and its own blocks beyond them (the
+// prompt's last partial block and its output up to its bound), all in
+// blocks of bs tokens.
+type kvDemand struct {
+	keys []uint64
+	own  int
+	bs   int
+}
+
+// newKVDemand is req's demand with its output bounded by its own bound or,
+// when it states none or a larger one, by reserve tokens; nil when the
+// request has no token ids or the block size is not known yet.
+func newKVDemand(req *scoring.Request, bs, reserve int) *kvDemand {
+	if bs <= 0 || len(req.Tokens) == 0 {
+		return nil
+	}
+	out := reserve
+	if req.MaxOutputTokens > 0 {
+		out = min(out, req.MaxOutputTokens)
+	}
+	keys := index.Keys(nil, req.Tokens, bs, req.LoRA, req.Extra)
+	return &kvDemand{keys: keys, own: (len(req.Tokens)+out+bs-1)/bs - len(keys), bs: bs}
+}
+
+// podKV is what this replica's requests on one pod hold of its KV cache
+// at their longest: the prompt blocks they reference, each once however
+// many share it, and their own blocks.
+type podKV struct {
+	refs map[uint64]int // prompt block key -> requests holding it
+	own  int
+	n    int // requests
+}
+
+// blocks is the cache the pod's requests hold at their longest.
+func (k *podKV) blocks() int { return len(k.refs) + k.own }
+
+// adds is the blocks d would add: its own, and its prompt's from the
+// first one no request holds. Held keys are prefix-closed (a request holds
+// every block before each it holds, and a key names its whole prefix), so
+// the first unheld one is found by bisection.
+func (k *podKV) adds(d *kvDemand) int {
+	held := sort.Search(len(d.keys), func(i int) bool { return k.refs[d.keys[i]] == 0 })
+	return len(d.keys) - held + d.own
+}
+
+func (k *podKV) add(d *kvDemand, sign int) {
+	for _, key := range d.keys {
+		if k.refs[key] += sign; k.refs[key] <= 0 {
+			delete(k.refs, key)
+		}
+	}
+	k.own += sign * d.own
+	k.n += sign
+}
+
+// kvBound holds the classes below the highest to a share of each pod's KV
+// cache, counting every request at its longest, so that the engine never
+// runs short of blocks for the lower classes' growing outputs (it would
+// preempt, and vLLM v1 starts no waiting request in a step that preempts:
+// vllm/v1/core/sched/scheduler.py) and the highest class finds room at
+// once. Class c of n may fill 1 - headroom*c/(n-1) of the cache; the
+// highest is not held (the engine preempts the lower classes for it). The
+// peers' requests on a pod count at this replica's mean own blocks per
+// request there, their prompts as shared with this replica's. A pod of
+// unknown cache size, or holding none of this replica's requests, takes
+// any request.
+type kvBound struct {
+	headroom float64
+	classes  int
+	size     map[string]int // pod -> cache size in tokens, as last scraped
+	pods     map[string]*podKV
+}
+
+func newKVBound(headroom float64, classes int) *kvBound {
+	return &kvBound{headroom: headroom, classes: classes, size: make(map[string]int), pods: make(map[string]*podKV)}
+}
+
+// note records p's cache size.
+func (b *kvBound) note(p scoring.Pod) { setOrDelete(b.size, p.Name, p.Load.KVCacheTokens) }
+
+// fits says whether a request of class demanding d fits pod, peers
+// holding peer requests there.
+func (b *kvBound) fits(pod string, class int, d *kvDemand, peer int) bool {
+	k := b.pods[pod]
+	if d == nil || class == 0 || k == nil || b.size[pod] == 0 {
+		return true
+	}
+	peers := 0
+	if k.n > 0 {
+		peers = peer * k.own / k.n
+	}
+	limit := float64(b.size[pod]/d.bs) * (1 - b.headroom*float64(class)/float64(max(b.classes-1, 1)))
+	return float64(k.blocks()+peers+k.adds(d)) <= limit
+}
+
+// hold counts d on pod (sign 1) or no more (-1).
+func (b *kvBound) hold(pod string, d *kvDemand, sign int) {
+	if d == nil {
+		return
+	}
+	k := b.pods[pod]
+	if k == nil {
+		k = &podKV{refs: make(map[uint64]int, len(d.keys))}
+		b.pods[pod] = k
+	}
+	k.add(d, sign)
+	if k.n == 0 {
+		delete(b.pods, pod)
+	}
+}

@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
+)
+
+// demandOf is the KV demand of a prompt of prefix's tokens then n more of
+// its own (seed tells requests apart), in blocks of 4 tokens, reserving
+// out output tokens.
+func demandOf(prefix, n, seed, out int) *kvDemand {
+	toks := make([]uint32, 0, prefix+n)
+	for i := range prefix {
+		toks = append(toks, uint32(i))
+	}
+	for i := range n {
+		toks = append(toks, uint32(1_000_000*seed+i))
+	}
+	return newKVDemand(&scoring.Request{Tokens: toks}, 4, out)
+}
+
+// TestKVDemandCountsThePromptAndTheOutput: full prompt blocks by key, the
+// rest (the partial block, the output up to its bound or the reserve) as
+// its own.
+func TestKVDemandCountsThePromptAndTheOutput(t *testing.T) {
+	d := newKVDemand(&scoring.Request{Tokens: make([]uint32, 42), MaxOutputTokens: 8}, 4, 1000)
+	if len(d.keys) != 10 || d.own != 3 { // 42 tokens: 10 full blocks; 42 + 8 = 50 tokens, 13 blocks
+		t.Errorf("keys %d, own %d; want 10, 3", len(d.keys), d.own)
+	}
+	if d := newKVDemand(&scoring.Request{Tokens: make([]uint32, 8)}, 4, 12); d.own != 3 {
+		t.Errorf("no bound: own %d, want the reserve's 3", d.own)
+	}
+	if d := newKVDemand(&scoring.Request{Tokens: make([]uint32, 8), MaxOutputTokens: 400}, 4, 12); d.own != 3 {
+		t.Errorf("a bound past the reserve: own %d, want the reserve's 3", d.own)
+	}
+	if newKVDemand(&scoring.Request{}, 4, 12) != nil || newKVDemand(&scoring.Request{Tokens: make([]uint32, 8)}, 0, 12) != nil {
+		t.Error("a demand without token ids or a block size")
+	}
+}
+
+// TestKVBoundHoldsTheLowerClassesToTheirShare: on a pod with a cache of
+// 100 blocks and a headroom of 0.2 over three classes, the lowest class
+// fills 80 blocks, the middle one 90 and the highest any; requests on one
+// prefix hold its blocks once, a new prefix counts its own; released
+// requests give their blocks back.
+func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
+	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
+	pod := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}
+	const high, mid, low = 0, 1, 2
+	var held []*kvDemand
+	take := func(class int, d *kvDemand) bool {
+		t.Helper()
+		if open := a.withRoom(slices.Clone(pod), class, d); len(open) == 0 {
+			if a.acquire("p", class, d) {
+				t.Fatal("acquire took what withRoom refused")
+			}
+			return false
+		}
+		if !a.acquire("p", class, d) {
+			t.Fatal("acquire refused what withRoom offered")
+		}
+		held = append(held, d)
+		return true
+	}
+	// A 200-token prefix (50 blocks) and 40 tokens of each request's own
+	// with no output: 50 + 10 blocks, then 10 for each more.
+	for i := range 3 {
+		if !take(low, demandOf(200, 40, i, 0)) {
+			t.Fatalf("low request %d (%d blocks) refused", i, 60+10*i)
+		}
+	}
+	if take(low, demandOf(200, 40, 3, 0)) {
+		t.Fatal("a low request past 80 of 100 blocks admitted")
+	}
+	if !take(mid, demandOf(200, 40, 3, 0)) {
+		t.Fatal("a middle-class request within 90 of 100 blocks refused")
+	}
+	if take(mid, demandOf(0, 4, 4, 0)) { // one block, a new prefix
+		t.Fatal("a middle-class request past 90 blocks admitted")
+	}
+	for i := range 3 { // 30 blocks past the cache: the engine preempts the lower classes for these
+		if !take(high, demandOf(200, 40, 5+i, 0)) {
+			t.Fatal("the highest class refused")
+		}
+	}
+	for _, d := range held {
+		a.release("p", d)
+	}
+	if len(a.kv.pods) != 0 {
+		t.Fatalf("released requests still hold %+v", a.kv.pods["p"])
+	}
+	// A second prefix counts its own blocks.
+	take(low, demandOf(200, 40, 0, 0))
+	if take(low, demandOf(100, 0, 0, 0)) == false {
+		t.Fatal("a prefix the pod's request holds, no new blocks, refused")
+	}
+	if take(low, demandOf(0, 100, 9, 0)) { // 25 blocks of its own: 85
+		t.Fatal("a new prefix past the share admitted")
+	}
+}
+
+// TestKVBoundHandsFreedCacheToTheHigherClass: a waiter is handed a pod
+// only when its demand fits what the releases freed; the cache freed goes
+// to the higher class first, and a handed slot not used gives it back.
+func TestKVBoundHandsFreedCacheToTheHigherClass(t *testing.T) {
+	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
+	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 2, nil)
+	const mid, low = 1, 2
+	big, small := demandOf(0, 280, 1, 0), demandOf(0, 20, 2, 0) // 70 and 5 blocks
+	if !a.acquire("p", low, big) || !a.acquire("p", low, small) {
+		t.Fatal("room refused on a pod holding 75 of 100 blocks")
+	}
+	lowWaiter := queueForKV(t, a, Flow{Class: low}, demandOf(0, 40, 3, 0)) // 10 blocks: 85 > 80
+	midWaiter := queueForKV(t, a, Flow{Class: mid}, demandOf(0, 40, 4, 0)) // 85 <= 90
+	none(t, midWaiter, "a middle-class waiter before any release")
+	a.release("p", small) // 70 held: both fit; the middle class goes first
+	r := <-midWaiter
+	if r.err != nil || r.pod != "p" {
+		t.Fatalf("middle-class waiter: %+v", r)
+	}
+	none(t, lowWaiter, "the low waiter, with the middle one's 10 blocks held (80 + 10 > 80)")
+	a.unhand("p", demandOf(0, 40, 4, 0)) // the middle one went elsewhere
+	if r := <-lowWaiter; r.err != nil || r.pod != "p" {
+		t.Fatalf("low waiter after the handed room came back: %+v", r)
+	}
+}
+
+// queueForKV is queueFor with a KV demand.
+func queueForKV(t *testing.T, a *admission, flow Flow, d *kvDemand) <-chan result {
+	t.Helper()
+	before := a.depths()[flow.Class]
+	got := make(chan result, 1)
+	go func() {
+		pod, err := a.wait(t.Context(), flow, d, "", nil, time.Now())
+		got <- result{pod: pod, err: err}
+	}()
+	for a.depths()[flow.Class] == before {
+		time.Sleep(time.Millisecond)
+	}
+	return got
+}
+
+// TestKVBoundThroughTheServer runs the server with the KV bound in front of
+// one stand-in pod stating a cache of 64 blocks of 16 tokens and holding
+// every stream open until the test opens its gate. Low requests of 400
+// prompt tokens and 240 output tokens hold 40 blocks each: the first is
+// sent, a second with another prompt waits (80 blocks, past the low class's
+// 57.6), a low one on the first's prompt, adding 2 blocks, is sent past it,
+// and so is a high one; once the pod answers, the waiter is sent.
+func TestKVBoundThroughTheServer(t *testing.T) {
+	gate := make(chan struct{})
+	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"+
+				`vllm:cache_config_info{block_size="16",num_gpu_blocks="64"} 1`+"\n")
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\"t\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(pod.Close)
+	s, fleet := newServer(t, map[string]string{"p": pod.URL}, Config{KVOutputReserve: 4096})
+	front := httptest.NewServer(s)
+	t.Cleanup(front.Close)
+	opened := false
+	t.Cleanup(func() { // first: a failed test leaves no stream hanging
+		if !opened {
+			close(gate)
+		}
+	})
+	waitUntil(t, "the pod's cache scraped", func() bool {
+		pods := fleet.Pods(nil)
+		return len(pods) == 1 && pods[0].Load.KVCacheTokens == 1024
+	})
+	prompt := func(from, n int) string {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = strconv.Itoa(from + i)
+		}
+		return "[" + strings.Join(ids, ",") + "]"
+	}
+	statuses := make(chan int, 4)
+	send := func(class, prompt string, maxTokens int) {
+		body := fmt.Sprintf(`{"model":"m","stream":true,"max_tokens":%d,"prompt":%s}`, maxTokens, prompt)
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, front.URL+"/v1/completions", strings.NewReader(body))
+			req.Header.Set(PriorityHeader, class)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			statuses <- resp.StatusCode
+		}()
+	}
+	inFlight := func() int { return fleet.Pods(nil)[0].Load.InFlight }
+	send("low", prompt(1, 400), 240)
+	waitUntil(t, "the first low request sent", func() bool { return inFlight() == 1 })
+	send("low", prompt(5000, 400), 240)
+	waitUntil(t, "the second low request queued", func() bool { return s.adm.queued() == 1 })
+	send("low", prompt(1, 416), 16) // the first's prompt and one block more: 2 blocks added
+	waitUntil(t, "the low request on a held prefix sent", func() bool { return inFlight() == 2 })
+	send("high", prompt(9000, 400), 240) // 82 + 40 blocks: past the cache, the engine preempts for it
+	waitUntil(t, "the high request sent", func() bool { return inFlight() == 3 })
+	if q := s.adm.queued(); q != 1 {
+		t.Fatalf("%d queued, want the second low request alone", q)
+	}
+	opened = true
+	close(gate)
+	for range 4 {
+		if code := <-statuses; code != http.StatusOK {
+			t.Errorf("a request answered %d", code)
+		}
+	}
+}
