@@ -214,8 +214,8 @@ func (a *admission) lowestWithRoom(pod string) int {
 }
 
 // withRoom keeps the pods of cands that take one more request of class
-// demanding d, in place, noting the peers' counts and cache sizes they
-// carry.
+// demanding d, in place, noting the request's class and the peers' counts
+// and cache sizes the pods carry.
 func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scoring.Pod {
 	if !a.on() {
 		return cands
@@ -224,6 +224,9 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scor
 	defer a.mu.Unlock()
 	for _, p := range cands {
 		a.note(p)
+	}
+	if a.kv != nil {
+		a.kv.came(class)
 	}
 	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class, d) })
 }

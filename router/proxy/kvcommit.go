@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
@@ -68,22 +70,42 @@ func (k *podKV) add(d *kvDemand, sign int) {
 // cache, counting every request at its longest, so that the engine never
 // runs short of blocks for the lower classes' growing outputs (it would
 // preempt, and vLLM v1 starts no waiting request in a step that preempts:
-// vllm/v1/core/sched/scheduler.py) and the highest class finds room at
-// once. Class c of n may fill 1 - headroom*c/(n-1) of the cache; the
-// highest is not held (the engine preempts the lower classes for it). The
-// peers' requests on a pod count at this replica's mean own blocks per
-// request there, their prompts as shared with this replica's. A pod of
-// unknown cache size, or holding none of this replica's requests, takes
-// any request.
+// vllm/v1/core/sched/scheduler.py) and a higher class finds room at once.
+// Class c of n may fill 1 - headroom*c/(n-1) of the cache; the highest is
+// not held (the engine preempts the lower classes for it), and nor is a
+// class no higher class's request has come to this replica for within
+// kvGuardFor: with nobody to keep room for, holding it would only cost
+// throughput. The peers' requests on a pod count at this replica's mean
+// own blocks per request there, their prompts as shared with this
+// replica's. A pod of unknown cache size, or holding none of this
+// replica's requests, takes any request. A request that does not fit
+// waits while smaller ones of its class that fit pass it.
 type kvBound struct {
 	headroom float64
 	classes  int
+	now      func() time.Time
+	last     []time.Time    // per class, when its last request came
 	size     map[string]int // pod -> cache size in tokens, as last scraped
 	pods     map[string]*podKV
 }
 
+// kvGuardFor is how long after a request of a class the classes below it
+// are held to their shares.
+const kvGuardFor = time.Minute
+
 func newKVBound(headroom float64, classes int) *kvBound {
-	return &kvBound{headroom: headroom, classes: classes, size: make(map[string]int), pods: make(map[string]*podKV)}
+	return &kvBound{headroom: headroom, classes: classes, now: time.Now, last: make([]time.Time, classes),
+		size: make(map[string]int), pods: make(map[string]*podKV)}
+}
+
+// came notes a request of class.
+func (b *kvBound) came(class int) { b.last[class] = b.now() }
+
+// guarded says whether a class above class had a request within
+// kvGuardFor.
+func (b *kvBound) guarded(class int) bool {
+	since := b.now().Add(-kvGuardFor)
+	return slices.ContainsFunc(b.last[:class], func(t time.Time) bool { return t.After(since) })
 }
 
 // note records p's cache size.
@@ -93,7 +115,7 @@ func (b *kvBound) note(p scoring.Pod) { setOrDelete(b.size, p.Name, p.Load.KVCac
 // holding peer requests there.
 func (b *kvBound) fits(pod string, class int, d *kvDemand, peer int) bool {
 	k := b.pods[pod]
-	if d == nil || class == 0 || k == nil || b.size[pod] == 0 {
+	if d == nil || class == 0 || k == nil || b.size[pod] == 0 || !b.guarded(class) {
 		return true
 	}
 	peers := 0

@@ -48,14 +48,18 @@ func TestKVDemandCountsThePromptAndTheOutput(t *testing.T) {
 }
 
 // TestKVBoundHoldsTheLowerClassesToTheirShare: on a pod with a cache of
-// 100 blocks and a headroom of 0.2 over three classes, the lowest class
-// fills 80 blocks, the middle one 90 and the highest any; requests on one
-// prefix hold its blocks once, a new prefix counts its own; released
-// requests give their blocks back.
+// 100 blocks and a headroom of 0.2 over three classes, once a high request
+// came, the lowest class fills 80 blocks, the middle one 90 and the
+// highest any; requests on one prefix hold its blocks once, a new prefix
+// counts its own; released requests give their blocks back. A minute
+// after the last request of a higher class, a class is no longer held.
 func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
+	clock := time.Unix(1000, 0)
+	a.kv.now = func() time.Time { return clock }
 	pod := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}
 	const high, mid, low = 0, 1, 2
+	a.withRoom(slices.Clone(pod), high, nil) // a high request comes
 	var held []*kvDemand
 	take := func(class int, d *kvDemand) bool {
 		t.Helper()
@@ -106,6 +110,14 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 	if take(low, demandOf(0, 100, 9, 0)) { // 25 blocks of its own: 85
 		t.Fatal("a new prefix past the share admitted")
 	}
+	clock = clock.Add(kvGuardFor - time.Second)
+	if take(low, demandOf(0, 100, 9, 0)) {
+		t.Fatal("the low class not held 59 s after the high request")
+	}
+	clock = clock.Add(2 * time.Second)
+	if !take(low, demandOf(0, 100, 9, 0)) {
+		t.Fatal("the low class held a minute after the last higher-class request")
+	}
 }
 
 // TestKVBoundHandsFreedCacheToTheHigherClass: a waiter is handed a pod
@@ -113,7 +125,7 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 // to the higher class first, and a handed slot not used gives it back.
 func TestKVBoundHandsFreedCacheToTheHigherClass(t *testing.T) {
 	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
-	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 2, nil)
+	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 0, nil) // a high request comes
 	const mid, low = 1, 2
 	big, small := demandOf(0, 280, 1, 0), demandOf(0, 20, 2, 0) // 70 and 5 blocks
 	if !a.acquire("p", low, big) || !a.acquire("p", low, small) {
@@ -151,11 +163,12 @@ func queueForKV(t *testing.T, a *admission, flow Flow, d *kvDemand) <-chan resul
 
 // TestKVBoundThroughTheServer runs the server with the KV bound in front of
 // one stand-in pod stating a cache of 64 blocks of 16 tokens and holding
-// every stream open until the test opens its gate. Low requests of 400
-// prompt tokens and 240 output tokens hold 40 blocks each: the first is
-// sent, a second with another prompt waits (80 blocks, past the low class's
-// 57.6), a low one on the first's prompt, adding 2 blocks, is sent past it,
-// and so is a high one; once the pod answers, the waiter is sent.
+// every stream open until the test opens its gate. A short high request (2
+// blocks) comes first. Low requests of 400 prompt tokens and 240 output
+// tokens hold 40 blocks each: the first is sent, a second with another
+// prompt waits (82 blocks, past the low class's 57.6), a low one on the
+// first's prompt, adding 2 blocks, is sent past it, and so is a high one;
+// once the pod answers, the waiter is sent.
 func TestKVBoundThroughTheServer(t *testing.T) {
 	gate := make(chan struct{})
 	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +209,7 @@ func TestKVBoundThroughTheServer(t *testing.T) {
 		}
 		return "[" + strings.Join(ids, ",") + "]"
 	}
-	statuses := make(chan int, 4)
+	statuses := make(chan int, 5)
 	send := func(class, prompt string, maxTokens int) {
 		body := fmt.Sprintf(`{"model":"m","stream":true,"max_tokens":%d,"prompt":%s}`, maxTokens, prompt)
 		go func() {
@@ -213,20 +226,22 @@ func TestKVBoundThroughTheServer(t *testing.T) {
 		}()
 	}
 	inFlight := func() int { return fleet.Pods(nil)[0].Load.InFlight }
+	send("high", prompt(7000, 16), 16)
+	waitUntil(t, "the short high request sent", func() bool { return inFlight() == 1 })
 	send("low", prompt(1, 400), 240)
-	waitUntil(t, "the first low request sent", func() bool { return inFlight() == 1 })
+	waitUntil(t, "the first low request sent", func() bool { return inFlight() == 2 })
 	send("low", prompt(5000, 400), 240)
 	waitUntil(t, "the second low request queued", func() bool { return s.adm.queued() == 1 })
 	send("low", prompt(1, 416), 16) // the first's prompt and one block more: 2 blocks added
-	waitUntil(t, "the low request on a held prefix sent", func() bool { return inFlight() == 2 })
-	send("high", prompt(9000, 400), 240) // 82 + 40 blocks: past the cache, the engine preempts for it
-	waitUntil(t, "the high request sent", func() bool { return inFlight() == 3 })
+	waitUntil(t, "the low request on a held prefix sent", func() bool { return inFlight() == 3 })
+	send("high", prompt(9000, 400), 240) // 84 + 40 blocks: past the cache, the engine preempts for it
+	waitUntil(t, "the high request sent", func() bool { return inFlight() == 4 })
 	if q := s.adm.queued(); q != 1 {
 		t.Fatalf("%d queued, want the second low request alone", q)
 	}
 	opened = true
 	close(gate)
-	for range 4 {
+	for range 5 {
 		if code := <-statuses; code != http.StatusOK {
 			t.Errorf("a request answered %d", code)
 		}
