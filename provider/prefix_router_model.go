@@ -100,6 +100,8 @@ type routerSettings struct {
 		MaxInFlightPerPod *int64        `json:"max_in_flight_per_pod"`
 		MaxPendingPerPod  int64         `json:"max_pending_per_pod"`
 		MaxQueue          int64         `json:"max_queue"`
+		KVOutputReserve   int64         `json:"kv_output_reserve"`
+		KVHeadroom        float64       `json:"kv_headroom"`
 		QueueTimeout      string        `json:"queue_timeout"`
 		DrainTimeout      string        `json:"drain_timeout"`
 		Classes           []routerClass `json:"priority_classes,omitempty"`
@@ -261,7 +263,8 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			Deployment: s.Fleet.Deployment, Autoscaled: s.Fleet.Autoscaled != nil && *s.Fleet.Autoscaled,
 			S3Region: s.Fleet.S3Region, S3ReaderRole: s.Fleet.S3ReaderRole, SchedulingPolicy: s.Fleet.SchedulingPolicy},
 		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()),
-			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxQueue: int(s.Limits.MaxQueue)},
+			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxQueue: int(s.Limits.MaxQueue),
+			KVOutputReserve: int(s.Limits.KVOutputReserve), KVHeadroom: s.Limits.KVHeadroom},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,
 			SourceRanges: s.Service.SourceRanges, Annotations: s.Service.Annotations},
 		Resources: workloads.RouterResources{CPU: "1", Memory: "1Gi", MemoryLimit: "2Gi"},
@@ -359,6 +362,11 @@ func (m *prefixRouterModel) restore(ctx context.Context, raw string) diag.Diagno
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		diags.AddError("Importing prefix router", fmt.Sprintf("the Deployment's %s annotation is not readable: %v", routerSettingsAnnotation, err))
 		return diags
+	}
+	if s.Limits.KVHeadroom == 0 {
+		// Written before the KV bound: that router ran without it
+		// (kv_output_reserve 0) and with serve's default headroom.
+		s.Limits.KVHeadroom = defaultKVHeadroom
 	}
 	m.Name, m.Namespace, m.Image, m.Replicas = types.StringValue(s.Name), types.StringValue(s.Namespace), types.StringValue(s.Image), types.Int64Value(s.Replicas)
 	m.LogLevel, m.ForceConflicts, m.WaitForRollout = types.StringValue(s.LogLevel), types.BoolValue(s.ForceConflicts), types.BoolValue(s.WaitForRollout)

@@ -2,8 +2,10 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +107,38 @@ func TestRouterScoringPresets(t *testing.T) {
 	}
 }
 
+// TestRouterKVBoundDefaultsAndImport: the KV bound is on by default (a
+// reserve of 1,024 output tokens, a headroom of 0.1), and a router imported
+// from a settings annotation written before it restores it off, with
+// serve's headroom, as that router ran.
+func TestRouterKVBoundDefaultsAndImport(t *testing.T) {
+	var resp defaults.ObjectResponse
+	routerLimitsAttribute().Default.DefaultObject(context.Background(), defaults.ObjectRequest{}, &resp)
+	attrs := resp.PlanValue.Attributes()
+	if !attrs["kv_output_reserve"].Equal(types.Int64Value(1024)) || !attrs["kv_headroom"].Equal(types.Float64Value(0.1)) {
+		t.Errorf("default limits %v", attrs)
+	}
+	old := testRouterSettings()
+	raw, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	_ = json.Unmarshal(raw, &fields)
+	limits := fields["limits"].(map[string]any)
+	delete(limits, "kv_output_reserve")
+	delete(limits, "kv_headroom")
+	raw, _ = json.Marshal(fields)
+	var m prefixRouterModel
+	if d := m.restore(context.Background(), string(raw)); d.HasError() {
+		t.Fatal(d)
+	}
+	got := m.Limits.Attributes()
+	if !got["kv_output_reserve"].Equal(types.Int64Value(0)) || !got["kv_headroom"].Equal(types.Float64Value(0.1)) {
+		t.Errorf("imported limits %v, want the KV bound off with headroom 0.1", got)
+	}
+}
+
 // TestRouterFleetIsRouterTarget: `fleet` takes llmd_model_fleet's
 // router_target as is, so both have exactly the same attribute names.
 func TestRouterFleetIsRouterTarget(t *testing.T) {
@@ -161,6 +195,13 @@ func TestRouterFlowSettings(t *testing.T) {
 	}
 	if err := r.Validate(); err != nil {
 		t.Error(err)
+	}
+	if r.Limits.KVOutputReserve != 0 || slices.Contains(r.Args(), "--kv-output-reserve") {
+		t.Errorf("kv_output_reserve 0 (off) renders %d, %q", r.Limits.KVOutputReserve, r.Args())
+	}
+	s.Limits.KVOutputReserve, s.Limits.KVHeadroom = 512, 0.2
+	if r, _ = s.router(context.Background(), connection{}); flagValue(r.Args(), "--kv-output-reserve") != "512" || flagValue(r.Args(), "--kv-headroom") != "0.2" {
+		t.Errorf("the KV bound renders %q", r.Args())
 	}
 	s.APIKeys[0].Class = ptr.To("standard")
 	if r, _ = s.router(context.Background(), connection{}); r.Validate() == nil || !strings.Contains(r.Validate().Error(), "api_keys[0].class") {

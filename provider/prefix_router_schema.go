@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
@@ -29,6 +30,12 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
 
+// The KV bound's defaults (limits.kv_output_reserve, limits.kv_headroom).
+const (
+	defaultKVOutputReserve = 1024
+	defaultKVHeadroom      = 0.1
+)
+
 var (
 	durationText = regexp.MustCompile(`^\d+(ms|s|m|h)$`)
 	flowName     = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
@@ -39,6 +46,7 @@ var (
 		"scorers": types.ListType{ElemType: types.ObjectType{AttrTypes: routerScorerTypes}}}
 	routerClassTypes  = map[string]attr.Type{"name": types.StringType, "ttl": types.StringType}
 	routerLimitsTypes = map[string]attr.Type{"max_in_flight_per_pod": types.Int64Type, "max_pending_per_pod": types.Int64Type, "max_queue": types.Int64Type,
+		"kv_output_reserve": types.Int64Type, "kv_headroom": types.Float64Type,
 		"queue_timeout": types.StringType, "drain_timeout": types.StringType,
 		"priority_classes": types.ListType{ElemType: types.ObjectType{AttrTypes: routerClassTypes}}, "default_class": types.StringType,
 		"tenant_share": types.Float64Type}
@@ -241,6 +249,7 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(routerLimitsTypes, map[string]attr.Value{
 			"max_in_flight_per_pod": types.Int64Null(), "max_pending_per_pod": types.Int64Value(2), "max_queue": types.Int64Value(1024),
+			"kv_output_reserve": types.Int64Value(defaultKVOutputReserve), "kv_headroom": types.Float64Value(defaultKVHeadroom),
 			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m"),
 			"priority_classes": types.ListNull(types.ObjectType{AttrTypes: routerClassTypes}), "default_class": types.StringNull(),
 			"tenant_share": types.Float64Null()})),
@@ -259,6 +268,18 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 				MarkdownDescription: "Requests a router replica keeps on one pod that have yet to answer a byte: waiting in vLLM, whose KV cache cannot fit them yet, " +
 					"or in their prefill. A pod at the bound takes no more until vLLM starts one, so overload waits in the router, in class order, not in vLLM. " +
 					"Default `2`; `0`: no bound (with `max_in_flight_per_pod = 0` too, no queue: requests queue inside vLLM)."},
+			"kv_output_reserve": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVOutputReserve),
+				Validators: []validator.Int64{int64validator.Between(0, 1<<20)},
+				MarkdownDescription: "The KV bound: while requests of a higher class come (within the last minute), each lower class may fill only its share of a pod's " +
+					"KV cache (its size from vLLM's `vllm:cache_config_info`), counting every request a router replica has on the pod at its longest: its prompt's blocks, " +
+					"shared with the requests on the same prefix, and its output up to its `max_tokens` (`max_completion_tokens`, times `n`), or this many tokens when it " +
+					"sets none or more. So vLLM does not preempt for the lower classes' growing outputs (and start no waiting request in those steps) and a higher class's " +
+					"request starts at once. A lower value packs more of the lower classes' requests into the cache when their outputs end well before `max_tokens`, and " +
+					"lets vLLM preempt when they do not. Default `1024`; `0` turns the KV bound off. The highest class is never held by it."},
+			"kv_headroom": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(defaultKVHeadroom),
+				Validators: []validator.Float64{float64validator.Between(0.01, 0.9)},
+				MarkdownDescription: "Under the KV bound, the share of each pod's KV cache the lowest class leaves to the higher ones; the classes between leave a share " +
+					"in proportion (with `high`, `standard`, `low`: `standard` fills 95%, `low` 90%). Default `0.1`."},
 			"priority_classes": schema.ListNestedAttribute{Optional: true, Validators: []validator.List{listvalidator.SizeBetween(1, 16)},
 				MarkdownDescription: "Priority classes, highest first; default `high`, `standard`, `low`, each with `queue_timeout` as its time-to-live.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

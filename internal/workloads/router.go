@@ -97,6 +97,11 @@ type RouterLimits struct {
 	// on.
 	MaxPendingPerPod int
 	MaxQueue         int
+	// KVOutputReserve turns the KV bound on (0: off) with each request's
+	// output counted up to this many tokens; KVHeadroom is the share of a
+	// pod's KV cache the lowest class leaves free (0: serve's default).
+	KVOutputReserve int
+	KVHeadroom      float64
 	// QueueTimeout is the time-to-live of a class that sets none.
 	QueueTimeout time.Duration
 	// Classes are the priority classes, highest first (none: the router's

@@ -12,7 +12,7 @@ import (
 )
 
 // validateFlow checks the priority classes, the default class, the tenant
-// share and the API keys, naming the attribute at fault.
+// share, the KV bound and the API keys, naming the attribute at fault.
 func (r Router) validateFlow() error {
 	l := r.Limits
 	names := make([]string, 0, len(l.Classes))
@@ -36,6 +36,12 @@ func (r Router) validateFlow() error {
 	}
 	if l.TenantShare < 0 || l.TenantShare > 1 {
 		return fmt.Errorf("limits.tenant_share: %g is not in (0, 1]", l.TenantShare)
+	}
+	if l.KVHeadroom < 0 || l.KVHeadroom >= 1 {
+		return fmt.Errorf("limits.kv_headroom: %g is not in (0, 1)", l.KVHeadroom)
+	}
+	if l.KVOutputReserve < 0 {
+		return fmt.Errorf("limits.kv_output_reserve: %d is negative (0 turns the KV bound off)", l.KVOutputReserve)
 	}
 	seen := map[string]bool{}
 	for i, k := range r.APIKeys {
@@ -89,6 +95,12 @@ func (r Router) flowArgs() []string {
 	}
 	if l.TenantShare > 0 {
 		args = append(args, "--tenant-share", strconv.FormatFloat(l.TenantShare, 'g', -1, 64))
+	}
+	if l.KVOutputReserve > 0 {
+		args = append(args, "--kv-output-reserve", strconv.Itoa(l.KVOutputReserve))
+		if l.KVHeadroom > 0 {
+			args = append(args, "--kv-headroom", strconv.FormatFloat(l.KVHeadroom, 'g', -1, 64))
+		}
 	}
 	if len(r.APIKeys) > 0 {
 		args = append(args, "--api-keys-file", path.Join(RouterConfigDir, RouterAPIKeysFile))
