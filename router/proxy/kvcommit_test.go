@@ -110,6 +110,13 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 	if take(low, demandOf(0, 100, 9, 0)) { // 25 blocks of its own: 85
 		t.Fatal("a new prefix past the share admitted")
 	}
+	// A peer's request on the pod counts as one of this replica's two at
+	// their mean, 30 blocks: 90 of 100, past the low class's share.
+	pod[0].Load.PeerInFlight = 1
+	if take(low, demandOf(100, 0, 0, 0)) {
+		t.Fatal("a peer's request not counted")
+	}
+	pod[0].Load.PeerInFlight = 0
 	clock = clock.Add(kvGuardFor - time.Second)
 	if take(low, demandOf(0, 100, 9, 0)) {
 		t.Fatal("the low class not held 59 s after the high request")
