@@ -31,7 +31,8 @@ func idleMetrics(w http.ResponseWriter, r *http.Request) bool {
 	if r.URL.Path != "/metrics" {
 		return false
 	}
-	_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n")
+	_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"+
+		`vllm:cache_config_info{block_size="16",num_gpu_blocks="4096"} 1`+"\n")
 	return true
 }
 
