@@ -178,24 +178,14 @@ func queueForKV(t *testing.T, a *admission, flow Flow, d *kvDemand) <-chan resul
 // once the pod answers, the waiter is sent.
 func TestKVBoundThroughTheServer(t *testing.T) {
 	gate := make(chan struct{})
-	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/metrics" {
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"+
-				`vllm:cache_config_info{block_size="16",num_gpu_blocks="64"} 1`+"\n")
-			return
+	pod := gatedStreamPodScraped(t, gate, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/metrics" {
+			return false
 		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		select {
-		case <-gate:
-		case <-r.Context().Done():
-			return
-		}
-		_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\"t\"}]}\n\ndata: [DONE]\n\n")
-	}))
-	t.Cleanup(pod.Close)
+		_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"+
+			`vllm:cache_config_info{block_size="16",num_gpu_blocks="64"} 1`+"\n")
+		return true
+	})
 	s, fleet := newServer(t, map[string]string{"p": pod.URL}, Config{KVOutputReserve: 4096})
 	front := httptest.NewServer(s)
 	t.Cleanup(front.Close)

@@ -22,8 +22,14 @@ import (
 // as vLLM does when it accepts the request, and its first event once gate
 // is closed, as vLLM does after the request's queueing and prefill.
 func gatedStreamPod(t *testing.T, gate <-chan struct{}) *httptest.Server {
+	return gatedStreamPodScraped(t, gate, idleMetrics)
+}
+
+// gatedStreamPodScraped is gatedStreamPod answering scrapes with metrics
+// (which reports whether r was one).
+func gatedStreamPodScraped(t *testing.T, gate <-chan struct{}, metrics func(http.ResponseWriter, *http.Request) bool) *httptest.Server {
 	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if idleMetrics(w, r) {
+		if metrics(w, r) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
