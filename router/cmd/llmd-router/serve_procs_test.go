@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
+	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
 // The serve tests run the real binary, built once per test run, as
@@ -193,39 +191,22 @@ func startReplicas(t testing.TB, n int, args ...string) ([]sim.ReplicaInfo, []*p
 }
 
 // stablePorts are an HTTP port and a KV-event port pair (kv, kv+1 for the
-// replay socket) that are free now and lie below the kernel's ephemeral
-// range (net.ipv4.ip_local_port_range, 32768-60999 by default). A router
-// redialling a dead engine's port in the ephemeral range can connect to
-// itself (the kernel may pick that very port as the source) and hold it,
+// replay socket), below the kernel's ephemeral range (testenv.FreePort). A
+// router redialling a dead engine's port in the ephemeral range can connect
+// to itself (the kernel may pick that very port as the source) and hold it,
 // so an engine restarted on its old ports would find them taken.
 func stablePorts(t testing.TB) (httpPort, kvPort string) {
 	t.Helper()
-	var got []int
-	for len(got) < 3 {
-		p := int(nextStablePort.Add(1))
-		if p >= 32768 {
-			t.Fatal("no free port left below the ephemeral range")
-		}
-		if len(got) == 2 && p != got[1]+1 {
-			got = got[:1] // kv and replay must be adjacent
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		got = append(got, p)
+	front, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return strconv.Itoa(got[0]), strconv.Itoa(got[1])
+	kv, err := testenv.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(front), strconv.Itoa(kv[0])
 }
-
-// nextStablePort starts at a random point of 20000-29999, so test binaries
-// of other packages running at the same time rarely probe the same ports.
-var nextStablePort = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(20000 + rand.Int64N(10000))
-	return &n
-}()
 
 // podsFile writes infos as the JSON lines `llmd-router sim` prints.
 func podsFile(t testing.TB, infos []sim.ReplicaInfo) string {

@@ -1,0 +1,59 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"testing"
+)
+
+// TestFreePortsLieBelowTheEphemeralRange: every port handed out is free,
+// below the range outgoing connections take their source ports from, never
+// handed out twice, and a run of two is adjacent.
+func TestFreePortsLieBelowTheEphemeralRange(t *testing.T) {
+	seen := map[int]bool{}
+	for range 20 {
+		ports, err := FreePorts(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ports[1] != ports[0]+1 {
+			t.Fatalf("FreePorts(2) = %v, not adjacent", ports)
+		}
+		for _, p := range ports {
+			if p >= ephemeralPortStart() {
+				t.Fatalf("port %d is in the ephemeral range, which starts at %d", p, ephemeralPortStart())
+			}
+			if seen[p] {
+				t.Fatalf("port %d handed out twice", p)
+			}
+			seen[p] = true
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				t.Fatalf("port %d handed out but not free: %v", p, err)
+			}
+			l.Close()
+		}
+	}
+}
+
+// TestFreePortSkipsAPortInUse: a port something listens on is passed over.
+func TestFreePortSkipsAPortInUse(t *testing.T) {
+	var held net.Listener
+	for held == nil {
+		next := int(nextFreePort.Load()) + 1
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", next))
+		if err != nil {
+			nextFreePort.Add(1) // taken by something else already: try the one after
+			continue
+		}
+		held = l
+	}
+	defer held.Close()
+	p, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if heldPort := held.Addr().(*net.TCPAddr).Port; p == heldPort {
+		t.Fatalf("FreePort returned %d, which a listener holds", p)
+	}
+}
