@@ -91,7 +91,11 @@ func (c *Chat) prompt(path string, r *chat.Request, release func()) (*scoring.Re
 		return untokenizable("empty_prompt")
 	}
 	// vLLM serves a completion batch on one engine: its first prompt routes it.
-	return &scoring.Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA, Extra: kvevents.SaltExtraKeys(toks.CacheSalt)}, nil
+	req := &scoring.Request{Tokens: toks.Prompts[0], LoRA: toks.LoRA, Extra: kvevents.SaltExtraKeys(toks.CacheSalt)}
+	if len(toks.Prompts) > 1 {
+		req.More = toks.Prompts[1:]
+	}
+	return req, nil
 }
 
 // tokenize returns r's ids: in process, or from one pod while the canary

@@ -106,13 +106,14 @@ func TestChatPrompter(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, body string
 		tokens           []uint32
+		more             []string // a batch's further prompts, as texts
 		lora             string
 		untokenizable    string
 		invalid          bool
 		salted           bool
 	}{
 		{name: "text", path: chat.PathCompletions, body: `{"model":"qwen","prompt":"Hello, my dog is cute"}`, tokens: hello},
-		{name: "text batch", path: chat.PathCompletions, body: `{"model":"qwen","prompt":["Hello, my dog is cute","x"]}`, tokens: hello},
+		{name: "text batch", path: chat.PathCompletions, body: `{"model":"qwen","prompt":["Hello, my dog is cute","x","y z"]}`, tokens: hello, more: []string{"x", "y z"}},
 		{name: "ids", path: chat.PathCompletions, body: `{"model":"qwen","prompt":[5,6,7]}`, tokens: []uint32{5, 6, 7}},
 		{name: "lora", path: chat.PathCompletions, body: `{"model":"sql-adapter","prompt":[1,2]}`, tokens: []uint32{1, 2}, lora: "sql-adapter"},
 		{name: "chat", path: chat.PathChatCompletions, body: `{"model":"qwen","messages":[{"role":"user","content":"Hello, my dog is cute"}]}`},
@@ -147,6 +148,18 @@ func TestChatPrompter(t *testing.T) {
 				}
 				if !slices.Equal(r.Tokens, tc.tokens) || r.LoRA != tc.lora || (len(r.Extra) == 1) != tc.salted {
 					t.Fatalf("got %v lora %q extra %q, want %v lora %q salted %v", r.Tokens, r.LoRA, r.Extra, tc.tokens, tc.lora, tc.salted)
+				}
+				// A batch's further prompts carry the ids each has alone.
+				var more [][]uint32
+				for _, text := range tc.more {
+					alone, err := p.Prompt(chat.PathCompletions, []byte(`{"model":"qwen","prompt":"`+text+`"}`))
+					if err != nil {
+						t.Fatal(err)
+					}
+					more = append(more, alone.Tokens)
+				}
+				if !slices.EqualFunc(r.More, more, slices.Equal) {
+					t.Fatalf("further prompts %v, want %v", r.More, more)
 				}
 			}
 		})

@@ -10,19 +10,21 @@ import (
 )
 
 // kvDemand is what one request holds of a pod's KV cache at its longest:
-// its prompt's full blocks, by key, which it shares with the pod's other
-// requests on the same prefix, and its own blocks beyond them (the
+// each prompt's full blocks, by key (one chain per prompt of a completion
+// batch), which it shares with the pod's other requests and its own other
+// prompts on the same prefix, and its own blocks beyond them (each
 // prompt's last partial block and its output up to its bound), all in
 // blocks of bs tokens.
 type kvDemand struct {
-	keys []uint64
-	own  int
-	bs   int
+	chains [][]uint64
+	own    int
+	bs     int
 }
 
-// newKVDemand is req's demand with its output bounded by its own bound or,
-// when it states none or a larger one, by reserve tokens; nil when the
-// request has no token ids or the block size is not known yet.
+// newKVDemand is req's demand, each prompt's output bounded by the
+// request's own bound or, when it states none or a larger one, by reserve
+// tokens; nil when the request has no token ids or the block size is not
+// known yet.
 func newKVDemand(req *scoring.Request, bs, reserve int) *kvDemand {
 	if bs <= 0 || len(req.Tokens) == 0 {
 		return nil
@@ -31,15 +33,24 @@ func newKVDemand(req *scoring.Request, bs, reserve int) *kvDemand {
 	if req.MaxOutputTokens > 0 {
 		out = min(out, req.MaxOutputTokens)
 	}
-	keys := index.Keys(nil, req.Tokens, bs, req.LoRA, req.Extra)
-	return &kvDemand{keys: keys, own: (len(req.Tokens)+out+bs-1)/bs - len(keys), bs: bs}
+	d := &kvDemand{chains: make([][]uint64, 0, 1+len(req.More)), bs: bs}
+	prompt := func(toks []uint32) {
+		keys := index.Keys(nil, toks, bs, req.LoRA, req.Extra)
+		d.chains = append(d.chains, keys)
+		d.own += (len(toks)+out+bs-1)/bs - len(keys)
+	}
+	prompt(req.Tokens)
+	for _, toks := range req.More {
+		prompt(toks)
+	}
+	return d
 }
 
 // podKV is what this replica's requests on one pod hold of its KV cache
 // at their longest: the prompt blocks they reference, each once however
 // many share it, and their own blocks.
 type podKV struct {
-	refs map[uint64]int // prompt block key -> requests holding it
+	refs map[uint64]int // prompt block key -> prompts holding it
 	own  int
 	n    int // requests
 }
@@ -47,19 +58,36 @@ type podKV struct {
 // blocks is the cache the pod's requests hold at their longest.
 func (k *podKV) blocks() int { return len(k.refs) + k.own }
 
-// adds is the blocks d would add: its own, and its prompt's from the
-// first one no request holds. Held keys are prefix-closed (a request holds
-// every block before each it holds, and a key names its whole prefix), so
-// the first unheld one is found by bisection.
+// adds is the blocks d would add: its own, and each prompt's from the
+// first one no request holds, once however many of its prompts share it.
+// Held keys are prefix-closed (a request holds every block before each it
+// holds, and a key names its whole prefix), so the first unheld one is
+// found by bisection.
 func (k *podKV) adds(d *kvDemand) int {
-	held := sort.Search(len(d.keys), func(i int) bool { return k.refs[d.keys[i]] == 0 })
-	return len(d.keys) - held + d.own
+	unheld := func(keys []uint64) []uint64 {
+		return keys[sort.Search(len(keys), func(j int) bool { return k.refs[keys[j]] == 0 }):]
+	}
+	if len(d.chains) == 1 {
+		return d.own + len(unheld(d.chains[0]))
+	}
+	n, counted := d.own, make(map[uint64]bool)
+	for _, keys := range d.chains {
+		for _, key := range unheld(keys) {
+			if !counted[key] {
+				counted[key] = true
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (k *podKV) add(d *kvDemand, sign int) {
-	for _, key := range d.keys {
-		if k.refs[key] += sign; k.refs[key] <= 0 {
-			delete(k.refs, key)
+	for _, keys := range d.chains {
+		for _, key := range keys {
+			if k.refs[key] += sign; k.refs[key] <= 0 {
+				delete(k.refs, key)
+			}
 		}
 	}
 	k.own += sign * d.own
@@ -136,7 +164,7 @@ func (b *kvBound) hold(pod string, d *kvDemand, sign int) {
 	}
 	k := b.pods[pod]
 	if k == nil {
-		k = &podKV{refs: make(map[uint64]int, len(d.keys))}
+		k = &podKV{refs: make(map[uint64]int, len(d.chains[0]))}
 		b.pods[pod] = k
 	}
 	k.add(d, sign)

@@ -33,8 +33,8 @@ func demandOf(prefix, n, seed, out int) *kvDemand {
 // its own.
 func TestKVDemandCountsThePromptAndTheOutput(t *testing.T) {
 	d := newKVDemand(&scoring.Request{Tokens: make([]uint32, 42), MaxOutputTokens: 8}, 4, 1000)
-	if len(d.keys) != 10 || d.own != 3 { // 42 tokens: 10 full blocks; 42 + 8 = 50 tokens, 13 blocks
-		t.Errorf("keys %d, own %d; want 10, 3", len(d.keys), d.own)
+	if len(d.chains) != 1 || len(d.chains[0]) != 10 || d.own != 3 { // 42 tokens: 10 full blocks; 42 + 8 = 50 tokens, 13 blocks
+		t.Errorf("chains %d, keys %d, own %d; want 1, 10, 3", len(d.chains), len(d.chains[0]), d.own)
 	}
 	if d := newKVDemand(&scoring.Request{Tokens: make([]uint32, 8)}, 4, 12); d.own != 3 {
 		t.Errorf("no bound: own %d, want the reserve's 3", d.own)
@@ -44,6 +44,49 @@ func TestKVDemandCountsThePromptAndTheOutput(t *testing.T) {
 	}
 	if newKVDemand(&scoring.Request{}, 4, 12) != nil || newKVDemand(&scoring.Request{Tokens: make([]uint32, 8)}, 0, 12) != nil {
 		t.Error("a demand without token ids or a block size")
+	}
+}
+
+// TestKVDemandCountsEveryPromptOfABatch: a completion batch holds a
+// sequence per prompt on its one engine: blocks its prompts share count
+// once, each prompt's own blocks and output count apart, and the pod gives
+// every block back when the batch ends.
+func TestKVDemandCountsEveryPromptOfABatch(t *testing.T) {
+	shared := make([]uint32, 8) // 2 blocks of 4
+	prompt := func(seed uint32) []uint32 {
+		return append(slices.Clone(shared), seed, seed, seed, seed, seed, seed) // 1 full block and 2 tokens more
+	}
+	batch := &scoring.Request{Tokens: prompt(1), More: [][]uint32{prompt(2), prompt(3)}, MaxOutputTokens: 6}
+	d := newKVDemand(batch, 4, 1000)
+	if len(d.chains) != 3 {
+		t.Fatalf("%d chains, want one per prompt: 3", len(d.chains))
+	}
+	// Each prompt: 14 tokens and 6 of output = 5 blocks, 3 of them full prompt blocks: 2 own.
+	if d.own != 6 {
+		t.Errorf("own %d, want 2 per prompt: 6", d.own)
+	}
+	var k podKV
+	k.refs = map[uint64]int{}
+	// The shared 2 blocks once, 1 more full block per prompt, 6 own.
+	if got := k.adds(d); got != 2+3+6 {
+		t.Errorf("an empty pod: adds %d, want 11", got)
+	}
+	k.add(d, 1)
+	if k.blocks() != 11 {
+		t.Errorf("held %d blocks, want 11", k.blocks())
+	}
+	// The same batch again: its prompts' blocks are held; only its own add.
+	if got := k.adds(d); got != 6 {
+		t.Errorf("a held batch: adds %d, want its own 6", got)
+	}
+	// A single request on the shared prefix with a prompt of its own.
+	one := newKVDemand(&scoring.Request{Tokens: prompt(4), MaxOutputTokens: 6}, 4, 1000)
+	if got := k.adds(one); got != 1+2 {
+		t.Errorf("a request on the batch's prefix: adds %d, want 3", got)
+	}
+	k.add(d, -1)
+	if k.blocks() != 0 || len(k.refs) != 0 || k.n != 0 {
+		t.Errorf("after the batch ended: %d blocks, %d keys, %d requests held", k.blocks(), len(k.refs), k.n)
 	}
 }
 

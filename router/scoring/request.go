@@ -10,6 +10,11 @@ type Request struct {
 	// LoRA names the adapter the request runs under ("" for the base model);
 	// it is mixed into block keys.
 	LoRA string
+	// More are a completion batch's prompts after the first (Tokens), as
+	// the engine will see them: vLLM serves a batch on one engine, each
+	// prompt a sequence of its own. Routing reads Tokens alone; the KV bound
+	// counts them all.
+	More [][]uint32
 	// Extra holds per-block extra keys (cache_salt on the first block), as
 	// the index keys the engine's (kvevents.SaltExtraKeys); nil for none.
 	Extra [][]byte
