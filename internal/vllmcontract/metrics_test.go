@@ -75,6 +75,13 @@ func TestScrapeReadsTheEnginesMetrics(t *testing.T) {
 	if blocks, size := cacheConfigOf(t, e); busy.KVCacheTokens != blocks*size || blocks*size == 0 {
 		t.Errorf("KV cache size: the router read %d tokens, the engine states %d blocks of %d", busy.KVCacheTokens, blocks, size)
 	}
+	// A completion batch runs on its one engine as a request per prompt,
+	// each with its own output: what the KV bound counts it as.
+	before := series(t, e.URL, "vllm:request_success_total", nil)
+	complete(t, e.URL, [][]int{tokenPrompt(60, 100), tokenPrompt(61, 100)}, 8)
+	if n := series(t, e.URL, "vllm:request_success_total", nil) - before; n != 2 {
+		t.Errorf("a batch of 2 prompts finished as %v requests on the engine, want 2", n)
+	}
 }
 
 // pageServer serves one fixed /metrics page.
