@@ -294,6 +294,12 @@ func liveTarget(ctx context.Context, policy string, w Workload, bases []string, 
 	for i, rp := range rps {
 		addrs[i] = rp.addr
 	}
+	if len(peers) > 0 {
+		if err := waitPeers(ctx, rps); err != nil {
+			stopRouters(rps)
+			return nil, nil, err
+		}
+	}
 	return serviceSpread(w, addrs), rps, nil
 }
 
@@ -362,6 +368,48 @@ func waitReady(ctx context.Context, rp *routerProc) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitPeers polls every replica's llmd_router_peers until each follows all
+// the others. A replica shares a decision only with the peers following it
+// (router/peers), and /readyz rightly does not wait for peers (a replica
+// serves alone when they are gone); a run measures replicas that have
+// found each other, as long-running ones have, so the opening burst of
+// decisions is shared too.
+func waitPeers(ctx context.Context, rps []*routerProc) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	want := float64(len(rps) - 1)
+	for {
+		var short []string
+		for _, rp := range rps {
+			followed := -1.0
+			err := getMetrics(ctx, hc, rp.addr, func(r io.Reader) error {
+				return eachSample(r, func(name, _ string, v float64) {
+					if name == "llmd_router_peers" {
+						followed = v
+					}
+				})
+			})
+			if err != nil || followed != want {
+				short = append(short, fmt.Sprintf("%s follows %v (err %v)", rp.addr, followed, err))
+			}
+			if err := rp.alive(); err != nil {
+				return err
+			}
+		}
+		if len(short) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("router replicas not following their %v peers after 30 s: %s", want, strings.Join(short, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
