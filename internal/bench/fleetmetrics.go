@@ -78,9 +78,11 @@ var routerWanted = map[string]string{
 	// the per-request cost virtual mode's router lag models.
 	"llmd_router_overhead_seconds_sum":   "overhead_seconds_sum",
 	"llmd_router_overhead_seconds_count": "overhead_requests",
-	// Behind several replicas: the peer decisions each held, and the frames
-	// dropped for a peer too slow to take them.
+	// Behind several replicas: the peer decisions each held, the peer
+	// requests each counted under the KV bound, and the frames dropped for
+	// a peer too slow to take them.
 	"llmd_router_peer_speculations_total":           "peer_speculations",
+	"llmd_router_peer_kv_demands_total":             "peer_kv_demands",
 	`llmd_router_peer_frames_total{kind="dropped"}`: "peer_frames_dropped",
 	// How late the peers' decisions reached each replica (sum over count is
 	// the mean; the buckets the decisions within 16 and 128 ms).

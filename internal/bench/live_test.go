@@ -42,6 +42,10 @@ func TestLiveModeThroughRouterProcess(t *testing.T) {
 	opts := DefaultLiveOptions()
 	opts.TimeScale, opts.MaxLag, opts.Router = 5, 1, buildRouter(t)
 	opts.Tokenizer = config.Tokenizer{JSON: tok.TokenizerJSON, Config: tok.TokenizerConfig}
+	// The KV bound on, as the provider deploys it: one class, so it holds
+	// nothing back, but the replicas tell each other every request's
+	// demand.
+	opts.RouterArgs = []string{"--kv-output-reserve=1024"}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := RunLive(ctx, w, []string{PolicyRR, PolicyLLMD, PolicyBest + routersSep + "2"}, opts, io.Discard)
@@ -63,6 +67,10 @@ func TestLiveModeThroughRouterProcess(t *testing.T) {
 		// tokenized prompt writes entries), the peer exchange on.
 		if Routers(s.Policy) > 1 && s.Router["peer_speculations"] != float64(w.NumPrompts) {
 			t.Errorf("%s: the replicas held %v of each other's %d decisions", s.Policy, s.Router["peer_speculations"], w.NumPrompts)
+		}
+		// ... and count each other's requests under the KV bound.
+		if Routers(s.Policy) > 1 && s.Router["peer_kv_demands"] != float64(w.NumPrompts) {
+			t.Errorf("%s: the replicas counted %v of each other's %d requests' KV demands", s.Policy, s.Router["peer_kv_demands"], w.NumPrompts)
 		}
 		if s.MeanITL <= 0 || s.MeanTTFT <= 0 || s.PeakOutputThroughput <= 0 {
 			t.Errorf("%s: streamed timings missing: %+v", s.Policy, s)

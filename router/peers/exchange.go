@@ -25,6 +25,16 @@ type Fleet interface {
 	Synced() bool
 }
 
+// KV is where the peers' KV demands go: package proxy's KV bound, which
+// counts a peer's request on a pod as it counts its own. *proxy.Server
+// implements it.
+type KV interface {
+	// PeerKV counts (sign 1) or no longer counts (-1) a peer's request on
+	// pod's KV cache: its prompts' full blocks by key, one chain per
+	// prompt, and its own blocks beyond them.
+	PeerKV(pod string, chains [][]uint64, own, sign int)
+}
+
 // Ingestor is what the exchange needs of package kvevents for warm
 // starts. *kvevents.Ingestor implements it.
 type Ingestor interface {
@@ -56,6 +66,8 @@ type Config struct {
 	// CutOff is how long a peer that sent a malformed frame is not
 	// followed (default 30s).
 	CutOff time.Duration
+	// KV takes the peers' KV demands (nil: they are dropped).
+	KV KV
 	// Waiting is how many requests this replica holds waiting for a pod,
 	// sent with every batch (nil: none).
 	Waiting func() int
@@ -65,8 +77,9 @@ type Config struct {
 
 // Exchange shares this replica's decisions with its peer replicas and
 // applies theirs (DESIGN.md decision 10): the speculative index entries a
-// decision writes, held until the request's first byte, and the in-flight
-// requests and pending prefill tokens per pod. Nothing on a decision's
+// decision writes, held until the request's first byte, the in-flight
+// requests and pending prefill tokens per pod, and, under the KV bound,
+// each request's KV demand until it ends. Nothing on a decision's
 // path waits for a peer: news is queued under a short lock and sent by a
 // goroutine per peer; a peer that is slow loses batches (the next full
 // batch heals them), one that is silent or gone is forgotten (its entries
@@ -138,6 +151,16 @@ func (x *Exchange) Speculated(e index.Engine, keys []uint64, h *index.Hold) {
 	id := x.out.speculated(e, keys)
 	h.OnSettle(func() { x.out.settled(id) })
 }
+
+// KVHeld implements proxy.KVSharer: a request of this replica holds a KV
+// demand on pod (its prompts' block keys, which must not change, and its
+// own blocks) until KVEnded with the returned ID (0: not shared).
+func (x *Exchange) KVHeld(pod string, chains [][]uint64, own int) uint64 {
+	return x.out.kvHeld(pod, chains, own)
+}
+
+// KVEnded implements proxy.KVSharer: the request holding demand id ended.
+func (x *Exchange) KVEnded(id uint64) { x.out.kvEnded(id) }
 
 // Changed is the fleet's watch: this replica's own load on pod changed.
 func (x *Exchange) Changed(pod string) { x.out.changed(pod) }

@@ -311,6 +311,87 @@ func TestPartitionedPeerIsForgotten(t *testing.T) {
 	}
 }
 
+// kvBook is an in-process fake of package proxy's KV bound (Config.KV),
+// named as such: it records the peers' demands it is given, by pod. The
+// bound itself counting them is tested in router/proxy, and the whole
+// path between router processes in internal/bench.
+type kvBook struct {
+	mu   sync.Mutex
+	n    map[string]int // live demands
+	own  map[string]int
+	keys map[string]int
+}
+
+func newKVBook() *kvBook {
+	return &kvBook{n: make(map[string]int), own: make(map[string]int), keys: make(map[string]int)}
+}
+
+func (k *kvBook) PeerKV(pod string, chains [][]uint64, own, sign int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.n[pod] += sign
+	k.own[pod] += sign * own
+	for _, c := range chains {
+		k.keys[pod] += sign * len(c)
+	}
+}
+
+// held is pod's live demands, their own blocks and prompt keys.
+func (k *kvBook) held(pod string) (n, own, keys int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.n[pod], k.own[pod], k.keys[pod]
+}
+
+// TestPeerKVDemandsLastUntilTheRequestEnds: a replica's KV demands reach
+// its peer's bound at once, every prompt's chain with them, and leave it
+// when the request ends, or, all of them, when the replica goes.
+func TestPeerKVDemandsLastUntilTheRequestEnds(t *testing.T) {
+	book := newKVBook()
+	a, b := newReplica(t, nil), newReplica(t, func(c *Config) { c.KV = book })
+	a.x.Sync([]string{b.addr})
+	b.x.Sync([]string{a.addr})
+	eventually(t, "a and b follow each other", func() bool { return a.x.Stats().Peers == 1 && b.x.Stats().Peers == 1 })
+
+	batchOfTwo := a.x.KVHeld("pod-b", [][]uint64{{1, 2, 3}, {1, 2, 4}}, 9)
+	other := a.x.KVHeld("pod-c", [][]uint64{{7}}, 2)
+	if batchOfTwo == 0 || other == 0 || batchOfTwo == other {
+		t.Fatalf("demand IDs %d, %d: want two distinct shared ones", batchOfTwo, other)
+	}
+	a.x.KVHeld("pod-x", [][]uint64{{1}}, 1) // not b's pod
+	eventually(t, "b counts a's demands", func() bool {
+		n, own, keys := book.held("pod-b")
+		m, _, _ := book.held("pod-c")
+		return n == 1 && own == 9 && keys == 6 && m == 1
+	})
+	if s := b.x.Stats(); s.Demands != 2 || s.Skipped["unknown_pod"] != 1 {
+		t.Errorf("b's stats %+v: want 2 demands counted and 1 for an unknown pod skipped", s)
+	}
+	a.x.KVEnded(batchOfTwo)
+	a.x.KVEnded(batchOfTwo) // a second end is nothing
+	eventually(t, "b stops counting the ended request", func() bool { n, own, keys := book.held("pod-b"); return n == 0 && own == 0 && keys == 0 })
+	if n, _, _ := book.held("pod-c"); n != 1 {
+		t.Fatalf("the other request's demand on b: %d, want 1", n)
+	}
+	a.x.Close()
+	eventually(t, "b forgets a's demands when a goes", func() bool { n, _, _ := book.held("pod-c"); return n == 0 })
+}
+
+// TestPeerKVDemandsHealFromFullBatches: a demand whose end was in a batch
+// this replica lost ends with the next full batch, which lists the live
+// ones.
+func TestPeerKVDemandsHealFromFullBatches(t *testing.T) {
+	book := newKVBook()
+	a := newReplica(t, func(c *Config) { c.KV = book })
+	held := batch{ID: "other", BlockSize: 4, Demands: []demand{{ID: 1, Pod: "pod-a", Own: 3}, {ID: 2, Pod: "pod-a", Own: 4, Chains: [][]uint64{{5}}}}}
+	full := batch{ID: "other", BlockSize: 4, Full: true, Live: []uint64{2}}
+	a.x.Sync([]string{garbagePeer(t, held.encode(nil), full.encode(nil))})
+	eventually(t, "only the live demand counted", func() bool {
+		n, own, keys := book.held("pod-a")
+		return a.x.Stats().Received == 2 && n == 1 && own == 4 && keys == 1
+	})
+}
+
 func TestSelfIsNotFollowed(t *testing.T) {
 	a := newReplica(t, nil)
 	b := newReplica(t, nil)
@@ -388,11 +469,12 @@ func TestPeerEntriesAreValidated(t *testing.T) {
 		{Hold: 1, Pod: "not-in-fleet", Keys: []uint64{1}},
 		{Hold: 2, Pod: "pod-a", Rank: 3, Keys: []uint64{1}},
 	}}
-	wrongSize := batch{ID: "other", BlockSize: 16, Specs: []spec{{Hold: 3, Pod: "pod-a", Keys: []uint64{1}}}}
+	wrongSize := batch{ID: "other", BlockSize: 16, Specs: []spec{{Hold: 3, Pod: "pod-a", Keys: []uint64{1}}},
+		Demands: []demand{{ID: 1, Pod: "pod-a", Own: 1}}}
 	a.x.Sync([]string{garbagePeer(t, m.encode(nil), wrongSize.encode(nil))})
 	eventually(t, "each refused entry counted", func() bool {
 		s := a.x.Stats().Skipped
-		return s["unknown_pod"] == 1 && s["rank"] == 1 && s["block_size"] == 1
+		return s["unknown_pod"] == 1 && s["rank"] == 1 && s["block_size"] == 2
 	})
 	if engines := a.ix.Engines(); len(engines) != 0 {
 		t.Errorf("a peer's refused entries made engines %v in the index", engines)

@@ -27,15 +27,17 @@ type follower struct {
 	retry chan struct{}
 	cc    atomic.Pointer[grpc.ClientConn]
 
-	// holds are the peer's open speculative entries, by its hold ID; only
-	// the follower's goroutine touches them.
-	holds map[uint64]*index.Hold
+	// holds are the peer's open speculative entries, by its hold ID, and
+	// demands its requests' KV demands counted by Config.KV, by demand ID;
+	// only the follower's goroutine touches them.
+	holds   map[uint64]*index.Hold
+	demands map[uint64]*demand
 }
 
 func newFollower(x *Exchange, addr string) *follower {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &follower{x: x, addr: addr, ctx: ctx, cancel: cancel, done: make(chan struct{}), retry: make(chan struct{}, 1),
-		holds: make(map[uint64]*index.Hold)}
+		holds: make(map[uint64]*index.Hold), demands: make(map[uint64]*demand)}
 }
 
 // retryNow ends a wait between streams, or for the peer to be
@@ -157,14 +159,17 @@ func (f *follower) apply(m *batch) {
 	x := f.x
 	x.setPeerLoads(f.addr, m.Loads, m.Full)
 	x.setPeerWaiting(f.addr, m.Waiting)
-	if bs := x.cfg.Index.BlockSize(); len(m.Specs) > 0 && (bs == 0 || bs != m.BlockSize) {
-		x.c.skipped("block_size", len(m.Specs))
+	if bs := x.cfg.Index.BlockSize(); len(m.Specs)+len(m.Demands) > 0 && (bs == 0 || bs != m.BlockSize) {
+		x.c.skipped("block_size", len(m.Specs)+len(m.Demands))
 	} else {
 		for i := range m.Specs {
 			f.speculate(&m.Specs[i])
 			if m.SpecsSince > 0 {
 				x.delay.Observe(max(time.Since(time.Unix(0, m.SpecsSince).Add(m.Specs[i].After)).Seconds(), 0))
 			}
+		}
+		for i := range m.Demands {
+			f.hold(&m.Demands[i])
 		}
 	}
 	for _, id := range m.Settles {
@@ -173,17 +178,61 @@ func (f *follower) apply(m *batch) {
 			delete(f.holds, id)
 		}
 	}
+	for _, id := range m.Ends {
+		f.unhold(id)
+	}
 	if m.Full {
-		open := make(map[uint64]bool, len(m.Open))
-		for _, id := range m.Open {
-			open[id] = true
-		}
+		// What is not open any more ended in a batch this replica lost.
+		open, live := set(m.Open), set(m.Live)
 		for id, h := range f.holds {
-			if !open[id] { // its settle was in a batch this replica lost
+			if !open[id] {
 				h.Settle()
 				delete(f.holds, id)
 			}
 		}
+		for id := range f.demands {
+			if !live[id] {
+				f.unhold(id)
+			}
+		}
+	}
+}
+
+// set is ids as a set.
+func set(ids []uint64) map[uint64]bool {
+	m := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// hold counts a peer request's KV demand, if its pod is this replica's.
+func (f *follower) hold(d *demand) {
+	x := f.x
+	if x.cfg.KV == nil {
+		return
+	}
+	if _, _, ok := x.cfg.Fleet.OwnLoad(d.Pod); !ok {
+		x.c.skipped("unknown_pod", 1)
+		return
+	}
+	if f.demands[d.ID] != nil {
+		f.unhold(d.ID)
+	} else if len(f.demands) >= maxHoldIDs {
+		x.c.skipped("too_many_holds", 1)
+		return
+	}
+	f.demands[d.ID] = d
+	x.cfg.KV.PeerKV(d.Pod, d.Chains, d.Own, 1)
+	x.c.demands.Add(1)
+}
+
+// unhold stops counting demand id, if it is counted.
+func (f *follower) unhold(id uint64) {
+	if d := f.demands[id]; d != nil {
+		delete(f.demands, id)
+		f.x.cfg.KV.PeerKV(d.Pod, d.Chains, d.Own, -1)
 	}
 }
 
@@ -215,11 +264,14 @@ func (f *follower) speculate(s *spec) {
 }
 
 // reset undoes what the peer's batches applied: its held entries start
-// their TTL, its loads are forgotten.
+// their TTL, its KV demands and loads are forgotten.
 func (f *follower) reset() {
 	for id, h := range f.holds {
 		h.Settle()
 		delete(f.holds, id)
+	}
+	for id := range f.demands {
+		f.unhold(id)
 	}
 	f.x.forgetPeer(f.addr)
 }

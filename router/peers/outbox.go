@@ -19,9 +19,15 @@ type outbox struct {
 	specs    []spec
 	since    time.Time // when the oldest of specs was decided
 	settles  []uint64
-	dirty    map[string]struct{} // pods whose own load changed
-	subs     map[*subscriber]struct{}
-	closed   bool
+	// KV demands: those not ended by ID, those placed and ended since the
+	// last batch.
+	nextDemand uint64
+	live       map[uint64]struct{}
+	demands    []demand
+	ends       []uint64
+	dirty      map[string]struct{} // pods whose own load changed
+	subs       map[*subscriber]struct{}
+	closed     bool
 
 	kick chan struct{}
 	done chan struct{}
@@ -40,6 +46,7 @@ const specBatchBytes = 1 << 20
 func (o *outbox) init(x *Exchange) {
 	o.x = x
 	o.open = make(map[uint64]struct{})
+	o.live = make(map[uint64]struct{})
 	o.dirty = make(map[string]struct{})
 	o.subs = make(map[*subscriber]struct{})
 	o.kick = make(chan struct{}, 1)
@@ -92,6 +99,43 @@ func (o *outbox) settled(id uint64) {
 	o.wake()
 }
 
+// kvHeld queues a request's KV demand on pod and returns its ID (0: not
+// shared: no peer follows, too many open, or too many keys).
+func (o *outbox) kvHeld(pod string, chains [][]uint64, own int) uint64 {
+	d := demand{Pod: pod, Own: own, Chains: chains}
+	o.mu.Lock()
+	if len(o.subs) == 0 {
+		o.mu.Unlock()
+		return 0
+	}
+	if len(o.live) >= maxHoldIDs || len(chains) > maxChains || d.keys() > maxKeys {
+		o.mu.Unlock()
+		o.x.c.unshared.Add(1)
+		return 0
+	}
+	o.nextDemand++
+	d.ID = o.nextDemand
+	o.live[d.ID] = struct{}{}
+	o.demands = append(o.demands, d)
+	o.mu.Unlock()
+	o.wake()
+	return d.ID
+}
+
+// kvEnded queues the end of demand id.
+func (o *outbox) kvEnded(id uint64) {
+	if id == 0 {
+		return
+	}
+	o.mu.Lock()
+	if _, ok := o.live[id]; ok {
+		delete(o.live, id)
+		o.ends = append(o.ends, id)
+	}
+	o.mu.Unlock()
+	o.wake()
+}
+
 // changed queues pod's own load for the next batch.
 func (o *outbox) changed(pod string) {
 	o.mu.Lock()
@@ -135,20 +179,19 @@ func (o *outbox) run() {
 func (o *outbox) cut(full bool) [][]byte {
 	o.mu.Lock()
 	specs, settles, dirty, since := o.specs, o.settles, o.dirty, o.since
-	o.specs, o.settles, o.dirty = nil, nil, make(map[string]struct{})
-	var open []uint64
+	demands, ends := o.demands, o.ends
+	o.specs, o.settles, o.dirty, o.demands, o.ends = nil, nil, make(map[string]struct{}), nil, nil
+	var open, live []uint64
 	if full {
-		open = make([]uint64, 0, len(o.open))
-		for id := range o.open {
-			open = append(open, id)
-		}
+		open, live = ids(o.open), ids(o.live)
 	}
 	subs := len(o.subs)
 	o.mu.Unlock()
-	if subs == 0 || (!full && len(specs) == 0 && len(settles) == 0 && len(dirty) == 0) {
+	if subs == 0 || (!full && len(specs) == 0 && len(settles) == 0 && len(dirty) == 0 && len(demands) == 0 && len(ends) == 0) {
 		return nil
 	}
-	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Settles: settles, Open: open}
+	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Settles: settles, Open: open,
+		Ends: ends, Live: live}
 	if len(specs) > 0 {
 		m.SpecsSince = since.UnixNano()
 	}
@@ -163,20 +206,41 @@ func (o *outbox) cut(full bool) [][]byte {
 	}
 	var frames [][]byte
 	for {
-		n, size := 0, 0
-		for n < len(specs) && n < maxSpecs && (n == 0 || size+8*len(specs[n].Keys) <= specBatchBytes) {
-			size += 8 * len(specs[n].Keys)
+		size := 0
+		fits := func(keys int) bool {
+			if size > 0 && size+8*keys > specBatchBytes {
+				return false
+			}
+			size += 8 * keys
+			return true
+		}
+		n := 0
+		for n < len(specs) && n < maxSpecs && fits(len(specs[n].Keys)) {
 			n++
 		}
-		m.Specs = specs[:n]
+		k := 0
+		for k < len(demands) && k < maxSpecs && fits(demands[k].keys()) {
+			k++
+		}
+		m.Specs, m.Demands = specs[:n], demands[:k]
 		frames = append(frames, m.encode(nil))
-		specs = specs[n:]
-		if len(specs) == 0 {
+		specs, demands = specs[n:], demands[k:]
+		if len(specs) == 0 && len(demands) == 0 {
 			return frames
 		}
-		// Loads, settles and the open list went with the first frame.
+		// Loads, settles, ends and the open lists went with the first
+		// frame.
 		m = batch{ID: o.x.id, BlockSize: m.BlockSize, Waiting: m.Waiting, SpecsSince: m.SpecsSince}
 	}
+}
+
+// ids lists a set's IDs.
+func ids(set map[uint64]struct{}) []uint64 {
+	out := make([]uint64, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	return out
 }
 
 // send queues frames for every subscriber, dropping what a slow one has
@@ -205,10 +269,7 @@ func (o *outbox) subscribe() *subscriber {
 	s := &subscriber{frames: make(chan []byte, subscriberQueue)}
 	o.mu.Lock()
 	o.subs[s] = struct{}{}
-	open := make([]uint64, 0, len(o.open))
-	for id := range o.open {
-		open = append(open, id)
-	}
+	open := ids(o.open)
 	o.mu.Unlock()
 	m := batch{ID: o.x.id, Full: true, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Loads: o.x.ownLoads(nil), Open: open}
 	s.frames <- m.encode(nil)

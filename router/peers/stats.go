@@ -13,6 +13,7 @@ type Stats struct {
 	Dropped      int64            // frames dropped for a peer too slow to take them
 	Received     int64            // batches applied from peers
 	Speculations int64            // peer decisions whose entries this replica holds
+	Demands      int64            // peer requests whose KV demand this replica counted
 	Unshared     int64            // own decisions not shared (too many open, or too many keys)
 	Lost         int64            // peer streams lost after they delivered
 	CutOffs      int64            // peers cut off for a malformed message
@@ -21,7 +22,7 @@ type Stats struct {
 }
 
 type counters struct {
-	connected, sent, dropped, received, speculations, unshared, lost, cutOffs atomic.Int64
+	connected, sent, dropped, received, speculations, demands, unshared, lost, cutOffs atomic.Int64
 
 	mu             sync.Mutex
 	rejects, skips map[string]int64
@@ -47,6 +48,6 @@ func (x *Exchange) Stats() Stats {
 	rej, skip := maps.Clone(c.rejects), maps.Clone(c.skips)
 	c.mu.Unlock()
 	return Stats{Peers: c.connected.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), Received: c.received.Load(),
-		Speculations: c.speculations.Load(), Unshared: c.unshared.Load(), Lost: c.lost.Load(), CutOffs: c.cutOffs.Load(),
+		Speculations: c.speculations.Load(), Demands: c.demands.Load(), Unshared: c.unshared.Load(), Lost: c.lost.Load(), CutOffs: c.cutOffs.Load(),
 		Rejected: rej, Skipped: skip}
 }

@@ -16,7 +16,7 @@ import (
 
 const (
 	// wireVersion changes with any change of the frame layout.
-	wireVersion = 3
+	wireVersion = 4
 	// keyScheme names the router's block-key hash (index.BlockKey): peers
 	// exchange keys, so replicas of versions that key blocks differently
 	// must not (a rollout from such a version runs them independently).
@@ -39,6 +39,7 @@ const (
 	maxSpecs      = 1 << 14
 	maxKeys       = 1 << 16
 	maxHoldIDs    = 1 << 17
+	maxChains     = 1 << 12 // prompts of one request's KV demand
 	maxCount      = 1 << 24
 	maxRank       = 63
 	maxBlocks     = 1 << 17
@@ -70,9 +71,30 @@ type spec struct {
 	After time.Duration
 }
 
+// demand is one request's hold on a pod's KV cache at its longest, as
+// package proxy's KV bound counts it: each prompt's full blocks by key
+// (one chain per prompt of a completion batch) and its own blocks beyond
+// them. It is held until the request ends.
+type demand struct {
+	ID     uint64
+	Pod    string
+	Own    int
+	Chains [][]uint64
+}
+
+// keys is how many block keys d carries.
+func (d *demand) keys() int {
+	n := 0
+	for _, c := range d.Chains {
+		n += len(c)
+	}
+	return n
+}
+
 // batch is what a replica tells its peers since its last batch. A full
-// batch carries every pod's load and the IDs of every hold not settled,
-// which replace what the receiver kept of the sender.
+// batch carries every pod's load, the IDs of every hold not settled and of
+// every KV demand not ended, which replace what the receiver kept of the
+// sender.
 type batch struct {
 	ID   string
 	Full bool
@@ -89,6 +111,12 @@ type batch struct {
 	Specs   []spec
 	Settles []uint64
 	Open    []uint64
+	// Demands are the KV demands of requests placed since the last batch,
+	// Ends those of requests ended, Live (full batches) every one not
+	// ended.
+	Demands []demand
+	Ends    []uint64
+	Live    []uint64
 }
 
 // chunk is part of one engine's index in a snapshot, with the sender's
@@ -147,16 +175,32 @@ func (m *batch) encode(b []byte) []byte {
 		b = appendString(b, s.Pod)
 		b = binary.AppendUvarint(b, uint64(s.Rank))
 		b = binary.AppendUvarint(b, uint64(max(s.After, 0)))
-		b = binary.AppendUvarint(b, uint64(len(s.Keys)))
-		for _, k := range s.Keys {
-			b = binary.LittleEndian.AppendUint64(b, k)
+		b = appendKeys(b, s.Keys)
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.Demands)))
+	for _, d := range m.Demands {
+		b = binary.AppendUvarint(b, d.ID)
+		b = appendString(b, d.Pod)
+		b = binary.AppendUvarint(b, uint64(max(d.Own, 0)))
+		b = binary.AppendUvarint(b, uint64(len(d.Chains)))
+		for _, keys := range d.Chains {
+			b = appendKeys(b, keys)
 		}
 	}
-	for _, ids := range [][]uint64{m.Settles, m.Open} {
+	for _, ids := range [][]uint64{m.Settles, m.Open, m.Ends, m.Live} {
 		b = binary.AppendUvarint(b, uint64(len(ids)))
 		for _, id := range ids {
 			b = binary.AppendUvarint(b, id)
 		}
+	}
+	return b
+}
+
+// appendKeys appends a count and that many keys.
+func appendKeys(b []byte, keys []uint64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = binary.LittleEndian.AppendUint64(b, k)
 	}
 	return b
 }
@@ -267,6 +311,15 @@ func (r *reader) string(what string, limit uint64) string {
 	return s
 }
 
+// keys reads a count of at most limit and that many keys.
+func (r *reader) keys(limit uint64) []uint64 {
+	keys := make([]uint64, r.count("keys", limit, 8))
+	for j := range keys {
+		keys[j] = r.u64("key")
+	}
+	return keys
+}
+
 // name reads a pod name: not empty.
 func (r *reader) name(what string) string {
 	s := r.string(what, maxNameBytes)
@@ -319,12 +372,22 @@ func decodeBatch(b []byte) (batch, error) {
 		s.Pod = r.name("spec pod")
 		s.Rank = int(r.uvarint("rank", maxRank))
 		s.After = time.Duration(r.uvarint("decided after", math.MaxInt64))
-		s.Keys = make([]uint64, r.count("keys", maxKeys, 8))
-		for j := range s.Keys {
-			s.Keys[j] = r.u64("key")
+		s.Keys = r.keys(maxKeys)
+	}
+	m.Demands = make([]demand, r.count("demands", maxSpecs, 4))
+	for i := range m.Demands {
+		d := &m.Demands[i]
+		d.ID = r.uvarint("demand id", math.MaxUint64)
+		d.Pod = r.name("demand pod")
+		d.Own = int(r.uvarint("own blocks", maxBlocks))
+		d.Chains = make([][]uint64, r.count("chains", maxChains, 1))
+		left := maxKeys // over every chain of the demand
+		for j := range d.Chains {
+			d.Chains[j] = r.keys(uint64(left))
+			left -= len(d.Chains[j])
 		}
 	}
-	for _, ids := range []*[]uint64{&m.Settles, &m.Open} {
+	for _, ids := range []*[]uint64{&m.Settles, &m.Open, &m.Ends, &m.Live} {
 		*ids = make([]uint64, r.count("hold ids", maxHoldIDs, 1))
 		for j := range *ids {
 			(*ids)[j] = r.uvarint("hold id", math.MaxUint64)

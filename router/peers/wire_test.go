@@ -10,7 +10,9 @@ func sampleBatch() batch {
 	return batch{ID: "router-7f-1a2b", Full: true, SpecsSince: 1764806400123456789, BlockSize: 16, Waiting: 37,
 		Loads:   []load{{Pod: "vllm-0", InFlight: 3, Pending: 2048}, {Pod: "vllm-1"}},
 		Specs:   []spec{{Hold: 9, Pod: "vllm-1", Rank: 2, Keys: []uint64{1, 1 << 63, 42}, After: 1500 * time.Microsecond}},
-		Settles: []uint64{7, 8}, Open: []uint64{9}}
+		Settles: []uint64{7, 8}, Open: []uint64{9},
+		Demands: []demand{{ID: 4, Pod: "vllm-0", Own: 70, Chains: [][]uint64{{3, 5}, {3, 6, 1 << 62}}}, {ID: 5, Pod: "vllm-1", Chains: [][]uint64{}}},
+		Ends:    []uint64{2, 3}, Live: []uint64{4, 5}}
 }
 
 func sampleChunk() chunk {
@@ -45,6 +47,9 @@ func TestMalformedFramesAreRefused(t *testing.T) {
 		"trailing bytes": append(append([]byte(nil), enc...), 0),
 		"huge count":     {kindBatch, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"bad bool":       {kindBatch, 0, 7},
+		"demand keys over maxKeys": (&batch{ID: "x", Demands: []demand{{ID: 1, Pod: "p",
+			Chains: [][]uint64{make([]uint64, maxKeys/2), make([]uint64, maxKeys/2+1)}}}}).encode(nil),
+		"demand without a pod": (&batch{ID: "x", Demands: []demand{{ID: 1}}}).encode(nil),
 	} {
 		if _, err := decodeBatch(b); err == nil {
 			t.Errorf("%s: decoded", name)

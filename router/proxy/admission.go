@@ -165,7 +165,7 @@ func (a *admission) room(pod string, class int, d *kvDemand) bool {
 // kvFits says whether d fits the share of pod's KV cache class may fill;
 // a.mu held.
 func (a *admission) kvFits(pod string, class int, d *kvDemand) bool {
-	return a.kv == nil || a.kv.fits(pod, class, d, a.peer[pod])
+	return a.kv == nil || a.kv.fits(pod, class, d)
 }
 
 // unanswered is what the pending bound counts on pod for a request of
@@ -238,6 +238,30 @@ func (a *admission) note(p scoring.Pod) {
 	if a.kv != nil {
 		a.kv.note(p)
 	}
+}
+
+// peerKV counts a peer's request on pod under the KV bound (sign 1) or no
+// more (-1); its end may make room for a waiter.
+func (a *admission) peerKV(pod string, chains [][]uint64, own, sign int) {
+	if a.kv == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.kv.count(pod, &kvDemand{chains: chains, own: own}, sign)
+	if sign < 0 {
+		a.fill(pod)
+	}
+}
+
+// shareKV makes the KV bound tell s of this replica's demands.
+func (a *admission) shareKV(s KVSharer) {
+	if a.kv == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.kv.sharer = s
 }
 
 // setOrDelete sets m[k] to n, deleting it at 0 or below.

@@ -46,9 +46,9 @@ func newKVDemand(req *scoring.Request, bs, reserve int) *kvDemand {
 	return d
 }
 
-// podKV is what this replica's requests on one pod hold of its KV cache
-// at their longest: the prompt blocks they reference, each once however
-// many share it, and their own blocks.
+// podKV is what the requests on one pod, this replica's and its peers',
+// hold of its KV cache at their longest: the prompt blocks they reference,
+// each once however many share it, and their own blocks.
 type podKV struct {
 	refs map[uint64]int // prompt block key -> prompts holding it
 	own  int
@@ -103,14 +103,12 @@ func (k *podKV) add(d *kvDemand, sign int) {
 // not held (the engine preempts the lower classes for it), and nor is a
 // class no higher class's request has come to this replica for within
 // kvGuardFor: with nobody to keep room for, holding it would only cost
-// throughput. The peers' requests on a pod count at this replica's mean
-// blocks per request there, prompt blocks included: an over-count where
-// they share this replica's prefixes, so that two replicas do not
-// over-commit a cache each counts half of (counting only their own blocks
-// let the engines preempt about 500 times in a run where this preempts
-// none; BENCHMARKS.md). A pod of unknown cache size, or holding none of this
-// replica's requests, takes any request. A request that does not fit
-// waits while smaller ones of its class that fit pass it.
+// throughput. The peers' requests count as this replica's own, their
+// prompt blocks shared with every other request's: each replica tells its
+// peers of every demand it holds (KVSharer) until the request ends. A pod
+// of unknown cache size, or holding no request, takes any request. A
+// request that does not fit waits while smaller ones of its class that
+// fit pass it.
 type kvBound struct {
 	headroom float64
 	classes  int
@@ -118,6 +116,27 @@ type kvBound struct {
 	last     []time.Time    // per class, when its last request came
 	size     map[string]int // pod -> cache size in tokens, as last scraped
 	pods     map[string]*podKV
+	// sharer tells the peers of this replica's demands (nil: no peers);
+	// shared is each held demand's ID there, by demand and pod (a request
+	// holds a handed pod's demand a moment after it took another's).
+	sharer KVSharer
+	shared map[sharedDemand]uint64
+}
+
+// sharedDemand names one demand held on one pod.
+type sharedDemand struct {
+	d   *kvDemand
+	pod string
+}
+
+// KVSharer tells the peer router replicas of the KV demands this replica
+// holds, so that their KV bounds count them. *peers.Exchange implements it.
+type KVSharer interface {
+	// KVHeld shares a demand on pod (prompt chains, which stay unchanged,
+	// and own blocks) and returns its ID, 0 when it is not shared.
+	KVHeld(pod string, chains [][]uint64, own int) uint64
+	// KVEnded ends demand id.
+	KVEnded(id uint64)
 }
 
 // kvGuardFor is how long after a request of a class the classes below it
@@ -126,7 +145,7 @@ const kvGuardFor = time.Minute
 
 func newKVBound(headroom float64, classes int) *kvBound {
 	return &kvBound{headroom: headroom, classes: classes, now: time.Now, last: make([]time.Time, classes),
-		size: make(map[string]int), pods: make(map[string]*podKV)}
+		size: make(map[string]int), pods: make(map[string]*podKV), shared: make(map[sharedDemand]uint64)}
 }
 
 // came notes a request of class.
@@ -142,29 +161,42 @@ func (b *kvBound) guarded(class int) bool {
 // note records p's cache size.
 func (b *kvBound) note(p scoring.Pod) { setOrDelete(b.size, p.Name, p.Load.KVCacheTokens) }
 
-// fits says whether a request of class demanding d fits pod, peers
-// holding peer requests there.
-func (b *kvBound) fits(pod string, class int, d *kvDemand, peer int) bool {
+// fits says whether a request of class demanding d fits pod.
+func (b *kvBound) fits(pod string, class int, d *kvDemand) bool {
 	k := b.pods[pod]
 	if d == nil || class == 0 || k == nil || b.size[pod] == 0 || !b.guarded(class) {
 		return true
 	}
-	peers := 0
-	if k.n > 0 {
-		peers = peer * k.blocks() / k.n
-	}
 	limit := float64(b.size[pod]/d.bs) * (1 - b.headroom*float64(class)/float64(max(b.classes-1, 1)))
-	return float64(k.blocks()+peers+k.adds(d)) <= limit
+	return float64(k.blocks()+k.adds(d)) <= limit
 }
 
-// hold counts d on pod (sign 1) or no more (-1).
+// hold counts this replica's d on pod (sign 1) or no more (-1), and tells
+// the peers.
 func (b *kvBound) hold(pod string, d *kvDemand, sign int) {
 	if d == nil {
 		return
 	}
+	b.count(pod, d, sign)
+	if b.sharer == nil {
+		return
+	}
+	at := sharedDemand{d, pod}
+	if sign > 0 {
+		if id := b.sharer.KVHeld(pod, d.chains, d.own); id != 0 {
+			b.shared[at] = id
+		}
+	} else if id, ok := b.shared[at]; ok {
+		delete(b.shared, at)
+		b.sharer.KVEnded(id)
+	}
+}
+
+// count counts d on pod (sign 1) or no more (-1).
+func (b *kvBound) count(pod string, d *kvDemand, sign int) {
 	k := b.pods[pod]
 	if k == nil {
-		k = &podKV{refs: make(map[uint64]int, len(d.chains[0]))}
+		k = &podKV{refs: make(map[uint64]int)}
 		b.pods[pod] = k
 	}
 	k.add(d, sign)

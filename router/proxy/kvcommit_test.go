@@ -153,13 +153,23 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 	if take(low, demandOf(0, 100, 9, 0)) { // 25 blocks of its own: 85
 		t.Fatal("a new prefix past the share admitted")
 	}
-	// A peer's request on the pod counts as one of this replica's two at
-	// their mean, 30 blocks: 90 of 100, past the low class's share.
-	pod[0].Load.PeerInFlight = 1
-	if take(low, demandOf(100, 0, 0, 0)) {
-		t.Fatal("a peer's request not counted")
+	// The peers' requests count as this replica's own: one on the held
+	// prefix adds its own 15 blocks only (75 of 100), one on a new prefix
+	// its 20 (95), past the low class's share until it ends.
+	same, fresh := demandOf(200, 60, 7, 0), demandOf(0, 80, 8, 0)
+	a.peerKV("p", same.chains, same.own, 1)
+	if !take(low, demandOf(100, 0, 0, 0)) {
+		t.Fatal("a peer's request on the held prefix counted its prefix again")
 	}
-	pod[0].Load.PeerInFlight = 0
+	a.peerKV("p", fresh.chains, fresh.own, 1)
+	if take(low, demandOf(100, 0, 0, 0)) {
+		t.Fatal("a peer's request on a new prefix not counted")
+	}
+	a.peerKV("p", fresh.chains, fresh.own, -1)
+	if !take(low, demandOf(100, 0, 0, 0)) {
+		t.Fatal("a peer's ended request still counted")
+	}
+	a.peerKV("p", same.chains, same.own, -1)
 	clock = clock.Add(kvGuardFor - time.Second)
 	if take(low, demandOf(0, 100, 9, 0)) {
 		t.Fatal("the low class not held 59 s after the high request")
@@ -193,6 +203,65 @@ func TestKVBoundHandsFreedCacheToTheHigherClass(t *testing.T) {
 	a.unhand("p", demandOf(0, 40, 4, 0)) // the middle one went elsewhere
 	if r := <-lowWaiter; r.err != nil || r.pod != "p" {
 		t.Fatalf("low waiter after the handed room came back: %+v", r)
+	}
+}
+
+// kvLedger is an in-process fake of the peer exchange's sending side
+// (KVSharer), named as such: it numbers the demands it is told of and
+// records which are live. The exchange itself is tested in router/peers.
+type kvLedger struct {
+	next uint64
+	live map[uint64]string // id -> pod
+}
+
+func (l *kvLedger) KVHeld(pod string, _ [][]uint64, _ int) uint64 {
+	l.next++
+	l.live[l.next] = pod
+	return l.next
+}
+
+func (l *kvLedger) KVEnded(id uint64) {
+	if _, ok := l.live[id]; !ok {
+		panic(fmt.Sprintf("demand %d ended twice or never held", id))
+	}
+	delete(l.live, id)
+}
+
+// TestKVBoundTellsThePeersOfItsDemands: every demand this replica holds on
+// a pod is shared until it is released there, a request holding a handed
+// pod and the one it took instead each once, and room a peer's ended
+// request frees goes to a waiter at once.
+func TestKVBoundTellsThePeersOfItsDemands(t *testing.T) {
+	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
+	ledger := &kvLedger{live: make(map[uint64]string)}
+	a.shareKV(ledger)
+	const low = 2
+	d := demandOf(0, 40, 1, 0)
+	if !a.acquire("p", low, d) || !a.acquire("q", low, d) {
+		t.Fatal("room refused on empty pods")
+	}
+	if len(ledger.live) != 2 {
+		t.Fatalf("live shared demands %v, want one on p and one on q", ledger.live)
+	}
+	a.unhand("p", d)
+	if len(ledger.live) != 1 || ledger.live[2] != "q" {
+		t.Fatalf("live shared demands %v after p's release, want q's only", ledger.live)
+	}
+	a.release("q", d)
+	if len(ledger.live) != 0 || len(a.kv.shared) != 0 {
+		t.Fatalf("after every release: shared %v, kept %v", ledger.live, a.kv.shared)
+	}
+
+	// A peer's request fills p past the low class's share (a high request
+	// came): a low waiter gets p when it ends.
+	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 0, nil)
+	peer := demandOf(0, 300, 2, 0) // 75 blocks
+	a.peerKV("p", peer.chains, peer.own, 1)
+	w := queueForKV(t, a, Flow{Class: low}, demandOf(0, 40, 3, 0)) // 75 + 10 > 80
+	none(t, w, "a low waiter while the peer's request fills the pod")
+	a.peerKV("p", peer.chains, peer.own, -1)
+	if r := <-w; r.err != nil || r.pod != "p" {
+		t.Fatalf("low waiter after the peer's request ended: %+v", r)
 	}
 }
 

@@ -221,6 +221,18 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// PeerKV implements peers.KV: under the KV bound, a peer replica's request
+// on pod counts as this replica's own (its prompts' block keys, one chain
+// per prompt, and its own blocks), from sign 1 until sign -1.
+func (s *Server) PeerKV(pod string, chains [][]uint64, own, sign int) {
+	s.adm.peerKV(pod, chains, own, sign)
+}
+
+// ShareKV makes the KV bound tell sh of the demands this replica's
+// requests hold, so that the peer replicas count them; call it before
+// serving.
+func (s *Server) ShareKV(sh KVSharer) { s.adm.shareKV(sh) }
+
 // Forget drops what the server keeps about a pod that left the fleet (its
 // circuit breaker); discovery calls it through FleetConfig.OnRemove.
 func (s *Server) Forget(pod string) { s.br.forget(pod) }
