@@ -271,7 +271,7 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 			"kv_output_reserve": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVOutputReserve),
 				Validators: []validator.Int64{int64validator.Between(0, 1<<20)},
 				MarkdownDescription: "The KV bound: while requests of a higher class come (within the last minute), each lower class may fill only its share of a pod's " +
-					"KV cache (its size from vLLM's `vllm:cache_config_info`), counting every request a router replica has on the pod at its longest: its prompt's blocks, " +
+					"KV cache (its size from vLLM's `vllm:cache_config_info`), counting every request the router replicas have on the pod at its longest (each replica tells the others of its own): its prompt's blocks, " +
 					"shared with the requests on the same prefix, and its output up to its `max_tokens` (`max_completion_tokens`, times `n`), or this many tokens when it " +
 					"sets none or more; each prompt of a completion batch, which vLLM serves on one engine, counts so. So vLLM does not preempt for the lower classes' growing outputs (and start no waiting request in those steps) and a higher class's " +
 					"request starts at once. A lower value packs more of the lower classes' requests into the cache when their outputs end well before `max_tokens`, and " +

@@ -1,8 +1,9 @@
 // Package peers lets router replicas decide as one router would
 // (DESIGN.md decision 10). Each replica subscribes to every engine and
 // keeps its own index; what only one replica knows — the speculative
-// entries its decisions wrote, held until the request's first byte, and
-// its in-flight requests and pending prefill tokens per pod — it tells the
+// entries its decisions wrote, held until the request's first byte, its
+// in-flight requests and pending prefill tokens per pod, and, under the
+// router's KV bound, each request's KV demand until it ends — it tells the
 // others as it happens, over gRPC with frames of its own, batched every
 // few milliseconds and in full every second.
 //
