@@ -58,6 +58,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var(mixFlag{&mix}, "priority-mix", "live: the priority classes the requests name in the x-llmd-priority header, drawn from --seed with these shares, e.g. high=0.2,low=0.8 (the router's class names; default none: the router's default class); the report adds a row per class")
 	fs.Var(listFlag{&live.RouterArgs}, "router-arg", "live: one more argument for every `llmd-router serve` the bench starts, repeatable, e.g. --router-arg=--max-in-flight-per-pod=32 (flow control is on only with a cap or a pending bound, --max-pending-per-pod)")
 	policy := fs.String("scheduling-policy", "", "live: the simulated replicas' vLLM --scheduling-policy, fcfs (vLLM's default) or priority; pair priority with --router-arg=--engine-priority")
+	fs.IntVar(&live.LongPrefillTokenThreshold, "long-prefill-token-threshold", 0, "live: the simulated replicas' vLLM --long-prefill-token-threshold, the most prompt tokens one request computes in a step while others run or wait (0: vLLM's default, no cap)")
 	ladder := fs.String("ladder", "", "run a rate ladder instead, e.g. 20,40,60 (the seed's): each rate sends rate x 20 prompts, uncapped (see internal/bench doc)")
 	dayOpts := DefaultDayOptions()
 	day := fs.Bool("day", false, "virtual: run a day-shaped load (quiet night, morning ramp, a peak above the fixed fleet's capacity) on --replicas fixed pods without and with flow control and on an autoscaled fleet with it, and print GPU-hours and TTFT (see internal/bench doc)")
@@ -83,6 +84,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	default:
 		return fmt.Errorf("--scheduling-policy %q: want fcfs or priority", *policy)
 	}
+	if live.LongPrefillTokenThreshold < 0 {
+		return fmt.Errorf("--long-prefill-token-threshold %d: want 0 (no cap) or more", live.LongPrefillTokenThreshold)
+	}
 	if *day {
 		return runDay(fs, *mode, *policies, *replicas, dayOpts, Workload{Dataset: *dataset, NumPrefixes: *numPrefixes,
 			PrefixLen: *prefixLen, SuffixLen: *suffixLen, OutputLen: *outputLen, IgnoreEOS: true, Seed: *seedFlag,
@@ -94,7 +98,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		w := Workload{Dataset: *dataset, NumPrompts: *numPrompts, NumPrefixes: *numPrefixes, PrefixLen: *prefixLen,
 			SuffixLen: *suffixLen, OutputLen: *outputLen, ZipfS: *zipfS, IgnoreEOS: true, MaxConcurrency: *concurrency,
 			RequestRate: *rate, Seed: *seedFlag, Prompts: *prompts, BlockSize: *blockSize, PriorityMix: mix}
-		if given := givenFlags(fs, "router-arg", "scheduling-policy"); given != "" {
+		if given := givenFlags(fs, "router-arg", "scheduling-policy", "long-prefill-token-threshold"); given != "" {
 			return fmt.Errorf("%s: with --engines the bench starts no router or replicas (configure them where they run)", given)
 		}
 		return runEndpoints(ctx, w, endpointPolicies(fs, *policies), Endpoints{Engines: splitList(*engines), Routers: splitList(*routerURLs)},
@@ -122,7 +126,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "virtual":
 		// Virtual time stretches the router's wall-clock lag as the live
 		// replicas' time scale does.
-		if given := givenFlags(fs, "priority-mix", "router-arg", "scheduling-policy"); given != "" {
+		if given := givenFlags(fs, "priority-mix", "router-arg", "scheduling-policy", "long-prefill-token-threshold"); given != "" {
 			return fmt.Errorf("%s: live mode only (virtual mode has no router process, admission or priorities)", given)
 		}
 		if *routerCost < 0 || *peers < 0 {
@@ -191,7 +195,7 @@ func runDay(fs *flag.FlagSet, mode, policies string, replicas int, o DayOptions,
 		return fmt.Errorf("--day: virtual mode only (--mode virtual)")
 	}
 	if given := givenFlags(fs, "num-prompts", "request-rate", "max-concurrency", "ladder", "engines", "router-urls", "routers",
-		"oracle", "demo-scale", "priority-mix", "router-arg", "scheduling-policy", "plot", "zipf-s"); given != "" {
+		"oracle", "demo-scale", "priority-mix", "router-arg", "scheduling-policy", "long-prefill-token-threshold", "plot", "zipf-s"); given != "" {
 		return fmt.Errorf("%s: not with --day (the day's arrivals come from --day-peak and its shape; one router decides)", given)
 	}
 	if w.Dataset != DatasetPrefixRepetition {

@@ -49,6 +49,9 @@ type LiveOptions struct {
 	// ("" is vLLM's default, fcfs); priority pairs with the router's
 	// --engine-priority.
 	SchedulingPolicy sim.SchedulingPolicy
+	// LongPrefillTokenThreshold is the simulated replicas' vLLM
+	// --long-prefill-token-threshold (0: vLLM's default, no cap).
+	LongPrefillTokenThreshold int
 }
 
 // DefaultLiveOptions are real time, the 5% lag limit, this binary.
@@ -63,7 +66,7 @@ func DefaultLiveOptions() LiveOptions {
 // the policy's scorers. Progress goes to progress.
 func RunLive(ctx context.Context, w Workload, policies []string, opts LiveOptions, progress io.Writer) (Report, error) {
 	rep := Report{Mode: "live", Workload: w.Normalize(), Live: &LiveInfo{TimeScale: opts.TimeScale, RouterArgs: opts.RouterArgs,
-		SchedulingPolicy: string(opts.SchedulingPolicy)}}
+		SchedulingPolicy: string(opts.SchedulingPolicy), LongPrefillTokenThreshold: opts.LongPrefillTokenThreshold}}
 	if opts.TimeScale <= 0 {
 		return rep, fmt.Errorf("time scale %g: must be > 0", opts.TimeScale)
 	}
@@ -220,7 +223,7 @@ func (p *livePrep) requests(w Workload, timeScale float64) (requests, error) {
 func runLivePolicy(ctx context.Context, w Workload, prep *livePrep, policy string, opts LiveOptions, dir string,
 	progress io.Writer) (Summary, lagReport, error) {
 	ec := w.engineConfig()
-	ec.Policy = opts.SchedulingPolicy
+	ec.Policy, ec.LongPrefillTokenThreshold = opts.SchedulingPolicy, opts.LongPrefillTokenThreshold
 	fleet, err := sim.StartFleet(sim.FleetConfig{Replica: sim.ReplicaConfig{Model: opts.Model, Engine: ec,
 		TimeScale: opts.TimeScale, Form: kvevents.FormMap, BufferSteps: 10000, Chat: prep.model}, Replicas: w.Replicas,
 		Host: "127.0.0.1"})

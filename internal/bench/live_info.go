@@ -15,4 +15,7 @@ type LiveInfo struct {
 	// SchedulingPolicy is the replicas' vLLM --scheduling-policy
 	// (--scheduling-policy; "" is vLLM's fcfs).
 	SchedulingPolicy string `json:"scheduling_policy,omitempty"`
+	// LongPrefillTokenThreshold is the replicas' vLLM
+	// --long-prefill-token-threshold (0: no cap).
+	LongPrefillTokenThreshold int `json:"long_prefill_token_threshold,omitempty"`
 }

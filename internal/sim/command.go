@@ -41,6 +41,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		maxSeqs     = fs.Int("max-num-seqs", def.MaxNumSeqs, "maximum running sequences")
 		maxTokens   = fs.Int("max-num-batched-tokens", def.MaxBatchedTokens, "per-step token budget")
 		policy      = fs.String("scheduling-policy", string(PolicyFCFS), "vLLM's --scheduling-policy: fcfs, or priority (the waiting queue and preemption follow each request's priority field)")
+		longPrefill = fs.Int("long-prefill-token-threshold", 0, "vLLM's --long-prefill-token-threshold: the most prompt tokens one request computes in a step while others run or wait (0: no cap)")
 		seed        = fs.Uint64("seed", 1, "seed for hash roots, workload and picker")
 		virtual     = fs.Bool("virtual", false, "run the workload in virtual time and print the summary")
 		calibrate   = fs.Bool("calibrate", false, "print the calibration table against the seed baseline")
@@ -82,6 +83,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	})
 	ec.Seed = *seed
 	ec.Policy = SchedulingPolicy(*policy)
+	ec.LongPrefillTokenThreshold = *longPrefill
 	wf := kvevents.FormMap
 	switch *form {
 	case "map":

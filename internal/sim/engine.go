@@ -24,6 +24,12 @@ type EngineConfig struct {
 	// Policy is vLLM's --scheduling-policy ("" is PolicyFCFS, vLLM's
 	// default).
 	Policy SchedulingPolicy
+	// LongPrefillTokenThreshold is vLLM's --long-prefill-token-threshold:
+	// the most prompt tokens one request computes in a step while another
+	// request is running or waiting (0: no cap, vLLM's default; v0.32.0
+	// vllm/config/scheduler.py, applied to running and waiting requests
+	// alike in vllm/v1/core/sched/scheduler.py Scheduler.schedule).
+	LongPrefillTokenThreshold int
 	// Cost prices a step: a CostModel (DefaultCost) or a CostTable.
 	Cost StepCost
 	// Seed picks the engine's random hash root.
@@ -112,8 +118,9 @@ type EngineStats struct {
 
 // NewEngine returns an idle engine with an empty cache.
 func NewEngine(cfg EngineConfig) (*Engine, error) {
-	if cfg.NumGPUBlocks <= 1 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 || cfg.Cost == nil {
-		return nil, fmt.Errorf("engine config %+v: needs 2 blocks or more, a positive block size, max seqs and token budget, and a cost", cfg)
+	if cfg.NumGPUBlocks <= 1 || cfg.BlockSize <= 0 || cfg.MaxNumSeqs <= 0 || cfg.MaxBatchedTokens <= 0 || cfg.Cost == nil ||
+		cfg.LongPrefillTokenThreshold < 0 {
+		return nil, fmt.Errorf("engine config %+v: needs 2 blocks or more, a positive block size, max seqs and token budget, a cost, and a long-prefill threshold of 0 or more", cfg)
 	}
 	switch cfg.Policy {
 	case "", PolicyFCFS, PolicyPriority:
@@ -195,7 +202,9 @@ func (e *Engine) blocksFor(tokens int) int { return (tokens + e.cfg.BlockSize - 
 // this step: it gives its tokens back to the budget), its blocks freed and
 // the request requeued to recompute. Only a step without preemption admits
 // waiting requests, in the queue's order, each starting after its longest
-// cached prefix and only when the cache can hold its whole sequence.
+// cached prefix and only when the cache can hold its whole sequence. While
+// more than one request runs or waits, none computes more than
+// LongPrefillTokenThreshold tokens in the step.
 func (e *Engine) Schedule() (seconds float64, ok bool) {
 	if e.inStep {
 		panic("sim: Schedule called twice without Finish")
@@ -203,10 +212,15 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 	e.shape.reset()
 	e.stepReqs = e.stepReqs[:0]
 	budget := e.cfg.MaxBatchedTokens
+	// vLLM lifts the cap for a request alone: nobody to starve.
+	chunk := budget
+	if t := e.cfg.LongPrefillTokenThreshold; t > 0 && len(e.running)+e.waiting.len() > 1 {
+		chunk = t
+	}
 	preempted := false
 	for i := 0; i < len(e.running) && budget > 0; {
 		r := e.running[i]
-		n := min(len(r.tokens)-r.computed, budget)
+		n := min(len(r.tokens)-r.computed, budget, chunk)
 		need := e.blocksFor(r.computed+n) - len(r.blocks)
 		for need > e.pool.numFree() {
 			v := e.victim()
@@ -236,7 +250,7 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 		maxHit := (len(r.tokens) - 1) / e.cfg.BlockSize
 		e.hitBuf = e.pool.hits(e.hitBuf[:0], r.hashes[:min(maxHit, len(r.hashes))])
 		computed := len(e.hitBuf) * e.cfg.BlockSize
-		n := min(len(r.tokens)-computed, budget)
+		n := min(len(r.tokens)-computed, budget, chunk)
 		need := e.blocksFor(computed+n) - len(e.hitBuf)
 		// Admission needs room for the whole sequence, not its first chunk
 		// (vLLM v0.32.0 scheduler_reserve_full_isl, on by default:

@@ -443,3 +443,53 @@ func TestPriorityPolicyAdmitsByPriority(t *testing.T) {
 		t.Fatalf("unknown policy: %v", err)
 	}
 }
+
+// TestLongPrefillThresholdCapsEachRequestsChunk checks vLLM's
+// --long-prefill-token-threshold: alone, a request's prefill takes the
+// whole budget; with another request waiting or running, each computes at
+// most the threshold per step, so the second starts in the first's next
+// step instead of after its prefill.
+func TestLongPrefillThresholdCapsEachRequestsChunk(t *testing.T) {
+	cfg := DefaultEngineConfig()
+	cfg.NumGPUBlocks, cfg.MaxBatchedTokens, cfg.LongPrefillTokenThreshold = 200, 256, 64
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	a := &Request{ID: 1, Prompt: randomTokens(rng, make([]uint32, 1024)), MaxTokens: 2}
+	b := &Request{ID: 2, Prompt: randomTokens(rng, make([]uint32, 512)), MaxTokens: 2}
+	if err := e.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	now := 0.0
+	step := func() {
+		t.Helper()
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled")
+		}
+		now += d
+		e.Finish(now)
+	}
+	step()
+	if a.computed != 256 {
+		t.Fatalf("alone, a computed %d tokens in its first step, want the whole budget, 256", a.computed)
+	}
+	if err := e.Add(b); err != nil {
+		t.Fatal(err)
+	}
+	step()
+	if a.computed != 256+64 || b.computed != 64 {
+		t.Fatalf("a and b computed %d and %d, want 320 and 64: each capped at the threshold", a.computed, b.computed)
+	}
+	for e.Busy() {
+		step()
+	}
+	if !a.Finished() || !b.Finished() || b.FirstToken >= a.FirstToken {
+		t.Fatalf("a finished %v at %v, b %v at %v: the shorter b should reach its first token first", a.Finished(), a.FirstToken, b.Finished(), b.FirstToken)
+	}
+	if _, err := NewEngine(EngineConfig{NumGPUBlocks: 10, BlockSize: 16, MaxNumSeqs: 1, MaxBatchedTokens: 1, Cost: DefaultCost(), LongPrefillTokenThreshold: -1}); err == nil {
+		t.Fatal("a negative threshold accepted")
+	}
+}
