@@ -279,16 +279,7 @@ func TestAdmissionNeedsTheWholeSequence(t *testing.T) {
 	if err := e.Add(a); err != nil {
 		t.Fatal(err)
 	}
-	now := 0.0
-	step := func() {
-		t.Helper()
-		d, ok := e.Schedule()
-		if !ok {
-			t.Fatal("engine stalled")
-		}
-		now += d
-		e.Finish(now)
-	}
+	step := stepper(t, e)
 	step()
 	if err := e.Add(b); err != nil {
 		t.Fatal(err)
@@ -301,6 +292,21 @@ func TestAdmissionNeedsTheWholeSequence(t *testing.T) {
 	}
 	if e.Stats().Preemptions != 0 || !b.Finished() {
 		t.Fatalf("%d preemptions, b finished %v: want none and b done", e.Stats().Preemptions, b.Finished())
+	}
+}
+
+// stepper returns a function running e one step (failing the test if
+// nothing can run), its clock starting at 0.
+func stepper(t *testing.T, e *Engine) func() {
+	now := 0.0
+	return func() {
+		t.Helper()
+		d, ok := e.Schedule()
+		if !ok {
+			t.Fatal("engine stalled")
+		}
+		now += d
+		e.Finish(now)
 	}
 }
 
@@ -462,16 +468,7 @@ func TestLongPrefillThresholdCapsEachRequestsChunk(t *testing.T) {
 	if err := e.Add(a); err != nil {
 		t.Fatal(err)
 	}
-	now := 0.0
-	step := func() {
-		t.Helper()
-		d, ok := e.Schedule()
-		if !ok {
-			t.Fatal("engine stalled")
-		}
-		now += d
-		e.Finish(now)
-	}
+	step := stepper(t, e)
 	step()
 	if a.computed != 256 {
 		t.Fatalf("alone, a computed %d tokens in its first step, want the whole budget, 256", a.computed)

@@ -86,14 +86,17 @@ func (o *outbox) speculated(e index.Engine, keys []uint64) uint64 {
 }
 
 // settled queues the end of hold id's wait.
-func (o *outbox) settled(id uint64) {
+func (o *outbox) settled(id uint64) { o.end(o.open, &o.settles, id) }
+
+// end moves id, when it is in live, to ended, which the next batch sends.
+func (o *outbox) end(live map[uint64]struct{}, ended *[]uint64, id uint64) {
 	if id == 0 {
 		return
 	}
 	o.mu.Lock()
-	if _, ok := o.open[id]; ok {
-		delete(o.open, id)
-		o.settles = append(o.settles, id)
+	if _, ok := live[id]; ok {
+		delete(live, id)
+		*ended = append(*ended, id)
 	}
 	o.mu.Unlock()
 	o.wake()
@@ -123,18 +126,7 @@ func (o *outbox) kvHeld(pod string, chains [][]uint64, own int) uint64 {
 }
 
 // kvEnded queues the end of demand id.
-func (o *outbox) kvEnded(id uint64) {
-	if id == 0 {
-		return
-	}
-	o.mu.Lock()
-	if _, ok := o.live[id]; ok {
-		delete(o.live, id)
-		o.ends = append(o.ends, id)
-	}
-	o.mu.Unlock()
-	o.wake()
-}
+func (o *outbox) kvEnded(id uint64) { o.end(o.live, &o.ends, id) }
 
 // changed queues pod's own load for the next batch.
 func (o *outbox) changed(pod string) {
