@@ -33,6 +33,10 @@ type KV interface {
 	// pod's KV cache: its prompts' full blocks by key, one chain per
 	// prompt, and its own blocks beyond them.
 	PeerKV(pod string, chains [][]uint64, own, sign int)
+	// PeerClassCame says a request of the named priority class came to a
+	// peer, as one coming to this replica would hold the classes below
+	// it to their shares.
+	PeerClassCame(class string)
 }
 
 // Ingestor is what the exchange needs of package kvevents for warm
@@ -161,6 +165,10 @@ func (x *Exchange) KVHeld(pod string, chains [][]uint64, own int) uint64 {
 
 // KVEnded implements proxy.KVSharer: the request holding demand id ended.
 func (x *Exchange) KVEnded(id uint64) { x.out.kvEnded(id) }
+
+// KVClassCame implements proxy.KVSharer: a request of the named class came
+// to this replica.
+func (x *Exchange) KVClassCame(class string) { x.out.classCame(class) }
 
 // Changed is the fleet's watch: this replica's own load on pod changed.
 func (x *Exchange) Changed(pod string) { x.out.changed(pod) }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -320,6 +321,20 @@ type kvBook struct {
 	n    map[string]int // live demands
 	own  map[string]int
 	keys map[string]int
+	came []string
+}
+
+func (k *kvBook) PeerClassCame(class string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.came = append(k.came, class)
+}
+
+// classes are the classes peers said came, in order.
+func (k *kvBook) classes() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.came)
 }
 
 func newKVBook() *kvBook {
@@ -359,11 +374,13 @@ func TestPeerKVDemandsLastUntilTheRequestEnds(t *testing.T) {
 		t.Fatalf("demand IDs %d, %d: want two distinct shared ones", batchOfTwo, other)
 	}
 	a.x.KVHeld("pod-x", [][]uint64{{1}}, 1) // not b's pod
+	a.x.KVClassCame("high")
 	eventually(t, "b counts a's demands", func() bool {
 		n, own, keys := book.held("pod-b")
 		m, _, _ := book.held("pod-c")
 		return n == 1 && own == 9 && keys == 6 && m == 1
 	})
+	eventually(t, "b hears a's high request", func() bool { return slices.Equal(book.classes(), []string{"high"}) })
 	if s := b.x.Stats(); s.Demands != 2 || s.Skipped["unknown_pod"] != 1 {
 		t.Errorf("b's stats %+v: want 2 demands counted and 1 for an unknown pod skipped", s)
 	}

@@ -22,10 +22,11 @@ type follower struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	// retry cuts a wait between streams short, and cc's reconnect
-	// backoff (retryNow).
-	retry chan struct{}
-	cc    atomic.Pointer[grpc.ClientConn]
+	// retry cuts a wait between streams short, and opening closes the
+	// connection whose stream is not open yet, ending its wait for the
+	// peer to be reachable (retryNow).
+	retry   chan struct{}
+	opening atomic.Pointer[grpc.ClientConn]
 
 	// holds are the peer's open speculative entries, by its hold ID, and
 	// demands its requests' KV demands counted by Config.KV, by demand ID;
@@ -42,10 +43,14 @@ func newFollower(x *Exchange, addr string) *follower {
 
 // retryNow ends a wait between streams, or for the peer to be
 // reachable, at once: a peer just started following this replica, so one
-// that refused a moment ago may be up.
+// that refused a moment ago may be up. The wait for the peer is gRPC's
+// reconnect backoff, which a new connection starts afresh. (gRPC's own
+// ResetConnectBackoff reads the connection's subchannels without its lock,
+// a crash when they change at the same moment: grpc-go v1.84.0
+// clientconn.go, grpc/grpc-go#9155.)
 func (f *follower) retryNow() {
-	if cc := f.cc.Load(); cc != nil {
-		cc.ResetConnectBackoff()
+	if cc := f.opening.Swap(nil); cc != nil {
+		_ = cc.Close()
 	}
 	select {
 	case f.retry <- struct{}{}:
@@ -70,17 +75,18 @@ var errCutOff = errors.New("cut off")
 
 func (f *follower) run() {
 	defer close(f.done)
-	cc, err := dial(f.addr)
-	if err != nil {
-		f.x.c.rejected("address")
-		f.x.cfg.Logger.Warn("peer address refused", "peer", f.addr, "err", err)
-		return
-	}
-	defer cc.Close()
-	f.cc.Store(cc)
 	wait := retryMin
 	for f.ctx.Err() == nil {
+		// A connection a stream: it connects lazily, and only a stream
+		// waiting to open spends time on its backoff.
+		cc, err := dial(f.addr)
+		if err != nil {
+			f.x.c.rejected("address")
+			f.x.cfg.Logger.Warn("peer address refused", "peer", f.addr, "err", err)
+			return
+		}
 		applied, err := f.follow(cc)
+		_ = cc.Close()
 		f.reset()
 		if f.ctx.Err() != nil {
 			return
@@ -120,8 +126,10 @@ func (f *follower) follow(cc *grpc.ClientConn) (applied bool, err error) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	// Waiting for the peer to be reachable is gRPC's reconnect backoff
-	// (retryMin to retryMax), cut short by retryNow.
+	// (retryMin to retryMax), cut short by retryNow closing cc.
+	f.opening.Store(cc)
 	cs, err := f.x.open(ctx, cc, methodFollow, true)
+	f.opening.CompareAndSwap(cc, nil)
 	if err != nil {
 		return false, err
 	}
@@ -180,6 +188,11 @@ func (f *follower) apply(m *batch) {
 	}
 	for _, id := range m.Ends {
 		f.unhold(id)
+	}
+	if x.cfg.KV != nil {
+		for _, c := range m.Came {
+			x.cfg.KV.PeerClassCame(c)
+		}
 	}
 	if m.Full {
 		// What is not open any more ended in a batch this replica lost.

@@ -1,6 +1,8 @@
 package peers
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +27,7 @@ type outbox struct {
 	live       map[uint64]struct{}
 	demands    []demand
 	ends       []uint64
+	came       map[string]struct{} // classes whose requests came
 	dirty      map[string]struct{} // pods whose own load changed
 	subs       map[*subscriber]struct{}
 	closed     bool
@@ -47,6 +50,7 @@ func (o *outbox) init(x *Exchange) {
 	o.x = x
 	o.open = make(map[uint64]struct{})
 	o.live = make(map[uint64]struct{})
+	o.came = make(map[string]struct{})
 	o.dirty = make(map[string]struct{})
 	o.subs = make(map[*subscriber]struct{})
 	o.kick = make(chan struct{}, 1)
@@ -128,6 +132,18 @@ func (o *outbox) kvHeld(pod string, chains [][]uint64, own int) uint64 {
 // kvEnded queues the end of demand id.
 func (o *outbox) kvEnded(id uint64) { o.end(o.live, &o.ends, id) }
 
+// classCame queues the news that a request of class came.
+func (o *outbox) classCame(class string) {
+	o.mu.Lock()
+	if len(o.subs) == 0 || len(o.came) >= maxClasses || len(class) > maxNameBytes {
+		o.mu.Unlock()
+		return
+	}
+	o.came[class] = struct{}{}
+	o.mu.Unlock()
+	o.wake()
+}
+
 // changed queues pod's own load for the next batch.
 func (o *outbox) changed(pod string) {
 	o.mu.Lock()
@@ -171,19 +187,20 @@ func (o *outbox) run() {
 func (o *outbox) cut(full bool) [][]byte {
 	o.mu.Lock()
 	specs, settles, dirty, since := o.specs, o.settles, o.dirty, o.since
-	demands, ends := o.demands, o.ends
-	o.specs, o.settles, o.dirty, o.demands, o.ends = nil, nil, make(map[string]struct{}), nil, nil
+	demands, ends, came := o.demands, o.ends, o.came
+	o.specs, o.settles, o.dirty, o.demands, o.ends, o.came = nil, nil, make(map[string]struct{}), nil, nil, make(map[string]struct{})
 	var open, live []uint64
 	if full {
 		open, live = ids(o.open), ids(o.live)
 	}
 	subs := len(o.subs)
 	o.mu.Unlock()
-	if subs == 0 || (!full && len(specs) == 0 && len(settles) == 0 && len(dirty) == 0 && len(demands) == 0 && len(ends) == 0) {
+	if subs == 0 || (!full && len(specs) == 0 && len(settles) == 0 && len(dirty) == 0 && len(demands) == 0 && len(ends) == 0 &&
+		len(came) == 0) {
 		return nil
 	}
 	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Settles: settles, Open: open,
-		Ends: ends, Live: live}
+		Ends: ends, Live: live, Came: slices.Sorted(maps.Keys(came))}
 	if len(specs) > 0 {
 		m.SpecsSince = since.UnixNano()
 	}
@@ -220,8 +237,8 @@ func (o *outbox) cut(full bool) [][]byte {
 		if len(specs) == 0 && len(demands) == 0 {
 			return frames
 		}
-		// Loads, settles, ends and the open lists went with the first
-		// frame.
+		// Loads, settles, ends, classes and the open lists went with the
+		// first frame.
 		m = batch{ID: o.x.id, BlockSize: m.BlockSize, Waiting: m.Waiting, SpecsSince: m.SpecsSince}
 	}
 }

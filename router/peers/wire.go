@@ -40,6 +40,7 @@ const (
 	maxKeys       = 1 << 16
 	maxHoldIDs    = 1 << 17
 	maxChains     = 1 << 12 // prompts of one request's KV demand
+	maxClasses    = 64      // class names in one batch
 	maxCount      = 1 << 24
 	maxRank       = 63
 	maxBlocks     = 1 << 17
@@ -117,6 +118,10 @@ type batch struct {
 	Demands []demand
 	Ends    []uint64
 	Live    []uint64
+	// Came names the priority classes whose requests came to the sender
+	// since its last batch (not every time: at most once a second each),
+	// for the KV bound's guard.
+	Came []string
 }
 
 // chunk is part of one engine's index in a snapshot, with the sender's
@@ -192,6 +197,10 @@ func (m *batch) encode(b []byte) []byte {
 		for _, id := range ids {
 			b = binary.AppendUvarint(b, id)
 		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.Came)))
+	for _, c := range m.Came {
+		b = appendString(b, c)
 	}
 	return b
 }
@@ -392,6 +401,10 @@ func decodeBatch(b []byte) (batch, error) {
 		for j := range *ids {
 			(*ids)[j] = r.uvarint("hold id", math.MaxUint64)
 		}
+	}
+	m.Came = make([]string, r.count("classes", maxClasses, 2))
+	for i := range m.Came {
+		m.Came[i] = r.name("class")
 	}
 	if err := r.end(); err != nil {
 		return batch{}, err

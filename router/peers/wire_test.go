@@ -12,7 +12,7 @@ func sampleBatch() batch {
 		Specs:   []spec{{Hold: 9, Pod: "vllm-1", Rank: 2, Keys: []uint64{1, 1 << 63, 42}, After: 1500 * time.Microsecond}},
 		Settles: []uint64{7, 8}, Open: []uint64{9},
 		Demands: []demand{{ID: 4, Pod: "vllm-0", Own: 70, Chains: [][]uint64{{3, 5}, {3, 6, 1 << 62}}}, {ID: 5, Pod: "vllm-1", Chains: [][]uint64{}}},
-		Ends:    []uint64{2, 3}, Live: []uint64{4, 5}}
+		Ends:    []uint64{2, 3}, Live: []uint64{4, 5}, Came: []string{"high", "standard"}}
 }
 
 func sampleChunk() chunk {
@@ -50,6 +50,7 @@ func TestMalformedFramesAreRefused(t *testing.T) {
 		"demand keys over maxKeys": (&batch{ID: "x", Demands: []demand{{ID: 1, Pod: "p",
 			Chains: [][]uint64{make([]uint64, maxKeys/2), make([]uint64, maxKeys/2+1)}}}}).encode(nil),
 		"demand without a pod": (&batch{ID: "x", Demands: []demand{{ID: 1}}}).encode(nil),
+		"class without a name": (&batch{ID: "x", Came: []string{""}}).encode(nil),
 	} {
 		if _, err := decodeBatch(b); err == nil {
 			t.Errorf("%s: decoded", name)

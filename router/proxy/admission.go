@@ -226,7 +226,7 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scor
 		a.note(p)
 	}
 	if a.kv != nil {
-		a.kv.came(class)
+		a.kv.came(class, a.classes[class].Name)
 	}
 	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class, d) })
 }
@@ -251,6 +251,20 @@ func (a *admission) peerKV(pod string, chains [][]uint64, own, sign int) {
 	a.kv.count(pod, &kvDemand{chains: chains, own: own}, sign)
 	if sign < 0 {
 		a.fill(pod)
+	}
+}
+
+// peerClassCame notes that a request of the named class came to a peer;
+// a class this replica does not know (a rollout renaming classes) is
+// nothing.
+func (a *admission) peerClassCame(name string) {
+	if a.kv == nil {
+		return
+	}
+	if i := slices.IndexFunc(a.classes, func(c Class) bool { return c.Name == name }); i >= 0 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.kv.peerCame(i)
 	}
 }
 

@@ -103,7 +103,8 @@ func (k *podKV) add(d *kvDemand, sign int) {
 // not held (the engine preempts the lower classes for it), and nor is a
 // class no higher class's request has come to this replica for within
 // kvGuardFor: with nobody to keep room for, holding it would only cost
-// throughput. The peers' requests count as this replica's own, their
+// throughput (a higher class's request coming to a peer counts too). The
+// peers' requests count as this replica's own, their
 // prompt blocks shared with every other request's: each replica tells its
 // peers of every demand it holds (KVSharer) until the request ends. A pod
 // of unknown cache size, or holding no request, takes any request. A
@@ -113,7 +114,8 @@ type kvBound struct {
 	headroom float64
 	classes  int
 	now      func() time.Time
-	last     []time.Time    // per class, when its last request came
+	last     []time.Time    // per class, when its last request came, here or to a peer
+	told     []time.Time    // per class, when the peers were last told one came
 	size     map[string]int // pod -> cache size in tokens, as last scraped
 	pods     map[string]*podKV
 	// sharer tells the peers of this replica's demands (nil: no peers);
@@ -137,6 +139,8 @@ type KVSharer interface {
 	KVHeld(pod string, chains [][]uint64, own int) uint64
 	// KVEnded ends demand id.
 	KVEnded(id uint64)
+	// KVClassCame says a request of the named class came to this replica.
+	KVClassCame(class string)
 }
 
 // kvGuardFor is how long after a request of a class the classes below it
@@ -144,12 +148,28 @@ type KVSharer interface {
 const kvGuardFor = time.Minute
 
 func newKVBound(headroom float64, classes int) *kvBound {
-	return &kvBound{headroom: headroom, classes: classes, now: time.Now, last: make([]time.Time, classes),
+	return &kvBound{headroom: headroom, classes: classes, now: time.Now, last: make([]time.Time, classes), told: make([]time.Time, classes),
 		size: make(map[string]int), pods: make(map[string]*podKV), shared: make(map[sharedDemand]uint64)}
 }
 
-// came notes a request of class.
-func (b *kvBound) came(class int) { b.last[class] = b.now() }
+// came notes a request of class, and tells the peers, at most once per
+// kvTellEvery, so that their guards hold for it too (a client's
+// connections may all reach one replica); name is the class's name.
+func (b *kvBound) came(class int, name string) {
+	now := b.now()
+	b.last[class] = now
+	if b.sharer != nil && now.Sub(b.told[class]) >= kvTellEvery {
+		b.told[class] = now
+		b.sharer.KVClassCame(name)
+	}
+}
+
+// kvTellEvery is how often at most the peers hear that a class's requests
+// come: far below kvGuardFor, which their guards run for.
+const kvTellEvery = time.Second
+
+// peerCame notes a peer's request of class.
+func (b *kvBound) peerCame(class int) { b.last[class] = b.now() }
 
 // guarded says whether a class above class had a request within
 // kvGuardFor.

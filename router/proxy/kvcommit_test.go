@@ -212,7 +212,10 @@ func TestKVBoundHandsFreedCacheToTheHigherClass(t *testing.T) {
 type kvLedger struct {
 	next uint64
 	live map[uint64]string // id -> pod
+	told []string          // classes the peers were told of
 }
+
+func (l *kvLedger) KVClassCame(class string) { l.told = append(l.told, class) }
 
 func (l *kvLedger) KVHeld(pod string, _ [][]uint64, _ int) uint64 {
 	l.next++
@@ -262,6 +265,45 @@ func TestKVBoundTellsThePeersOfItsDemands(t *testing.T) {
 	a.peerKV("p", peer.chains, peer.own, -1)
 	if r := <-w; r.err != nil || r.pod != "p" {
 		t.Fatalf("low waiter after the peer's request ended: %+v", r)
+	}
+}
+
+// TestKVBoundGuardsForThePeersHigherClasses: a high request coming to a
+// peer holds this replica's lower classes to their shares as one coming
+// here does (a client's connections may all reach one replica), and this
+// replica tells its peers of its own classes' requests at most once a
+// second each.
+func TestKVBoundGuardsForThePeersHigherClasses(t *testing.T) {
+	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
+	clock := time.Unix(1000, 0)
+	a.kv.now = func() time.Time { return clock }
+	ledger := &kvLedger{live: make(map[uint64]string)}
+	a.shareKV(ledger)
+	const low = 2
+	pod := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}
+	if !a.acquire("p", low, demandOf(0, 300, 1, 0)) { // 75 of 100 blocks
+		t.Fatal("room refused on an empty pod")
+	}
+	more := demandOf(0, 40, 2, 0) // 10 blocks: past the low class's 80
+	if len(a.withRoom(slices.Clone(pod), low, more)) != 1 {
+		t.Fatal("the low class held with no higher class's request anywhere")
+	}
+	a.peerClassCame("no-such-class")
+	if len(a.withRoom(slices.Clone(pod), low, more)) != 1 {
+		t.Fatal("a class this replica does not know held the low class")
+	}
+	a.peerClassCame("high")
+	if len(a.withRoom(slices.Clone(pod), low, more)) != 0 {
+		t.Fatal("a peer's high request did not hold the low class to its share")
+	}
+	if !slices.Equal(ledger.told, []string{"low"}) {
+		t.Fatalf("peers told of %v, want [low] (once a second)", ledger.told)
+	}
+	clock = clock.Add(kvTellEvery)
+	a.withRoom(slices.Clone(pod), 0, nil)
+	a.withRoom(slices.Clone(pod), 0, nil)
+	if !slices.Equal(ledger.told, []string{"low", "low", "high"}) {
+		t.Fatalf("peers told of %v, want low again a second later, then high once", ledger.told)
 	}
 }
 

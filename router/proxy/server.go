@@ -228,6 +228,11 @@ func (s *Server) PeerKV(pod string, chains [][]uint64, own, sign int) {
 	s.adm.peerKV(pod, chains, own, sign)
 }
 
+// PeerClassCame implements peers.KV: a request of the named priority class
+// came to a peer replica, which holds the classes below it to their shares
+// of the KV cache here too.
+func (s *Server) PeerClassCame(class string) { s.adm.peerClassCame(class) }
+
 // ShareKV makes the KV bound tell sh of the demands this replica's
 // requests hold, so that the peer replicas count them; call it before
 // serving.

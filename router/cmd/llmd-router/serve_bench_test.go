@@ -47,6 +47,9 @@ import (
 // peer replica exchanging its decisions (package peers), =off the same
 // router alone; both tokenize the prompts (the Qwen tokenizer files), so
 // that decisions write the speculative entries the exchange shares.
+// LLMD_BENCH_KV_RESERVE=N turns the KV bound on in both (--kv-output-reserve
+// N, as the provider deploys it), so that peers also exchange every
+// request's KV demand.
 func BenchmarkServeAddedLatency(b *testing.B) {
 	conc, rounds := envInt(b, "LLMD_BENCH_CONCURRENCY", 512), envInt(b, "LLMD_BENCH_ROUNDS", 8)
 	maxTokens := envInt(b, "LLMD_BENCH_MAX_TOKENS", 16)
@@ -81,6 +84,9 @@ func BenchmarkServeAddedLatency(b *testing.B) {
 		args = append(args, "--tokenizer", files.TokenizerJSON, "--tokenizer-config", files.TokenizerConfig)
 	default:
 		b.Fatalf("LLMD_BENCH_PEERS=%q: want on or off", peers)
+	}
+	if reserve := os.Getenv("LLMD_BENCH_KV_RESERVE"); reserve != "" {
+		args = append(args, "--kv-output-reserve", reserve)
 	}
 	if os.Getenv("LLMD_BENCH_PEERS") == "on" {
 		// A peer replica, idle on CPU 1, follows the router's decisions and
