@@ -300,8 +300,10 @@ func TestKVBoundGuardsForThePeersHigherClasses(t *testing.T) {
 		t.Fatalf("peers told of %v, want [low] (once a second)", ledger.told)
 	}
 	clock = clock.Add(kvTellEvery)
-	a.withRoom(slices.Clone(pod), 0, nil)
-	a.withRoom(slices.Clone(pod), 0, nil)
+	for range 2 {
+		a.withRoom(slices.Clone(pod), low, more)
+		a.withRoom(slices.Clone(pod), 0, nil)
+	}
 	if !slices.Equal(ledger.told, []string{"low", "low", "high"}) {
 		t.Fatalf("peers told of %v, want low again a second later, then high once", ledger.told)
 	}
