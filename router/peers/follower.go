@@ -77,8 +77,8 @@ func (f *follower) run() {
 	defer close(f.done)
 	wait := retryMin
 	for f.ctx.Err() == nil {
-		// A connection a stream: it connects lazily, and only a stream
-		// waiting to open spends time on its backoff.
+		// A new connection for each stream: it connects lazily, and its
+		// reconnect backoff only delays the stream waiting to open.
 		cc, err := dial(f.addr)
 		if err != nil {
 			f.x.c.rejected("address")

@@ -104,12 +104,11 @@ func (k *podKV) add(d *kvDemand, sign int) {
 // class no higher class's request has come to this replica for within
 // kvGuardFor: with nobody to keep room for, holding it would only cost
 // throughput (a higher class's request coming to a peer counts too). The
-// peers' requests count as this replica's own, their
-// prompt blocks shared with every other request's: each replica tells its
-// peers of every demand it holds (KVSharer) until the request ends. A pod
-// of unknown cache size, or holding no request, takes any request. A
-// request that does not fit waits while smaller ones of its class that
-// fit pass it.
+// peers' requests count as this replica's own, their prompt blocks shared
+// with every other request's: each replica tells its peers of every
+// demand it holds (KVSharer) until the request ends. A pod of unknown
+// cache size, or holding no request, takes any request. A request that
+// does not fit waits while smaller ones of its class that fit pass it.
 type kvBound struct {
 	headroom float64
 	classes  int
