@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 )
@@ -28,19 +30,20 @@ type routerProc struct {
 }
 
 // livePeers are the peer addresses of policy's router replicas, each a
-// free loopback port: none for one router or "policy@N-alone".
+// free loopback port below the ephemeral range (a port a listen on port 0
+// picks could be taken by any connection before the replica binds it):
+// none for one router or "policy@N-alone".
 func livePeers(policy string) ([]string, error) {
 	if Routers(policy) < 2 || alone(policy) {
 		return nil, nil
 	}
-	addrs := make([]string, Routers(policy))
-	for i := range addrs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("a port for router replica %d's peers: %w", i, err)
-		}
-		addrs[i] = ln.Addr().String()
-		_ = ln.Close()
+	ports, err := freeport.Ports(Routers(policy))
+	if err != nil {
+		return nil, fmt.Errorf("ports for the router replicas' peers: %w", err)
+	}
+	addrs := make([]string, len(ports))
+	for i, p := range ports {
+		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return addrs, nil
 }

@@ -22,6 +22,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 )
 
 // KarpenterVersion is the Karpenter release the test ground runs: the AWS
@@ -150,11 +152,11 @@ func startKarpenter(c *Cluster, s *AWSStandIn, env []string) (*Karpenter, error)
 	if err := s.publishEKSAMIs(); err != nil {
 		return nil, fmt.Errorf("testenv: publishing the EKS AMI parameters: %w", err)
 	}
-	metrics, err := FreePort()
+	metrics, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}
-	health, err := FreePort()
+	health, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}

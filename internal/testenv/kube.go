@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 )
 
 // Cluster is a running Kubernetes control plane (etcd, kube-apiserver,
@@ -109,12 +111,12 @@ func startCluster() (*Cluster, error) {
 	}
 	ports := make([]int, 3)
 	for i := range ports {
-		if ports[i], err = FreePort(); err != nil {
+		if ports[i], err = freeport.Port(); err != nil {
 			return nil, err
 		}
 	}
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
-	kubeletPort, err := FreePort()
+	kubeletPort, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 )
 
 // Moto is a running moto_server: the AWS APIs the provider calls, on loopback.
@@ -49,7 +51,7 @@ func startMoto() (*Moto, error) {
 	if err != nil {
 		return nil, fmt.Errorf("moto_server not on PATH: %w", err)
 	}
-	port, err := FreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 )
 
 // prometheusInstall is how to get Prometheus, for skip and failure messages.
@@ -63,7 +65,7 @@ func StartPrometheus(t testing.TB, targets ...ScrapeTarget) *Prometheus {
 	if err := os.WriteFile(configPath, config, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := FreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}

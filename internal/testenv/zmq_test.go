@@ -6,13 +6,15 @@ import (
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 )
 
 // TestZeroMQPubSubRoundTrip proves the ZeroMQ ground (libzmq through
 // pebbe/zmq4): a SUB filtered on a vLLM-style topic receives the three-frame
 // messages [topic, seq, payload] a PUB sends, and nothing on other topics.
 func TestZeroMQPubSubRoundTrip(t *testing.T) {
-	port, err := FreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
@@ -182,7 +183,7 @@ func startGateway(t testing.TB, pickerAddr string, tls bool, infos []sim.Replica
 	bin := testenv.Envoy(t)
 	ports := make([]int, 4)
 	for i := range ports {
-		p, err := testenv.FreePort()
+		p, err := freeport.Port()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
-	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
 
 // The serve tests run the real binary, built once per test run, as
@@ -191,17 +191,17 @@ func startReplicas(t testing.TB, n int, args ...string) ([]sim.ReplicaInfo, []*p
 }
 
 // stablePorts are an HTTP port and a KV-event port pair (kv, kv+1 for the
-// replay socket), below the kernel's ephemeral range (testenv.FreePort). A
+// replay socket), below the kernel's ephemeral range (freeport.Port). A
 // router redialling a dead engine's port in the ephemeral range can connect
 // to itself (the kernel may pick that very port as the source) and hold it,
 // so an engine restarted on its old ports would find them taken.
 func stablePorts(t testing.TB) (httpPort, kvPort string) {
 	t.Helper()
-	front, err := testenv.FreePort()
+	front, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := testenv.FreePorts(2)
+	kv, err := freeport.Ports(2)
 	if err != nil {
 		t.Fatal(err)
 	}

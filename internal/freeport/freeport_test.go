@@ -1,4 +1,4 @@
-package testenv
+package freeport
 
 import (
 	"fmt"
@@ -6,18 +6,18 @@ import (
 	"testing"
 )
 
-// TestFreePortsLieBelowTheEphemeralRange: every port handed out is free,
+// TestPortsLieBelowTheEphemeralRange: every port handed out is free,
 // below the range outgoing connections take their source ports from, never
 // handed out twice, and a run of two is adjacent.
-func TestFreePortsLieBelowTheEphemeralRange(t *testing.T) {
+func TestPortsLieBelowTheEphemeralRange(t *testing.T) {
 	seen := map[int]bool{}
 	for range 20 {
-		ports, err := FreePorts(2)
+		ports, err := Ports(2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ports[1] != ports[0]+1 {
-			t.Fatalf("FreePorts(2) = %v, not adjacent", ports)
+			t.Fatalf("Ports(2) = %v, not adjacent", ports)
 		}
 		for _, p := range ports {
 			if p >= ephemeralPortStart() {
@@ -36,8 +36,8 @@ func TestFreePortsLieBelowTheEphemeralRange(t *testing.T) {
 	}
 }
 
-// TestFreePortSkipsAPortInUse: a port something listens on is passed over.
-func TestFreePortSkipsAPortInUse(t *testing.T) {
+// TestPortSkipsAPortInUse: a port something listens on is passed over.
+func TestPortSkipsAPortInUse(t *testing.T) {
 	var held net.Listener
 	for held == nil {
 		next := int(nextFreePort.Load()) + 1
@@ -49,11 +49,11 @@ func TestFreePortSkipsAPortInUse(t *testing.T) {
 		held = l
 	}
 	defer held.Close()
-	p, err := FreePort()
+	p, err := Port()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if heldPort := held.Addr().(*net.TCPAddr).Port; p == heldPort {
-		t.Fatalf("FreePort returned %d, which a listener holds", p)
+		t.Fatalf("Port returned %d, which a listener holds", p)
 	}
 }
