@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
@@ -179,12 +180,9 @@ func TestAccPrefixRouterDriftAndService(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					scale, err := c.Client.AppsV1().Deployments(ns).GetScale(ctx, "router", metav1.GetOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					scale.Spec.Replicas = 1
-					if _, err := c.Client.AppsV1().Deployments(ns).UpdateScale(ctx, "router", scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
+					// kubectl scale's merge patch on the scale subresource:
+					// no precondition to conflict with the controller's writes.
+					if _, err := c.Client.AppsV1().Deployments(ns).Patch(ctx, "router", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{FieldManager: "kubectl-scale"}, "scale"); err != nil {
 						t.Fatal(err)
 					}
 				},

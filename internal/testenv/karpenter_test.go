@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 )
@@ -189,13 +190,11 @@ func (g gpuGround) gpuPods(t *testing.T, pool string, replicas int32) gpuPods {
 }
 
 func (w gpuPods) scale(n int32) {
-	ctx := context.Background()
-	s, err := w.c.Client.AppsV1().Deployments(w.ns).GetScale(ctx, "vllm", metav1.GetOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	s.Spec.Replicas = n
-	if _, err := w.c.Client.AppsV1().Deployments(w.ns).UpdateScale(ctx, "vllm", s, metav1.UpdateOptions{}); err != nil {
+	// A merge patch on the scale subresource, as kubectl scale sends
+	// without --resource-version: no precondition, so the Deployment
+	// controller's status writes cannot make it conflict.
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+	if _, err := w.c.Client.AppsV1().Deployments(w.ns).Patch(context.Background(), "vllm", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "scale"); err != nil {
 		w.t.Fatal(err)
 	}
 }
