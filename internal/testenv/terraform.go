@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -19,11 +21,15 @@ type CLI struct {
 	// Module and Version are the Go module and its version; Main is the
 	// package to build within it.
 	Module, Version, Main string
-	// dropsRemoteBackends: the module's go.mod requires its remote-state
-	// backends as nested modules through replace directives, which the
-	// module zip leaves out, so the build drops them (Terraform 1.6 and
-	// later; no test here uses a remote backend).
-	dropsRemoteBackends bool
+	// remoteBackends are the remote-state backends the module registers
+	// (internal/backend/remote-state/<name>), which the build drops: no test
+	// here uses a remote backend, and their cloud SDKs were most of the
+	// CLI's compile time.
+	remoteBackends []string
+	// nestedBackends: the module's go.mod requires those backends as nested
+	// modules through replace directives, which the module zip leaves out,
+	// so go.mod drops them too (Terraform 1.6 and later).
+	nestedBackends bool
 	// ldflags are the release linker flags beyond -s -w.
 	ldflags string
 }
@@ -35,16 +41,17 @@ var (
 	// TerraformNewest is the newest stable Terraform: the whole acceptance
 	// suite's, as it has identity (1.12), list resources and actions (1.14).
 	TerraformNewest = CLI{Name: "terraform", Module: "github.com/hashicorp/terraform", Version: "1.15.9", Main: ".",
-		dropsRemoteBackends: true, ldflags: "-X github.com/hashicorp/terraform/version.dev=no"}
+		remoteBackends: slices.Concat(remoteStateBackends, []string{"oci"}), nestedBackends: true, ldflags: "-X github.com/hashicorp/terraform/version.dev=no"}
 	// TerraformFloor is the oldest supported Terraform: the last
 	// MPL-licensed release, where many organisations froze, and the floor of
 	// terraform-aws-modules/eks v21. Write-only attributes (1.11) are refused
 	// there with an error naming the attribute and the version.
-	TerraformFloor = CLI{Name: "terraform", Module: "github.com/hashicorp/terraform", Version: "1.5.7", Main: "."}
+	TerraformFloor = CLI{Name: "terraform", Module: "github.com/hashicorp/terraform", Version: "1.5.7", Main: ".",
+		remoteBackends: remoteStateBackends}
 	// OpenTofu is the newest OpenTofu (ephemeral and write-only attributes;
 	// no actions or list resources).
 	OpenTofu = CLI{Name: "tofu", Module: "github.com/opentofu/opentofu", Version: "1.11.0", Main: "./cmd/tofu",
-		ldflags: "-X github.com/opentofu/opentofu/version.dev=no"}
+		remoteBackends: remoteStateBackends, ldflags: "-X github.com/opentofu/opentofu/version.dev=no"}
 )
 
 // PreinstalledTerraformEnv names the preinstalled terraform (1.11.4), the
@@ -64,23 +71,24 @@ func PreinstalledTerraform(t testing.TB) string {
 	return path
 }
 
-// remoteStateBackends are the remote-state backends Terraform's module
-// registers from nested modules, which its module zip leaves out (they are
-// replace directives to ./internal/...), and internal/legacy, which only
-// they import.
-var remoteStateBackends = []string{"azure", "consul", "cos", "gcs", "kubernetes", "oci", "oss", "pg", "s3"}
+// remoteStateBackends are the remote-state backends every CLI of the
+// matrix registers (Terraform 1.15 adds oci).
+var remoteStateBackends = []string{"azure", "consul", "cos", "gcs", "kubernetes", "oss", "pg", "s3"}
 
-// backendRegistration matches, in internal/backend/init/init.go, the import
-// and the registration line of each dropped backend.
-var backendRegistration = regexp.MustCompile(`(?m)^.*\bbackend(Azure|Consul|Cos|GCS|Kubernetes|OCI|OSS|Pg|S3)\b.*\n`)
+// backendLines matches, in internal/backend/init/init.go, the import and
+// the registration line of each of the backends (their import aliases are
+// backendAzure, backendGCS, backendS3 and so on).
+func backendLines(backends []string) *regexp.Regexp {
+	return regexp.MustCompile(`(?mi)^.*\bbackend(` + strings.Join(backends, "|") + `)\b.*\n`)
+}
 
 // String is the CLI as messages name it, e.g. "terraform 1.5.7".
 func (c CLI) String() string { return c.Name + " " + c.Version }
 
 var (
 	cliMu    sync.Mutex
-	cliPaths = map[CLI]string{}
-	cliErrs  = map[CLI]error{}
+	cliPaths = map[string]string{} // by CLI.String
+	cliErrs  = map[string]error{}
 )
 
 // Binary returns the CLI's path, building it on first use. A missing binary
@@ -89,11 +97,12 @@ var (
 func (c CLI) Binary(t testing.TB) string {
 	t.Helper()
 	cliMu.Lock()
-	path, done := cliPaths[c]
-	err := cliErrs[c]
+	key := c.String()
+	path, done := cliPaths[key]
+	err := cliErrs[key]
 	if !done && err == nil {
 		path, err = c.Path()
-		cliPaths[c], cliErrs[c] = path, err
+		cliPaths[key], cliErrs[key] = path, err
 	}
 	cliMu.Unlock()
 	if err != nil {
@@ -161,30 +170,31 @@ func (c CLI) source(dst string) error {
 	if out, err := exec.Command("chmod", "-R", "u+w", dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("chmod %s: %w\n%s", dst, err, out)
 	}
-	if !c.dropsRemoteBackends {
-		return nil
-	}
-	args := []string{"mod", "edit"}
-	for _, b := range remoteStateBackends {
-		p := c.Module + "/internal/backend/remote-state/" + b
-		args = append(args, "-droprequire", p, "-dropreplace", p)
-	}
-	args = append(args, "-droprequire", c.Module+"/internal/legacy", "-dropreplace", c.Module+"/internal/legacy")
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dst
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("dropping the remote-state backends from %s/go.mod: %w\n%s", dst, err, out)
+	if c.nestedBackends {
+		args := []string{"mod", "edit"}
+		for _, b := range c.remoteBackends {
+			p := c.Module + "/internal/backend/remote-state/" + b
+			args = append(args, "-droprequire", p, "-dropreplace", p)
+		}
+		args = append(args, "-droprequire", c.Module+"/internal/legacy", "-dropreplace", c.Module+"/internal/legacy")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dst
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("dropping the remote-state backends from %s/go.mod: %w\n%s", dst, err, out)
+		}
 	}
 	initGo := filepath.Join(dst, "internal", "backend", "init", "init.go")
 	b, err := os.ReadFile(initGo)
 	if err != nil {
 		return err
 	}
-	// Each backend has an import and a registration line.
-	if found, want := len(backendRegistration.FindAll(b, -1)), 2*len(remoteStateBackends); found != want {
+	// Each backend has an import and a registration line, and init.go is
+	// the only importer (so the build compiles none of their SDKs).
+	lines := backendLines(c.remoteBackends)
+	if found, want := len(lines.FindAll(b, -1)), 2*len(c.remoteBackends); found != want {
 		return fmt.Errorf("%s: found %d remote-state backend lines, want %d: the recipe needs updating for %s",
 			initGo, found, want, c)
 	}
-	return os.WriteFile(initGo, backendRegistration.ReplaceAll(b, nil), 0o644)
+	return os.WriteFile(initGo, lines.ReplaceAll(b, nil), 0o644)
 }
