@@ -57,7 +57,7 @@ func karpenterPaths() (bin, moduleDir string, err error) {
 		if _, err := os.Stat(bin); err == nil {
 			return nil
 		}
-		cmd := exec.Command("go", "install", "-ldflags=-s -w", karpenterModule+"/kwok@v"+KarpenterVersion)
+		cmd := exec.Command("go", partBuild("install", "", karpenterModule+"/kwok@v"+KarpenterVersion)...)
 		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOWORK=off", "GOFLAGS=")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("installing Karpenter %s (kwok build): %w\n%s", KarpenterVersion, err, out)

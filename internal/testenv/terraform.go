@@ -139,7 +139,7 @@ func (c CLI) Path() (string, error) {
 		if err := c.source(src); err != nil {
 			return err
 		}
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w "+c.ldflags, "-o", bin+".tmp", c.Main)
+		cmd := exec.Command("go", partBuild("build", c.ldflags, "-o", bin+".tmp", c.Main)...)
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 		if out, err := cmd.CombinedOutput(); err != nil {
