@@ -122,9 +122,9 @@ const (
 // partBuild is the go command (build or install) for a binary of the test
 // ground from another module, with ldflags beyond -s -w and the rest of the
 // arguments. Nobody debugs these binaries: the compiler writes no DWARF
-// (-dwarf=false, 14% less CPU for Terraform 1.5.7 cold, BENCHMARKS.md
-// 2026-12-07) and the linker keeps none, and -trimpath on every one lets
-// them share the standard library's compiled packages.
+// (which the linker's -w would drop anyway; the CPU it saves is in
+// BENCHMARKS.md), and -trimpath on every one lets them share the standard
+// library's compiled packages.
 func partBuild(verb, ldflags string, args ...string) []string {
 	return append([]string{verb, "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags=-s -w " + ldflags}, args...)
 }

@@ -23,8 +23,8 @@ type CLI struct {
 	Module, Version, Main string
 	// remoteBackends are the remote-state backends the module registers
 	// (internal/backend/remote-state/<name>), which the build drops: no test
-	// here uses a remote backend, and their cloud SDKs were most of the
-	// CLI's compile time.
+	// here uses a remote backend, and their cloud SDKs are a large share of
+	// the CLI's compile time.
 	remoteBackends []string
 	// nestedBackends: the module's go.mod requires those backends as nested
 	// modules through replace directives, which the module zip leaves out,
