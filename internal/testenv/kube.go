@@ -109,17 +109,13 @@ func startCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := make([]int, 3)
+	ports := make([]int, 4)
 	for i := range ports {
 		if ports[i], err = freeport.Port(); err != nil {
 			return nil, err
 		}
 	}
-	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
-	kubeletPort, err := freeport.Port()
-	if err != nil {
-		return nil, err
-	}
+	etcdPort, peerPort, apiPort, kubeletPort := ports[0], ports[1], ports[2], ports[3]
 	c := &Cluster{
 		Host:       fmt.Sprintf("https://127.0.0.1:%d", apiPort),
 		CAData:     keys.CAData,

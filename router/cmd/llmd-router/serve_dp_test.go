@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/router/chat"
@@ -91,23 +91,15 @@ func startDPPod(t *testing.T, files testenv.ModelFiles) *dpPod {
 	return p
 }
 
-// freePortPair returns a loopback port whose successor was free too a
-// moment ago.
+// freePortPair returns a loopback port whose successor is free too, both
+// below the ephemeral range (freeport.Ports).
 func freePortPair(t *testing.T) int {
 	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		next, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1)))
-		l.Close()
-		if err == nil {
-			next.Close()
-			return port
-		}
+	ports, err := freeport.Ports(2)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return ports[0]
 }
 
 func (p *dpPod) lastHeader() string {
