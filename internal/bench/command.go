@@ -67,7 +67,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&dayOpts.Min, "day-min", dayOpts.Min, "--day: the autoscaler's minReplicas")
 	fs.IntVar(&dayOpts.Max, "day-max", dayOpts.Max, "--day: the autoscaler's maxReplicas")
 	fs.Float64Var(&dayOpts.Target, "day-target", dayOpts.Target, "--day: the autoscaler's target of the router's demand (requests in flight and queued) per pod")
-	fs.Float64Var(&dayOpts.QueueTarget, "day-queue-target", dayOpts.QueueTarget, "--day: the second autoscaled fleet's target of the router's queue per pod, besides --day-target")
+	fs.Float64Var(&dayOpts.WorkTarget, "day-work-target", dayOpts.WorkTarget, "--day: the second autoscaled fleet's target of the router's offered work per pod, tokens per second (prompt tokens uncached on the chosen pod plus tokens generated, over the last minute)")
 	fs.Float64Var(&dayOpts.PodStart, "pod-start", dayOpts.PodStart, "--day: seconds from a pod's creation to Ready (default from a published vLLM cold start, see internal/bench doc)")
 	if err := fs.Parse(args); err != nil {
 		return err

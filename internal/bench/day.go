@@ -42,9 +42,10 @@ type DayOptions struct {
 	// and the router's demand per pod (in flight plus queued) it aims for.
 	Min, Max int
 	Target   float64
-	// QueueTarget is the second autoscaled fleet's target of the router's
-	// queue per pod, besides Target.
-	QueueTarget float64
+	// WorkTarget is the second autoscaled fleet's target of the router's
+	// offered work per pod (sim.HPAConfig.WorkTarget), tokens per second;
+	// that fleet scales on the work alone.
+	WorkTarget float64
 	// PodStart is a pod's creation-to-Ready time in seconds.
 	PodStart float64
 }
@@ -61,12 +62,13 @@ type DayOptions struct {
 // the fixed costs of scaling (a start paid before a pod serves, the window
 // kept after the load fell) weigh 6x more against an hour: both work
 // against the autoscaled fleet, so a saving measured so holds over a real
-// day (--day-hour 3600 runs one). The queue's target, 10 per pod, is about
-// 3 s of what a pod admits near its capacity (~3.5 req/s): the second
-// autoscaled fleet scales out when requests wait that long, whatever the
-// demand per pod.
+// day (--day-hour 3600 runs one). The work's target, 2,000 tokens a second
+// per pod, is about 3/4 of what those 8 pods served at 44 req/s (each
+// request 2,176 prompt tokens of which the router found ~230 uncached on
+// average, and 256 generated: ~2,670 a pod), the same headroom as the
+// demand's.
 func DefaultDayOptions() DayOptions {
-	return DayOptions{Peak: 50, HourSeconds: 600, Fixed: 8, Min: 2, Max: 16, Target: 75, QueueTarget: 10, PodStart: PodStart}
+	return DayOptions{Peak: 50, HourSeconds: 600, Fixed: 8, Min: 2, Max: 16, Target: 75, WorkTarget: 2000, PodStart: PodStart}
 }
 
 func (o DayOptions) check() error {
@@ -81,7 +83,7 @@ func (o DayOptions) check() error {
 	need(o.Fixed >= 1, "--replicas %d: the fixed fleet needs a pod", o.Fixed)
 	need(o.Min >= 1 && o.Max >= o.Min, "--day-min %d, --day-max %d: want 1 <= min <= max", o.Min, o.Max)
 	need(o.Target > 0, "--day-target %g: must be > 0", o.Target)
-	need(o.QueueTarget > 0, "--day-queue-target %g: must be > 0", o.QueueTarget)
+	need(o.WorkTarget > 0, "--day-work-target %g: must be > 0", o.WorkTarget)
 	need(o.PodStart >= 0, "--pod-start %g: must be >= 0", o.PodStart)
 	return errors.Join(errs...)
 }
@@ -107,12 +109,13 @@ type dayFleet struct {
 	name  string
 	fixed int
 	adm   sim.Admission
-	queue float64 // the autoscaler's queue target, 0 none
+	// demand and work are the autoscaler's targets (sim.HPAConfig), 0 none.
+	demand, work float64
 }
 
 // RunDay runs the day's load on the fixed fleet without and with flow
 // control and on the autoscaled fleet with it (scaled on the router's
-// demand, and on demand and queue), in parallel, behind one
+// demand, and on its offered work), in parallel, behind one
 // router deciding with policy under lag.
 func RunDay(w Workload, o DayOptions, policy string, lag RouterLag) (DayReport, error) {
 	if err := o.check(); err != nil {
@@ -127,8 +130,8 @@ func RunDay(w Workload, o DayOptions, policy string, lag RouterLag) (DayReport, 
 	fleets := []dayFleet{
 		{name: fmt.Sprintf("fixed %d, no flow control", o.Fixed), fixed: o.Fixed},
 		{name: fmt.Sprintf("fixed %d, flow control", o.Fixed), fixed: o.Fixed, adm: flow},
-		{name: fmt.Sprintf("autoscaled %d-%d on demand, flow control", o.Min, o.Max), adm: flow},
-		{name: fmt.Sprintf("autoscaled %d-%d on demand and queue, flow control", o.Min, o.Max), adm: flow, queue: o.QueueTarget},
+		{name: fmt.Sprintf("autoscaled %d-%d on demand, flow control", o.Min, o.Max), adm: flow, demand: o.Target},
+		{name: fmt.Sprintf("autoscaled %d-%d on offered work, flow control", o.Min, o.Max), adm: flow, work: o.WorkTarget},
 	}
 	prof := sim.DayProfile{Hourly: sim.BusinessDay(), Peak: o.Peak, HourSeconds: o.HourSeconds}
 	rep := DayReport{Mode: "virtual-day", Workload: w.Normalize(), Options: o, Policy: policy, Profile: prof,
@@ -149,7 +152,7 @@ func RunDay(w Workload, o DayOptions, policy string, lag RouterLag) (DayReport, 
 				return
 			}
 			res, err := sim.RunDay(sim.DayConfig{Engine: ec, Profile: prof, Picker: p, Fixed: f.fixed,
-				Autoscale: sim.HPAConfig{Min: o.Min, Max: o.Max, Target: o.Target, QueueTarget: f.queue}, PodStart: o.PodStart, Admission: f.adm,
+				Autoscale: sim.HPAConfig{Min: o.Min, Max: o.Max, Target: f.demand, WorkTarget: f.work}, PodStart: o.PodStart, Admission: f.adm,
 				EventDelay: lag.EventDelay, ScrapeInterval: lag.Scrape, SpeculationTTL: lag.SpeculationTTL,
 				Form: kvevents.FormMap, Seed: w.Seed, Workload: func(n int) sim.Dataset { return dayDataset(w, n) }})
 			if err != nil {
@@ -178,8 +181,8 @@ func dayDataset(w Workload, n int) sim.Dataset {
 // fleets hour by hour.
 func WriteDayTable(out io.Writer, rep DayReport) error {
 	day := rep.Profile.Duration()
-	fmt.Fprintf(out, "day: %s, peak %.1f req/s (mean %.1f), each hour %.0f s of virtual time, pod start %.0f s, autoscaler target %.0f in flight per pod\n",
-		rep.Workload.Dataset, rep.Options.Peak, rep.Profile.Expected()/day, rep.Options.HourSeconds, rep.Options.PodStart, rep.Options.Target)
+	fmt.Fprintf(out, "day: %s, peak %.1f req/s (mean %.1f), each hour %.0f s of virtual time, pod start %.0f s, autoscaler targets per pod: demand %.0f requests, offered work %.0f tokens/s\n",
+		rep.Workload.Dataset, rep.Options.Peak, rep.Profile.Expected()/day, rep.Options.HourSeconds, rep.Options.PodStart, rep.Options.Target, rep.Options.WorkTarget)
 	fmt.Fprintln(out, "| fleet | mean pods | peak pods | GPU-hours (run) | GPU-hours per 24 h | vs fixed | served | shed 503 | P99 TTFT s | mean TTFT s | P99 TTFT at peak s | mean TTFT at peak s | shed at peak | mean TPOT ms |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	base := rep.Rows[0].Result.PodSeconds

@@ -273,8 +273,10 @@
 // fixed pods without and with the router's flow control (vLLM's
 // max_num_seqs per pod, 2 pending per pod, a queue of 1,024, a 30 s TTL
 // answered 503), and pods autoscaled by the HPA's arithmetic (sim.HPA) on
-// the router's exact demand per pod (--day-target), then on demand and
-// its queue per pod (--day-queue-target), from --day-min to --day-max,
+// the router's exact demand per pod (--day-target), then on its offered
+// work per pod (--day-work-target: tokens per second, each placed
+// request's prompt tokens uncached on its pod plus the tokens it generates,
+// over the last minute), from --day-min to --day-max,
 // each new pod Ready --pod-start seconds after its creation (PodStart
 // cites the source) and each pod taken out drained: the router sends it
 // nothing more and it goes when its last request ends. It prints each

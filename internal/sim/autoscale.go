@@ -23,28 +23,33 @@ const (
 )
 
 // HPAConfig is a HorizontalPodAutoscaler on external metrics with
-// AverageValue targets: the router's demand (requests in flight on the pods
-// plus those waiting in its queue), summed over the fleet, per pod, and
-// optionally the requests waiting in its queue alone. With two metrics the
-// controller takes the larger proposal (computeReplicasForMetrics).
+// AverageValue targets, summed over the fleet, per pod: the router's
+// demand (requests in flight on the pods plus those waiting in its queue),
+// its offered work (WorkWindow), or both, when the controller takes the
+// larger proposal (computeReplicasForMetrics).
 type HPAConfig struct {
 	// Min and Max are minReplicas and maxReplicas (Min >= 1: scale to zero
 	// is the HPA's alpha HPAScaleToZero, not modelled here).
 	Min, Max int
-	// Target is the demand's target average value per pod.
+	// Target, when > 0, is the demand's target average value per pod.
 	Target float64
-	// QueueTarget, when > 0, is the queue's target average value per pod:
-	// a second metric, for when a pod's capacity falls (its prefix cache
-	// missing) below what the demand's target assumes.
-	QueueTarget float64
+	// WorkTarget, when > 0, is the offered work's target average value per
+	// pod, in tokens per second. Unlike the demand it grows when the pods'
+	// prefix caches miss (fewer pods hold less of the prefixes), and it does
+	// not fall as pods are added (requests in flight are the arrival rate
+	// times their latency, which shrinks with the batches), so the HPA's
+	// proportional step lands where the load needs instead of swinging. A
+	// fleet at its capacity offers what it serves, so the target must stay
+	// below what a pod serves for the fleet to scale out of a backlog.
+	WorkTarget float64
 	// Tolerance, SyncPeriod and ScaleDownWindow default to HPATolerance,
 	// HPASyncPeriod and HPAScaleDownWindow when 0.
 	Tolerance, SyncPeriod, ScaleDownWindow float64
 }
 
 func (c *HPAConfig) defaults() error {
-	if c.Min < 1 || c.Max < c.Min || c.Target <= 0 || c.QueueTarget < 0 || c.Tolerance < 0 || c.SyncPeriod < 0 || c.ScaleDownWindow < 0 {
-		return fmt.Errorf("autoscaler %+v: needs 1 <= min <= max, a target > 0, tolerance, sync period and window >= 0", *c)
+	if c.Min < 1 || c.Max < c.Min || c.Target < 0 || c.WorkTarget < 0 || c.Target+c.WorkTarget == 0 || c.Tolerance < 0 || c.SyncPeriod < 0 || c.ScaleDownWindow < 0 {
+		return fmt.Errorf("autoscaler %+v: needs 1 <= min <= max, a demand or work target > 0, tolerance, sync period and window >= 0", *c)
 	}
 	if c.Tolerance == 0 {
 		c.Tolerance = HPATolerance
@@ -81,7 +86,11 @@ func NewHPA(cfg HPAConfig) (*HPA, error) {
 // Config is the autoscaler's configuration, defaults applied.
 func (h *HPA) Config() HPAConfig { return h.cfg }
 
-// Proposal is the replica count the metric asks for, before stabilisation
+// WorkWindow is the offered work's window, in seconds: the work the router
+// placed over the last minute, per second.
+const WorkWindow = 60.0
+
+// Proposal is the replica count the demand asks for, before stabilisation
 // and limits (the replica calculator's GetExternalPerPodMetricReplicas):
 // with the usage ratio total / (target x current) within the tolerance of
 // 1 the current count, else ceil(total / target), which is
@@ -100,16 +109,19 @@ func (h *HPA) proposal(current int, total, target float64) int {
 
 // Desired is one reconciliation at time now (seconds): current is the
 // scale's status.replicas (pods not terminating, started or not), demand
-// and queued the metrics summed over the fleet (queued read only with a
-// QueueTarget). The proposal, the larger of the metrics', is stabilised as the
+// and work the metrics summed over the fleet (each read only with its
+// target). The proposal, the larger of the metrics', is stabilised as the
 // controller does (up to the lowest recommendation of the scale-up window,
 // 0 s, so the proposal itself; down to the highest of the scale-down
 // window), limited to the default scale-up rate, and clamped to
 // [Min, Max].
-func (h *HPA) Desired(now float64, current int, demand, queued float64) int {
-	p := h.Proposal(current, demand)
-	if h.cfg.QueueTarget > 0 {
-		p = max(p, h.proposal(current, queued, h.cfg.QueueTarget))
+func (h *HPA) Desired(now float64, current int, demand, work float64) int {
+	p := 0
+	if h.cfg.Target > 0 {
+		p = h.Proposal(current, demand)
+	}
+	if h.cfg.WorkTarget > 0 {
+		p = max(p, h.proposal(current, work, h.cfg.WorkTarget))
 	}
 	down := p
 	kept := h.recs[:0]

@@ -74,13 +74,23 @@ func TestHPAStabilisationAndLimits(t *testing.T) {
 	}
 }
 
-// With a queue target the larger proposal wins.
-func TestHPAQueueMetric(t *testing.T) {
-	h := newTestHPA(t, HPAConfig{Min: 1, Max: 16, Target: 75, QueueTarget: 10})
-	if got := h.Desired(0, 4, 100, 60); got != 6 { // demand asks 2, queue 6
-		t.Fatalf("Desired = %d, want 6 (the queue's)", got)
+// With a work target alone the work proposes; with both the larger
+// proposal wins; a configuration without a target is refused.
+func TestHPAWorkMetric(t *testing.T) {
+	work := newTestHPA(t, HPAConfig{Min: 1, Max: 16, WorkTarget: 2000})
+	if got := work.Desired(0, 4, 1000, 11000); got != 6 { // 11,000 tokens/s at 2,000 a pod; the demand is not read
+		t.Fatalf("work alone: Desired = %d, want 6", got)
 	}
-	if _, err := NewHPA(HPAConfig{Min: 0, Max: 4, Target: 1}); err == nil {
-		t.Fatal("min 0 accepted")
+	both := newTestHPA(t, HPAConfig{Min: 1, Max: 16, Target: 75, WorkTarget: 2000})
+	if got := both.Desired(0, 4, 100, 11000); got != 6 { // demand asks 2, work 6
+		t.Fatalf("both: Desired = %d, want 6 (the work's)", got)
+	}
+	if got := newTestHPA(t, HPAConfig{Min: 1, Max: 16, Target: 75, WorkTarget: 2000}).Desired(0, 4, 600, 2000); got != 8 {
+		t.Fatalf("both: Desired = %d, want 8 (the demand's)", got)
+	}
+	for _, c := range []HPAConfig{{Min: 0, Max: 4, Target: 1}, {Min: 1, Max: 4}, {Min: 1, Max: 4, WorkTarget: -1, Target: 5}} {
+		if _, err := NewHPA(c); err == nil {
+			t.Fatalf("%+v accepted", c)
+		}
 	}
 }

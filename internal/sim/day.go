@@ -240,6 +240,15 @@ type dayRun struct {
 	routeFor int
 	// explain is the picker's choice without committing, when it can.
 	explain Explainer
+	// offered is the work placed within the last WorkWindow, oldest first.
+	offered []placedWork
+}
+
+// placedWork is one placed request's work: the prompt tokens uncached on
+// its pod and the tokens it may generate.
+type placedWork struct {
+	t      float64
+	tokens int
 }
 
 // Explainer is a Picker that can also say which pod it would choose
@@ -395,10 +404,11 @@ func (d *dayRun) create(now float64, ready bool) error {
 }
 
 // sync is one reconciliation of the autoscaler on the router's exact
-// demand: requests in flight on the pods it routes to and waiting in its
-// queue. Scale-in deletes pods as a ReplicaSet picks them (not yet Ready
-// first, then the most recently Ready): a deleted pod leaves the router's
-// fleet at once and is removed when its last request ends.
+// counts: its demand (requests in flight on the pods it routes to and
+// waiting in its queue) and its offered work (workRate). Scale-in deletes
+// pods as a ReplicaSet picks them (not yet Ready first, then the most
+// recently Ready): a deleted pod leaves the router's fleet at once and is
+// removed when its last request ends.
 func (d *dayRun) sync(now float64) error {
 	current, demand := 0, len(d.queue)
 	for _, p := range d.pods {
@@ -410,7 +420,7 @@ func (d *dayRun) sync(now float64) error {
 			demand += p.load.InFlight
 		}
 	}
-	want := d.hpa.Desired(now, current, float64(demand), float64(len(d.queue)))
+	want := d.hpa.Desired(now, current, float64(demand), d.workRate(now))
 	for ; current < want; current++ {
 		if err := d.create(now, false); err != nil {
 			return err
@@ -459,6 +469,23 @@ func (d *dayRun) sync(now float64) error {
 		}
 	}
 	return nil
+}
+
+// workRate is the offered work, tokens per second: over the last
+// WorkWindow, each placed request's prompt tokens the router found uncached
+// on the pod it chose plus the tokens it may generate (its max_tokens: the
+// seed's requests generate exactly that many).
+func (d *dayRun) workRate(now float64) float64 {
+	old := 0
+	for old < len(d.offered) && d.offered[old].t <= now-WorkWindow {
+		old++
+	}
+	d.offered = append(d.offered[:0], d.offered[old:]...)
+	tokens := 0
+	for _, w := range d.offered {
+		tokens += w.tokens
+	}
+	return float64(tokens) / WorkWindow
 }
 
 // remove ends pod i's life: no GPU from now on, and the router forgets it.
@@ -578,6 +605,9 @@ func (d *dayRun) place(i int, pods []int, now float64) error {
 	f.state, f.pod, f.uncached, f.hold = flightPlaced, k, d.route.Uncached, d.route.Hold
 	p.load.count(phaseDecided, f.uncached, nil)
 	p.unanswered++
+	if d.hpa != nil && d.hpa.cfg.WorkTarget > 0 {
+		d.offered = append(d.offered, placedWork{t: now, tokens: f.uncached + r.MaxTokens})
+	}
 	d.kicks = append(d.kicks, k)
 	return nil
 }
