@@ -22,6 +22,11 @@ const (
 	// on the fleet's pods from every replica plus the requests this replica
 	// holds for a pod.
 	MetricDemand = "llmd-router-demand"
+	// MetricWork is the work the router places on its fleet, tokens per
+	// second over the last minute, every replica's: each placed request's
+	// prompt tokens uncached on its pod plus the tokens it may generate
+	// (proxy.Server.Work).
+	MetricWork = "llmd-router-work"
 )
 
 // MetricsAPIConfig configures a MetricsAPI.
@@ -30,8 +35,8 @@ type MetricsAPIConfig struct {
 	// and its selector must match Labels (the HPA names the fleet this way).
 	Namespace string
 	Labels    labels.Set
-	// Demand is the metric's value now.
-	Demand func() int64
+	// Demand and Work are the metrics' values now.
+	Demand, Work func() int64
 	// Auth authenticates the API server's front proxy; Allowed authorizes
 	// the caller it names (Reviewer.Allowed).
 	Auth    *FrontProxy
@@ -39,16 +44,17 @@ type MetricsAPIConfig struct {
 	Log     *slog.Logger
 }
 
-// MetricsAPI serves external.metrics.k8s.io/v1beta1 with one metric,
-// MetricDemand, to the aggregation layer.
+// MetricsAPI serves external.metrics.k8s.io/v1beta1 with two metrics,
+// MetricDemand and MetricWork, to the aggregation layer.
 type MetricsAPI struct {
-	cfg MetricsAPIConfig
-	mux *http.ServeMux
+	cfg    MetricsAPIConfig
+	mux    *http.ServeMux
+	values map[string]func() int64
 }
 
 // NewMetricsAPI returns the API's handler.
 func NewMetricsAPI(cfg MetricsAPIConfig) *MetricsAPI {
-	m := &MetricsAPI{cfg: cfg, mux: http.NewServeMux()}
+	m := &MetricsAPI{cfg: cfg, mux: http.NewServeMux(), values: map[string]func() int64{MetricDemand: cfg.Demand, MetricWork: cfg.Work}}
 	base := "/apis/" + Group + "/" + Version
 	m.mux.HandleFunc("GET "+base, m.authenticated(m.discovery))
 	m.mux.HandleFunc("GET "+base+"/namespaces/{namespace}/{metric}", m.authenticated(m.value))
@@ -73,14 +79,14 @@ func (m *MetricsAPI) authenticated(h func(http.ResponseWriter, *http.Request, Ca
 	}
 }
 
-// discovery lists the metric, as the aggregator's availability check and
-// kubectl's discovery read it.
+// discovery lists the metrics, as the aggregator's availability check and
+// kubectl's discovery read them.
 func (m *MetricsAPI) discovery(w http.ResponseWriter, _ *http.Request, _ Caller) {
-	writeJSON(w, http.StatusOK, &metav1.APIResourceList{
-		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-		GroupVersion: Group + "/" + Version,
-		APIResources: []metav1.APIResource{{Name: MetricDemand, Namespaced: true, Kind: "ExternalMetricValueList", Verbs: []string{"get"}}},
-	})
+	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: Group + "/" + Version}
+	for _, name := range []string{MetricDemand, MetricWork} {
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: name, Namespaced: true, Kind: "ExternalMetricValueList", Verbs: []string{"get"}})
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 // value answers the HPA's query for the metric in a namespace with a
@@ -97,8 +103,9 @@ func (m *MetricsAPI) value(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("%s may not get %s.%s in namespace %s: %s", c.User, metric, Group, ns, reason))
 		return
 	}
-	if metric != MetricDemand {
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("metric %q is not served here; the router serves %q", metric, MetricDemand))
+	value, ok := m.values[metric]
+	if !ok {
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("metric %q is not served here; the router serves %q and %q", metric, MetricDemand, MetricWork))
 		return
 	}
 	sel, err := labels.Parse(r.URL.Query().Get("labelSelector"))
@@ -109,13 +116,13 @@ func (m *MetricsAPI) value(w http.ResponseWriter, r *http.Request, c Caller) {
 	if ns != m.cfg.Namespace || !sel.Matches(m.cfg.Labels) {
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf(
 			"this router serves %s for the fleet with labels %s in namespace %s, not for %q in %s",
-			MetricDemand, m.cfg.Labels, m.cfg.Namespace, sel, ns))
+			metric, m.cfg.Labels, m.cfg.Namespace, sel, ns))
 		return
 	}
 	writeJSON(w, http.StatusOK, &extmetrics.ExternalMetricValueList{
 		TypeMeta: metav1.TypeMeta{Kind: "ExternalMetricValueList", APIVersion: Group + "/" + Version},
-		Items: []extmetrics.ExternalMetricValue{{MetricName: MetricDemand, MetricLabels: m.cfg.Labels,
-			Timestamp: metav1.NewTime(time.Now()), Value: *resource.NewQuantity(m.cfg.Demand(), resource.DecimalSI)}},
+		Items: []extmetrics.ExternalMetricValue{{MetricName: metric, MetricLabels: m.cfg.Labels,
+			Timestamp: metav1.NewTime(time.Now()), Value: *resource.NewQuantity(value(), resource.DecimalSI)}},
 	})
 }
 

@@ -73,8 +73,9 @@ type Config struct {
 	// KV takes the peers' KV demands (nil: they are dropped).
 	KV KV
 	// Waiting is how many requests this replica holds waiting for a pod,
-	// sent with every batch (nil: none).
-	Waiting func() int
+	// and Work the work it placed on the fleet, tokens per second
+	// (proxy.Server.Work), both sent with every batch (nil: none).
+	Waiting, Work func() int
 	// Logger gets one line per peer connected, lost or cut off.
 	Logger *slog.Logger
 }
@@ -103,10 +104,13 @@ type Exchange struct {
 	// peerLoads is what each followed peer last reported, by peer address
 	// then pod; sums go to the fleet.
 	peerLoads map[string]map[string]load
-	// peerWaiting is what each followed peer last reported it holds
-	// waiting, by peer address.
-	peerWaiting map[string]int
+	// peerCounts is what each followed peer last reported it holds
+	// waiting and places, by peer address.
+	peerCounts map[string]peerCounts
 }
+
+// peerCounts is what a peer last reported of its own queue and work.
+type peerCounts struct{ waiting, work int }
 
 // New returns an Exchange following no peer yet. Its ID, which peers see
 // in its frames, is the host name (the pod name) and a random suffix, so
@@ -134,7 +138,7 @@ func New(cfg Config) *Exchange {
 	if len(id) > maxReplicaID {
 		id = id[len(id)-maxReplicaID:]
 	}
-	x := &Exchange{cfg: cfg, id: id, followers: make(map[string]*follower), peerLoads: make(map[string]map[string]load), peerWaiting: make(map[string]int),
+	x := &Exchange{cfg: cfg, id: id, followers: make(map[string]*follower), peerLoads: make(map[string]map[string]load), peerCounts: make(map[string]peerCounts),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmd_router_peer_delay_seconds",
 			Help: "How late peer replicas' decisions are held here: from each decision, in the deciding replica's clock (across nodes the clocks' skew adds), to its entries held.",
 			// 0.5 ms to ~4 s.
@@ -227,38 +231,50 @@ func (x *Exchange) setPeerLoads(peer string, ls []load, full bool) {
 	x.pushSums(touched)
 }
 
-// setPeerWaiting records what peer holds waiting.
-func (x *Exchange) setPeerWaiting(peer string, n int) {
+// setPeerCounts records what peer holds waiting and places.
+func (x *Exchange) setPeerCounts(peer string, c peerCounts) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.peerWaiting[peer] = n
+	x.peerCounts[peer] = c
 }
 
-// PeerWaiting is how many requests the followed peers hold waiting for a
-// pod, as each last reported.
-func (x *Exchange) PeerWaiting() int {
+// sumPeers sums one of the followed peers' counts, as each last reported.
+func (x *Exchange) sumPeers(count func(peerCounts) int) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := 0
-	for _, w := range x.peerWaiting {
-		n += w
+	for _, c := range x.peerCounts {
+		n += count(c)
 	}
 	return n
 }
 
-// waiting is what this replica holds waiting, for its batches.
-func (x *Exchange) waiting() int {
-	if x.cfg.Waiting == nil {
-		return 0
+// PeerWaiting is how many requests the followed peers hold waiting for a
+// pod, as each last reported.
+func (x *Exchange) PeerWaiting() int { return x.sumPeers(func(c peerCounts) int { return c.waiting }) }
+
+// PeerWork is the work the followed peers place on the fleet, tokens per
+// second, as each last reported.
+func (x *Exchange) PeerWork() int { return x.sumPeers(func(c peerCounts) int { return c.work }) }
+
+// ownCounts is what this replica holds waiting and places, for its
+// batches.
+func (x *Exchange) ownCounts() peerCounts {
+	var c peerCounts
+	if x.cfg.Waiting != nil {
+		c.waiting = x.cfg.Waiting()
 	}
-	return x.cfg.Waiting()
+	if x.cfg.Work != nil {
+		c.work = x.cfg.Work()
+	}
+	return c
 }
 
 // forgetPeer drops what peer reported.
 func (x *Exchange) forgetPeer(peer string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	delete(x.peerWaiting, peer)
+	delete(x.peerCounts, peer)
 	touched := make(map[string]bool)
 	for pod := range x.peerLoads[peer] {
 		touched[pod] = true

@@ -186,24 +186,36 @@ func TestPeerLoadsSumOverPeers(t *testing.T) {
 	eventually(t, "c sees all end", func() bool { in, _, _ := c.load("pod-a"); return in == 0 })
 }
 
-// TestPeersWaitingSumsAndIsForgotten: each replica tells its peers how
-// many requests it holds waiting (part of the fleet's demand, which the
-// autoscaler reads from any one replica); a lost peer's count goes.
-func TestPeersWaitingSumsAndIsForgotten(t *testing.T) {
-	var waitingA, waitingB atomic.Int64
-	a := newReplica(t, func(c *Config) { c.Waiting = func() int { return int(waitingA.Load()) } })
-	b := newReplica(t, func(c *Config) { c.Waiting = func() int { return int(waitingB.Load()) } })
+// TestPeersCountsSumAndAreForgotten: each replica tells its peers how many
+// requests it holds waiting and the work it places (parts of the fleet's
+// demand and work, which the autoscaler reads from any one replica); a
+// lost peer's counts go.
+func TestPeersCountsSumAndAreForgotten(t *testing.T) {
+	var waitingA, waitingB, workA, workB atomic.Int64
+	a := newReplica(t, func(c *Config) {
+		c.Waiting = func() int { return int(waitingA.Load()) }
+		c.Work = func() int { return int(workA.Load()) }
+	})
+	b := newReplica(t, func(c *Config) {
+		c.Waiting = func() int { return int(waitingB.Load()) }
+		c.Work = func() int { return int(workB.Load()) }
+	})
 	c := newReplica(t, func(c *Config) { c.SilentAfter = 300 * time.Millisecond })
 	link := newRelay(t, b.addr)
 	c.x.Sync([]string{a.addr, link.ln.Addr().String()})
 	waitingA.Store(7)
 	waitingB.Store(5)
-	// Nothing else changes: the full batches (every FullEvery) carry it.
-	eventually(t, "c sums a's 7 and b's 5 waiting", func() bool { return c.x.PeerWaiting() == 12 })
+	workA.Store(3000)
+	workB.Store(1200)
+	// Nothing else changes: the full batches (every FullEvery) carry them.
+	eventually(t, "c sums a's 7 and b's 5 waiting, 3,000 and 1,200 tokens/s", func() bool {
+		return c.x.PeerWaiting() == 12 && c.x.PeerWork() == 4200
+	})
 	waitingA.Store(0)
-	eventually(t, "c sees a's queue drain", func() bool { return c.x.PeerWaiting() == 5 })
+	workA.Store(0)
+	eventually(t, "c sees a's queue drain and its work stop", func() bool { return c.x.PeerWaiting() == 5 && c.x.PeerWork() == 1200 })
 	link.freeze()
-	eventually(t, "c forgets the silent b's waiting", func() bool { return c.x.PeerWaiting() == 0 })
+	eventually(t, "c forgets the silent b's counts", func() bool { return c.x.PeerWaiting() == 0 && c.x.PeerWork() == 0 })
 }
 
 // relay forwards TCP between a client and target until frozen: then it

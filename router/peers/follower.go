@@ -166,7 +166,7 @@ func (f *follower) follow(cc *grpc.ClientConn) (applied bool, err error) {
 func (f *follower) apply(m *batch) {
 	x := f.x
 	x.setPeerLoads(f.addr, m.Loads, m.Full)
-	x.setPeerWaiting(f.addr, m.Waiting)
+	x.setPeerCounts(f.addr, peerCounts{waiting: m.Waiting, work: m.Work})
 	if bs := x.cfg.Index.BlockSize(); len(m.Specs)+len(m.Demands) > 0 && (bs == 0 || bs != m.BlockSize) {
 		x.c.skipped("block_size", len(m.Specs)+len(m.Demands))
 	} else {

@@ -199,8 +199,9 @@ func (o *outbox) cut(full bool) [][]byte {
 		len(came) == 0) {
 		return nil
 	}
-	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Settles: settles, Open: open,
-		Ends: ends, Live: live, Came: slices.Sorted(maps.Keys(came))}
+	own := o.x.ownCounts()
+	m := batch{ID: o.x.id, Full: full, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: own.waiting, Work: own.work, Settles: settles,
+		Open: open, Ends: ends, Live: live, Came: slices.Sorted(maps.Keys(came))}
 	if len(specs) > 0 {
 		m.SpecsSince = since.UnixNano()
 	}
@@ -239,7 +240,7 @@ func (o *outbox) cut(full bool) [][]byte {
 		}
 		// Loads, settles, ends, classes and the open lists went with the
 		// first frame.
-		m = batch{ID: o.x.id, BlockSize: m.BlockSize, Waiting: m.Waiting, SpecsSince: m.SpecsSince}
+		m = batch{ID: o.x.id, BlockSize: m.BlockSize, Waiting: m.Waiting, Work: m.Work, SpecsSince: m.SpecsSince}
 	}
 }
 
@@ -280,7 +281,9 @@ func (o *outbox) subscribe() *subscriber {
 	o.subs[s] = struct{}{}
 	open := ids(o.open)
 	o.mu.Unlock()
-	m := batch{ID: o.x.id, Full: true, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: o.x.waiting(), Loads: o.x.ownLoads(nil), Open: open}
+	own := o.x.ownCounts()
+	m := batch{ID: o.x.id, Full: true, BlockSize: o.x.cfg.Index.BlockSize(), Waiting: own.waiting, Work: own.work,
+		Loads: o.x.ownLoads(nil), Open: open}
 	s.frames <- m.encode(nil)
 	return s
 }

@@ -16,7 +16,7 @@ import (
 
 const (
 	// wireVersion changes with any change of the frame layout.
-	wireVersion = 4
+	wireVersion = 5
 	// keyScheme names the router's block-key hash (index.BlockKey): peers
 	// exchange keys, so replicas of versions that key blocks differently
 	// must not (a rollout from such a version runs them independently).
@@ -42,6 +42,7 @@ const (
 	maxChains     = 1 << 12 // prompts of one request's KV demand
 	maxClasses    = 64      // class names in one batch
 	maxCount      = 1 << 24
+	maxWork       = 1 << 40 // tokens per second
 	maxRank       = 63
 	maxBlocks     = 1 << 17
 	maxBlockSize  = 1 << 16
@@ -108,6 +109,10 @@ type batch struct {
 	// queue, and those waiting for the fleet to scale from zero): part of
 	// the fleet's demand its autoscaler reads from any one replica.
 	Waiting int
+	// Work is the work the sender placed on the fleet, tokens per second
+	// (proxy.Server.Work): part of the fleet's work its autoscaler reads
+	// from any one replica.
+	Work    int
 	Loads   []load
 	Specs   []spec
 	Settles []uint64
@@ -168,6 +173,7 @@ func (m *batch) encode(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(max(m.SpecsSince, 0)))
 	b = binary.AppendUvarint(b, uint64(m.BlockSize))
 	b = binary.AppendUvarint(b, uint64(max(m.Waiting, 0)))
+	b = binary.AppendUvarint(b, uint64(max(m.Work, 0)))
 	b = binary.AppendUvarint(b, uint64(len(m.Loads)))
 	for _, l := range m.Loads {
 		b = appendString(b, l.Pod)
@@ -369,6 +375,7 @@ func decodeBatch(b []byte) (batch, error) {
 	m.SpecsSince = int64(r.uvarint("specs since", math.MaxInt64))
 	m.BlockSize = int(r.uvarint("block size", maxBlockSize))
 	m.Waiting = int(r.uvarint("waiting", maxCount))
+	m.Work = int(r.uvarint("work", maxWork))
 	m.Loads = make([]load, r.count("loads", maxPods, 3))
 	for i := range m.Loads {
 		m.Loads[i] = load{Pod: r.name("load pod"), InFlight: int(r.uvarint("in flight", maxCount)),

@@ -7,7 +7,7 @@ import (
 )
 
 func sampleBatch() batch {
-	return batch{ID: "router-7f-1a2b", Full: true, SpecsSince: 1764806400123456789, BlockSize: 16, Waiting: 37,
+	return batch{ID: "router-7f-1a2b", Full: true, SpecsSince: 1764806400123456789, BlockSize: 16, Waiting: 37, Work: 21_500,
 		Loads:   []load{{Pod: "vllm-0", InFlight: 3, Pending: 2048}, {Pod: "vllm-1"}},
 		Specs:   []spec{{Hold: 9, Pod: "vllm-1", Rank: 2, Keys: []uint64{1, 1 << 63, 42}, After: 1500 * time.Microsecond}},
 		Settles: []uint64{7, 8}, Open: []uint64{9},

@@ -145,6 +145,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				}
 				admStarted = s.adm.begin(pod, handed, flow.Class)
 				started, end = s.cfg.Fleet.Begin(pod, uncached)
+				s.work.add(time.Now(), placedWork(req, uncached))
 				return true
 			})
 			if errors.Is(err, scoring.ErrNotAdmitted) {

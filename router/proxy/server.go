@@ -152,6 +152,7 @@ type Server struct {
 	drain atomic.Bool
 	// waking counts the requests awaitPod holds.
 	waking atomic.Int64
+	work   workMeter
 
 	adminToken   *keyCheck
 	keys         []APIKey

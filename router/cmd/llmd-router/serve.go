@@ -82,6 +82,13 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return d
 	}
+	work := func() int64 {
+		w := core.server.Work()
+		if ps != nil {
+			w += int64(ps.x.PeerWork())
+		}
+		return w
+	}
 	auto, err := newAutoscaler(cfg, o.kubeconfig, demand, log)
 	if err != nil {
 		return err
@@ -119,7 +126,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if err := auto.start(runCtx, cfg, o.kubeconfig, demand, log); err != nil {
+	if err := auto.start(runCtx, cfg, o.kubeconfig, demand, work, log); err != nil {
 		return err
 	}
 	defer auto.stop()

@@ -60,7 +60,7 @@ func (a *autoscaler) waker() proxy.Waker {
 
 // start runs the Scaler and serves the External metrics API, until ctx
 // ends (the API) or stop.
-func (a *autoscaler) start(ctx context.Context, cfg *config.Config, kubeconfig string, demand func() int64, log *slog.Logger) error {
+func (a *autoscaler) start(ctx context.Context, cfg *config.Config, kubeconfig string, demand, work func() int64, log *slog.Logger) error {
 	if a.scaler != nil {
 		go a.scaler.Run(ctx)
 	}
@@ -86,7 +86,7 @@ func (a *autoscaler) start(ctx context.Context, cfg *config.Config, kubeconfig s
 	if err != nil {
 		return err
 	}
-	api := autoscale.NewMetricsAPI(autoscale.MetricsAPIConfig{Namespace: k.Namespace, Labels: fleetLabels, Demand: demand,
+	api := autoscale.NewMetricsAPI(autoscale.MetricsAPIConfig{Namespace: k.Namespace, Labels: fleetLabels, Demand: demand, Work: work,
 		Auth: fp, Allowed: autoscale.NewReviewer(cs, reviewTTL).Allowed, Log: alog})
 	ln, err := net.Listen("tcp", as.MetricsListen)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	extmetrics "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	"k8s.io/utils/ptr"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
@@ -141,6 +142,18 @@ func TestServeAutoscalesTheFleet(t *testing.T) {
 		t.Fatalf("the HPA reports no external metric: %+v", h.Status)
 	}
 	t.Logf("the HPA read %s = %s per pod", autoscale.MetricDemand, h.Status.CurrentMetrics[0].External.Current.AverageValue)
+	// The router's work, through the aggregation layer as an HPA on it
+	// reads it: each request placed counts its uncached prompt tokens (at
+	// most its 64) and its 96 tokens of output, over the last minute.
+	var work extmetrics.ExternalMetricValueList
+	if err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis/external.metrics.k8s.io/v1beta1/namespaces", ns, autoscale.MetricWork).
+		Param("labelSelector", "app=vllm").Do(ctx).Into(&work); err != nil {
+		t.Fatalf("reading %s through the API server: %v", autoscale.MetricWork, err)
+	}
+	if sent := heavy.Sent.Load(); len(work.Items) != 1 || work.Items[0].Value.Value() <= 0 || work.Items[0].Value.Value() > (64+96)*sent/60+1 {
+		t.Fatalf("%s = %+v after %d requests: want one value in (0, %d]", autoscale.MetricWork, work.Items, sent, (64+96)*sent/60+1)
+	}
+	t.Logf("%s = %s tokens/s", autoscale.MetricWork, &work.Items[0].Value)
 
 	// Scale-in under a lighter load: 2 requests open want 1 pod; the
 	// requests open on the pods that go are not cut.

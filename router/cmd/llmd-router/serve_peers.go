@@ -40,7 +40,8 @@ func startPeers(ctx context.Context, cfg *config.Config, c *core, token, kubecon
 	}
 	plog := log.With("component", "peers")
 	x := peers.New(peers.Config{Index: c.index, Fleet: c.fleet, Ingestor: c.ingestor, DataParallelSize: cfg.Discovery.DataParallelSize,
-		KV: c.server, Token: token, Waiting: func() int { return c.server.Waiting() }, Logger: plog})
+		KV: c.server, Token: token, Waiting: func() int { return c.server.Waiting() },
+		Work: func() int { return int(c.server.Work()) }, Logger: plog})
 	if err := reg.Register(peers.Collector{Exchange: x}); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("registering peer metrics: %w", err)
