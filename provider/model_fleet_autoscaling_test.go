@@ -107,6 +107,9 @@ func TestAccFleetAutoscaling(t *testing.T) {
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("autoscaled"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("router_target").AtMapKey("scale_to_zero_after"), knownvalue.Null()),
+					// target_per_pod set alone: the demand, not the work's default.
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("autoscaling").AtMapKey("target_per_pod"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue(fleetRes, tfjsonpath.New("autoscaling").AtMapKey("target_work_per_pod"), knownvalue.Null()),
 				},
 				Check: func(*terraform.State) error {
 					// The switch kept the fleet's 3 pods: llmd stopped applying

@@ -469,7 +469,8 @@ func TestAccModelFleetPodMonitor(t *testing.T) {
 // node group holds fails at plan, from the cluster's exported facts alone
 // (no cluster is reached), and plans while those facts are unknown (a
 // cluster created or resized in the same apply), where the apply is left
-// to name the Pending pods (TestAccModelFleetUnschedulable).
+// to name the Pending pods (TestAccModelFleetUnschedulable). The same plans
+// show the autoscaler's targets as configured and defaulted.
 func TestAccModelFleetTooBigForGPUNodes(t *testing.T) {
 	moto := motoSetup(t)
 	fleet := func(size, body string) string {
@@ -513,4 +514,27 @@ resource "llmd_model_fleet" "test" {
 			Steps:                    []resource.TestStep{{Config: fleet("terraform_data.resize.output", "  replicas = 9"), PlanOnly: true, ExpectNonEmptyPlan: true}},
 		})
 	})
+	// The autoscaler's targets as planned: the work's default unless the
+	// demand's target is set; both when both are.
+	for name, tc := range map[string]struct {
+		targets      string
+		work, demand knownvalue.Check
+	}{
+		"work by default": {"", knownvalue.Int64Exact(2000), knownvalue.Null()},
+		"demand alone":    {", target_per_pod = 75", knownvalue.Null(), knownvalue.Int64Exact(75)},
+		"both":            {", target_per_pod = 75, target_work_per_pod = 1800", knownvalue.Int64Exact(1800), knownvalue.Int64Exact(75)},
+	} {
+		t.Run("autoscaling targets, "+name, func(t *testing.T) {
+			targets := tfjsonpath.New("autoscaling")
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{{Config: fleet("8", "  autoscaling = { min_replicas = 2, max_replicas = 8"+tc.targets+" }"),
+					PlanOnly: true, ExpectNonEmptyPlan: true,
+					ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPreRefresh: []plancheck.PlanCheck{
+						plancheck.ExpectKnownValue("llmd_model_fleet.test", targets.AtMapKey("target_work_per_pod"), tc.work),
+						plancheck.ExpectKnownValue("llmd_model_fleet.test", targets.AtMapKey("target_per_pod"), tc.demand),
+					}}}},
+			})
+		})
+	}
 }

@@ -68,7 +68,8 @@ type fleetSettings struct {
 	Autoscaling *struct {
 		MinReplicas      int64  `json:"min_replicas"`
 		MaxReplicas      int64  `json:"max_replicas"`
-		TargetPerPod     int64  `json:"target_per_pod"`
+		TargetPerPod     *int64 `json:"target_per_pod"`
+		TargetWorkPerPod *int64 `json:"target_work_per_pod"`
 		ScaleDownDelay   string `json:"scale_down_delay"`
 		ScaleToZeroAfter string `json:"scale_to_zero_after"`
 	} `json:"autoscaling,omitempty"`
@@ -161,7 +162,8 @@ func (m modelFleetModel) settings(ctx context.Context) (fleetSettings, diag.Diag
 		s.Autoscaling = &struct {
 			MinReplicas      int64  `json:"min_replicas"`
 			MaxReplicas      int64  `json:"max_replicas"`
-			TargetPerPod     int64  `json:"target_per_pod"`
+			TargetPerPod     *int64 `json:"target_per_pod"`
+			TargetWorkPerPod *int64 `json:"target_work_per_pod"`
 			ScaleDownDelay   string `json:"scale_down_delay"`
 			ScaleToZeroAfter string `json:"scale_to_zero_after"`
 		}{}
@@ -217,8 +219,8 @@ func (s fleetSettings) fleet(ctx context.Context, conn connection) (workloads.Fl
 		if err != nil {
 			return workloads.Fleet{}, fmt.Errorf("autoscaling.scale_to_zero_after: %w", err)
 		}
-		f.Autoscaling = &workloads.Autoscaling{Min: int32(a.MinReplicas), Max: int32(a.MaxReplicas), TargetPerPod: a.TargetPerPod,
-			ScaleDownDelay: down, ScaleToZeroAfter: zero}
+		f.Autoscaling = &workloads.Autoscaling{Min: int32(a.MinReplicas), Max: int32(a.MaxReplicas),
+			TargetPerPod: ptr.Deref(a.TargetPerPod, 0), TargetWorkPerPod: ptr.Deref(a.TargetWorkPerPod, 0), ScaleDownDelay: down, ScaleToZeroAfter: zero}
 	}
 	if s.Model.Source != nil {
 		repo, rev, err := workloads.ParseSource(*s.Model.Source)

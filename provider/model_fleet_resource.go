@@ -69,7 +69,7 @@ func (r *modelFleetResource) ValidateConfig(ctx context.Context, req resource.Va
 	}
 	if !m.Autoscaling.IsNull() && !m.Replicas.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("replicas"), "Fixed and autoscaled at once",
-			"replicas sets a fixed size, autoscaling sizes the fleet on the router's demand: remove replicas and bound the fleet with autoscaling.min_replicas and max_replicas.")
+			"replicas sets a fixed size, autoscaling sizes the fleet on the router's counts: remove replicas and bound the fleet with autoscaling.min_replicas and max_replicas.")
 	}
 	if a := m.Autoscaling.Attributes(); len(a) > 0 {
 		lo, hi := a["min_replicas"].(types.Int64), a["max_replicas"].(types.Int64)

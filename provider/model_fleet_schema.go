@@ -51,7 +51,7 @@ var (
 	fleetKVTypes          = map[string]attr.Type{"port": types.Int64Type, "replay_port": types.Int64Type, "topic": types.StringType}
 	fleetRolloutTypes     = map[string]attr.Type{"max_unavailable": types.Int64Type, "max_surge": types.Int64Type, "startup_timeout": types.StringType, "drain_timeout": types.StringType}
 	fleetAutoscalingTypes = map[string]attr.Type{"min_replicas": types.Int64Type, "max_replicas": types.Int64Type, "target_per_pod": types.Int64Type,
-		"scale_down_delay": types.StringType, "scale_to_zero_after": types.StringType}
+		"target_work_per_pod": types.Int64Type, "scale_down_delay": types.StringType, "scale_to_zero_after": types.StringType}
 	fleetBaselineTypes = map[string]attr.Type{"enabled": types.BoolType, "name": types.StringType, "type": types.StringType, "port": types.Int64Type,
 		"annotations": types.MapType{ElemType: types.StringType}, "internal": types.BoolType,
 		"load_balancer_source_ranges": types.ListType{ElemType: types.StringType}}
@@ -144,7 +144,7 @@ func (r *modelFleetResource) Schema(ctx context.Context, _ resource.SchemaReques
 				"max_num_seqs":          computedInt("vLLM's `--max-num-seqs` (`vllm.max_num_seqs`): the requests one pod runs at once, the router's default capacity of a pod."),
 				"scheduling_policy":     computedString("vLLM's scheduling policy (`vllm.scheduling_policy`): with `priority` the router sets each request's vLLM `priority` from its class."),
 				"deployment":            computedString("The fleet's Deployment."),
-				"autoscaled":            schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether `autoscaling` sizes the fleet on the router's demand, which the router then serves to the fleet's HPA."},
+				"autoscaled":            schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether `autoscaling` sizes the fleet on the router's work or demand, which the router then serves to the fleet's HPA."},
 				"scale_to_zero_after":   computedString("With `autoscaling.min_replicas = 0`, how long the fleet has no demand before the router takes it to zero; null otherwise."),
 			}},
 		"baseline_endpoint": schema.StringAttribute{Computed: true,
@@ -285,9 +285,14 @@ const defaultDrainTimeout = "60s"
 
 func fleetAutoscalingAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true,
-		MarkdownDescription: "Size the fleet on the router's demand instead of `replicas`: a HorizontalPodAutoscaler (`autoscaling/v2`) on an External metric, " +
-			"`llmd-router-demand`, which `llmd_prefix_router` serves from its exact counts (requests in flight on the fleet's pods from every router replica, plus those waiting in the router): " +
-			"replicas = ceil(demand / `target_per_pod`) between `min_replicas` and `max_replicas`. The router registers its metrics API with the cluster's aggregation layer " +
+		MarkdownDescription: "Size the fleet on the router's counts instead of `replicas`: a HorizontalPodAutoscaler (`autoscaling/v2`) on External metrics " +
+			"that `llmd_prefix_router` serves from its exact counts, every router replica's: by default its work, `llmd-router-work` (tokens a second over the last minute: " +
+			"each request's prompt tokens the router found uncached on the pod it chose, plus its `max_tokens` up to 1,024, or 1,024 when it sets none), " +
+			"replicas = ceil(work / `target_work_per_pod`); with `target_per_pod`, its demand, `llmd-router-demand` (requests in flight on the fleet's pods plus those waiting in the router), " +
+			"replicas = ceil(demand / `target_per_pod`); with both, the larger; always between `min_replicas` and `max_replicas`. " +
+			"The work grows when the pods' prefix caches miss and does not fall as pods are added, so the HPA lands on the fleet the load needs; " +
+			"requests in flight fall as pods are added (shorter batches, shorter requests), so on demand the fleet swings around its target (BENCHMARKS.md, the virtual day). " +
+			"The router registers its metrics API with the cluster's aggregation layer " +
 			"(`v1beta1.external.metrics.k8s.io`, one per cluster: a cluster where KEDA or prometheus-adapter serves it already is an apply error). " +
 			"The Deployment is then applied without replicas, which the autoscaler owns (switching an existing fleet keeps its current count until the HPA moves it). " +
 			"With `min_replicas = 0` the router takes the fleet to zero after `scale_to_zero_after` with no demand and back to one pod when a request comes; " +
@@ -297,10 +302,16 @@ func fleetAutoscalingAttribute() schema.SingleNestedAttribute {
 				MarkdownDescription: "Fewest pods; `0` lets the router take an idle fleet to zero."},
 			"max_replicas": schema.Int64Attribute{Required: true, Validators: []validator.Int64{int64validator.Between(1, 512)},
 				MarkdownDescription: "Most pods; at least `min_replicas`. The GPU nodes must hold them."},
-			"target_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultTargetPerPod),
+			"target_work_per_pod": schema.Int64Attribute{Optional: true, Computed: true, PlanModifiers: []planmodifier.Int64{workTargetDefault{}},
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
-				MarkdownDescription: "Requests in flight or waiting per pod the autoscaler aims at. Keep it below what a pod serves at full speed (on the seed's A10G pods about 100 at once): " +
-					"the margin is what absorbs a ramp while new pods start. Default `75`."},
+				MarkdownDescription: "Tokens a second of the router's work per pod the autoscaler aims at. Keep it below what a pod serves at full speed " +
+					"(on the seed's A10G pods, Qwen2.5-7B with its 2,048-token shared prefixes, about 2,700): the margin absorbs a ramp while new pods start, " +
+					"and a fleet at its capacity reports what it serves, so only a target below it scales the fleet out of a backlog. " +
+					"Default `2000` when `target_per_pod` is not set; null (the work not read) when it is and this is not."},
+			"target_per_pod": schema.Int64Attribute{Optional: true,
+				Validators: []validator.Int64{int64validator.AtLeast(1)},
+				MarkdownDescription: "Requests in flight or waiting per pod the autoscaler aims at, to scale on the router's demand. Keep it below what a pod holds at full speed " +
+					"(on the seed's A10G pods about 100 at once). Not set by default."},
 			"scale_down_delay": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"),
 				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^\d+(s|m|h)$`), "must be a duration such as 5m")},
 				MarkdownDescription: "The HPA scales in to the highest size it wanted over this window (its scale-down stabilization window, at most 1h); default `5m`, the HPA's own."},
@@ -310,10 +321,38 @@ func fleetAutoscalingAttribute() schema.SingleNestedAttribute {
 		}}
 }
 
-// defaultTargetPerPod is three quarters of the requests a seed pod (A10G,
-// Qwen2.5-7B) held in flight at the fixed fleet's capacity in the virtual
-// day (BENCHMARKS.md, 2026-12-05).
-const defaultTargetPerPod = 75
+// defaultTargetWorkPerPod is about three quarters of the work a seed pod
+// (A10G, Qwen2.5-7B) served at the fixed fleet's capacity in the virtual
+// day (BENCHMARKS.md, 2026-12-07).
+const defaultTargetWorkPerPod = 2000
+
+// workTargetDefault plans autoscaling.target_work_per_pod: as configured;
+// else defaultTargetWorkPerPod when target_per_pod is not configured either,
+// so the fleet scales on the router's work; else null, the fleet scaling on
+// its demand alone.
+type workTargetDefault struct{}
+
+func (workTargetDefault) Description(context.Context) string {
+	return "defaults to 2000 unless target_per_pod is set"
+}
+
+func (d workTargetDefault) MarkdownDescription(ctx context.Context) string { return d.Description(ctx) }
+
+func (workTargetDefault) PlanModifyInt64(ctx context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
+	if !req.ConfigValue.IsNull() {
+		return
+	}
+	var demand types.Int64
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, req.Path.ParentPath().AtName("target_per_pod"), &demand)...)
+	switch {
+	case demand.IsUnknown():
+		resp.PlanValue = types.Int64Unknown()
+	case demand.IsNull():
+		resp.PlanValue = types.Int64Value(defaultTargetWorkPerPod)
+	default:
+		resp.PlanValue = types.Int64Null()
+	}
+}
 
 func fleetBaselineAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,

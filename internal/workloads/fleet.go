@@ -64,8 +64,9 @@ type Autoscaling struct {
 	// stands aside).
 	Min, Max int32
 	// TargetPerPod is the router's demand (requests in flight and waiting)
-	// per pod the HPA aims at.
-	TargetPerPod int64
+	// per pod the HPA aims at, and TargetWorkPerPod its work (tokens a
+	// second); 0 leaves that metric out, and at least one is set.
+	TargetPerPod, TargetWorkPerPod int64
 	// ScaleDownDelay is the HPA's scale-down stabilization window: it
 	// scales in to the highest recommendation of that window.
 	ScaleDownDelay time.Duration
@@ -74,9 +75,12 @@ type Autoscaling struct {
 	ScaleToZeroAfter time.Duration
 }
 
-// DemandMetric is the External metric the router serves its demand as
-// (router/autoscale.MetricDemand).
-const DemandMetric = "llmd-router-demand"
+// The External metrics the router serves its demand and its work as
+// (router/autoscale.MetricDemand and MetricWork).
+const (
+	DemandMetric = "llmd-router-demand"
+	WorkMetric   = "llmd-router-work"
+)
 
 // Storage is where the weights are: an FSx for Lustre file system, which
 // becomes a static PersistentVolume and its claim, a claim that exists, or

@@ -23,9 +23,48 @@ func autoscaledFleet(min int32) Fleet {
 	return f
 }
 
-func TestDemandMetricIsTheRoutersName(t *testing.T) {
-	if DemandMetric != autoscale.MetricDemand {
-		t.Fatalf("the HPA asks for %q, the router serves %q", DemandMetric, autoscale.MetricDemand)
+func TestMetricsAreTheRoutersNames(t *testing.T) {
+	if DemandMetric != autoscale.MetricDemand || WorkMetric != autoscale.MetricWork {
+		t.Fatalf("the HPA asks for %q and %q, the router serves %q and %q", DemandMetric, WorkMetric, autoscale.MetricDemand, autoscale.MetricWork)
+	}
+}
+
+// TestAutoscalerMetrics: the HPA reads the router's work, its demand or
+// both (the controller then takes the larger proposal), each at its
+// target per pod.
+func TestAutoscalerMetrics(t *testing.T) {
+	for _, c := range []struct {
+		demand, work int64
+		want         map[string]int64
+	}{
+		{0, 2000, map[string]int64{WorkMetric: 2000}},
+		{75, 0, map[string]int64{DemandMetric: 75}},
+		{75, 2000, map[string]int64{WorkMetric: 2000, DemandMetric: 75}},
+	} {
+		f := autoscaledFleet(2)
+		f.Autoscaling.TargetPerPod, f.Autoscaling.TargetWorkPerPod = c.demand, c.work
+		objs, err := f.Objects(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h autoscalingv2.HorizontalPodAutoscaler
+		find(t, objs, "HorizontalPodAutoscaler", f.Namespace, f.Name, &h)
+		got := map[string]int64{}
+		for _, m := range h.Spec.Metrics {
+			if m.Type != autoscalingv2.ExternalMetricSourceType || m.External.Target.Type != autoscalingv2.AverageValueMetricType {
+				t.Errorf("metric %+v: want an External metric at an average value per pod", m)
+				continue
+			}
+			got[m.External.Metric.Name] = m.External.Target.AverageValue.Value()
+		}
+		if len(got) != len(c.want) || len(h.Spec.Metrics) != len(c.want) {
+			t.Errorf("targets demand %d, work %d: metrics %v, want %v", c.demand, c.work, got, c.want)
+		}
+		for name, v := range c.want {
+			if got[name] != v {
+				t.Errorf("targets demand %d, work %d: metrics %v, want %v", c.demand, c.work, got, c.want)
+			}
+		}
 	}
 }
 
@@ -108,7 +147,8 @@ func TestAutoscalingValidation(t *testing.T) {
 		want   string
 	}{
 		{func(a *Autoscaling) { a.Max = 1; a.Min = 2 }, "autoscaling.max_replicas"},
-		{func(a *Autoscaling) { a.TargetPerPod = 0 }, "autoscaling.target_per_pod"},
+		{func(a *Autoscaling) { a.TargetPerPod = 0 }, "autoscaling.target_work_per_pod or autoscaling.target_per_pod must be set"},
+		{func(a *Autoscaling) { a.TargetWorkPerPod = -1 }, "autoscaling.target_work_per_pod or autoscaling.target_per_pod must be set"},
 		{func(a *Autoscaling) { a.ScaleDownDelay = 2 * time.Hour }, "autoscaling.scale_down_delay"},
 		{func(a *Autoscaling) { a.Min = 0; a.ScaleToZeroAfter = 0 }, "autoscaling.scale_to_zero_after"},
 	} {
