@@ -305,7 +305,7 @@ func fleetAutoscalingAttribute() schema.SingleNestedAttribute {
 			"target_work_per_pod": schema.Int64Attribute{Optional: true, Computed: true, PlanModifiers: []planmodifier.Int64{workTargetDefault{}},
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
 				MarkdownDescription: "Tokens a second of the router's work per pod the autoscaler aims at. Keep it below what a pod serves at full speed " +
-					"(on the seed's A10G pods, Qwen2.5-7B with its 2,048-token shared prefixes, about 2,700): the margin absorbs a ramp while new pods start, " +
+					"(on the seed's A10G pods, Qwen2.5-7B with its 2,048-token shared prefixes held in cache, about 2,100 to 2,250): the margin absorbs a ramp while new pods start, " +
 					"and a fleet at its capacity reports what it serves, so only a target below it scales the fleet out of a backlog. " +
 					"Default `2000` when `target_per_pod` is not set; null (the work not read) when it is and this is not."},
 			"target_per_pod": schema.Int64Attribute{Optional: true,
@@ -321,9 +321,10 @@ func fleetAutoscalingAttribute() schema.SingleNestedAttribute {
 		}}
 }
 
-// defaultTargetWorkPerPod is about three quarters of the work a seed pod
-// (A10G, Qwen2.5-7B) served at the fixed fleet's capacity in the virtual
-// day (BENCHMARKS.md, 2026-12-07).
+// defaultTargetWorkPerPod is about nine tenths of the work a seed pod
+// (A10G, Qwen2.5-7B) serves at its capacity, and the target that cost the
+// fewest GPU-hours in the virtual day while holding its peak
+// (BENCHMARKS.md, 2026-12-07).
 const defaultTargetWorkPerPod = 2000
 
 // workTargetDefault plans autoscaling.target_work_per_pod: as configured;

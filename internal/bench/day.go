@@ -63,10 +63,12 @@ type DayOptions struct {
 // kept after the load fell) weigh 6x more against an hour: both work
 // against the autoscaled fleet, so a saving measured so holds over a real
 // day (--day-hour 3600 runs one). The work's target, 2,000 tokens a second
-// per pod, is about 3/4 of what those 8 pods served at 44 req/s (each
-// request 2,176 prompt tokens of which the router found ~230 uncached on
-// average, and 256 generated: ~2,670 a pod), the same headroom as the
-// demand's.
+// per pod, is about 9/10 of what a pod serves warm: the 8 pods that held 44
+// req/s and fell over at 47 served ~384 tokens each (the 128-token suffix
+// uncached, 256 generated), 2,100 to 2,250 a pod. The work has none of the
+// demand's swing, so the margin is only for the load that grows while a
+// pod starts (BENCHMARKS.md, 2026-12-07: 1,800 cost more, 2,400 fell over
+// at the peak).
 func DefaultDayOptions() DayOptions {
 	return DayOptions{Peak: 50, HourSeconds: 600, Fixed: 8, Min: 2, Max: 16, Target: 75, WorkTarget: 2000, PodStart: PodStart}
 }
