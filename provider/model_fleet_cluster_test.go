@@ -520,7 +520,7 @@ resource "llmd_model_fleet" "test" {
 		targets      string
 		work, demand knownvalue.Check
 	}{
-		"work by default": {"", knownvalue.Int64Exact(2000), knownvalue.Null()},
+		"work by default": {"", knownvalue.Int64Exact(1800), knownvalue.Null()},
 		"demand alone":    {", target_per_pod = 75", knownvalue.Null(), knownvalue.Int64Exact(75)},
 		"both":            {", target_per_pod = 75, target_work_per_pod = 1800", knownvalue.Int64Exact(1800), knownvalue.Int64Exact(75)},
 	} {
