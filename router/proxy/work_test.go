@@ -85,3 +85,15 @@ func TestServerWorkCountsPlacedRequests(t *testing.T) {
 		t.Fatalf("Work x 60 = %d, want within [%d, %d]", got, low, high)
 	}
 }
+
+// BenchmarkWorkMeter is the work meter's cost per placed request, from
+// concurrent deciders (BENCHMARKS.md, 2026-12-07).
+func BenchmarkWorkMeter(b *testing.B) {
+	var m workMeter
+	now := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.add(now, 384)
+		}
+	})
+}
