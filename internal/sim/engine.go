@@ -110,10 +110,17 @@ type EngineStats struct {
 	// served by the prefix cache at admission.
 	PrefixQueries, PrefixHits uint64
 	Preemptions               uint64
-	PromptTokens              uint64 // tokens computed for prompts (prefill)
-	GenerationTokens          uint64
-	Steps                     uint64
-	Finished                  uint64
+	// PromptTokens counts each request's whole prompt, cached or computed,
+	// when its first token comes, once, as vLLM's vllm:prompt_tokens_total
+	// (v0.32.0: the scheduler hands a request's prefill stats over with its
+	// first output, Request.take_prefill_stats in
+	// vllm/v1/core/sched/scheduler.py, and vllm/v1/metrics/stats.py adds
+	// their PromptTokenStats.total; a request preempted after it is not
+	// counted again). A lone prefill leaves it flat until it ends.
+	PromptTokens     uint64
+	GenerationTokens uint64
+	Steps            uint64
+	Finished         uint64
 }
 
 // NewEngine returns an idle engine with an empty cache.
@@ -275,9 +282,6 @@ func (e *Engine) Schedule() (seconds float64, ok bool) {
 	}
 	for _, r := range e.stepReqs {
 		c, n := r.computed-r.sched, r.sched
-		if c < len(r.Prompt) {
-			e.stats.PromptTokens += uint64(min(c+n, len(r.Prompt)) - c)
-		}
 		e.shape.add(c, n, r.Output > 0 && n == 1 && r.computed == len(r.tokens), r.computed == len(r.tokens))
 	}
 	e.inStep = true
@@ -384,6 +388,7 @@ func (e *Engine) Finish(now float64) (*kvevents.Batch, []*Request) {
 		e.stats.GenerationTokens++
 		if r.Output == 1 {
 			r.FirstToken = now
+			e.stats.PromptTokens += uint64(len(r.Prompt))
 		}
 		e.h.extend(r, e.cfg.BlockSize)
 		if r.Finished() {
