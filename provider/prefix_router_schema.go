@@ -186,7 +186,7 @@ func routerFleetAttribute() schema.SingleNestedAttribute {
 				MarkdownDescription: "The engines' vLLM `--scheduling-policy`: with `priority` the router sets each request's vLLM `priority` to its class's rank and holds a request behind `limits.max_pending_per_pod` of its own class and higher only; `fcfs` or unset, neither."},
 			"deployment": optS("The fleet's Deployment, which the router scales from and to zero with `scale_to_zero_after`."),
 			"autoscaled": schema.BoolAttribute{Optional: true,
-				MarkdownDescription: "The fleet's HPA sizes it on the router's demand: the router serves it as an External metric through an APIService (`v1beta1.external.metrics.k8s.io`) it registers."},
+				MarkdownDescription: "The fleet's HPA sizes it on the router's work or demand: the router serves them as External metrics through an APIService (`v1beta1.external.metrics.k8s.io`) it registers."},
 			"scale_to_zero_after": optS("With `autoscaled`, how long the fleet has no demand before the router takes it to zero (and back for a request); empty: never."),
 			"s3_region":           optS("With weights in S3 (the tokenizer paths are s3:// URIs), the bucket's region."),
 			"s3_reader_role": optS("With weights in S3, the fleet's reader IAM role (name): the router binds its service account to it with EKS Pod Identity " +

@@ -1,8 +1,8 @@
 # The seed stack the way EKS Auto Mode teams build it: GPU nodes from Auto
 # Mode (compute.mode = "auto_mode": EKS runs the node autoscaler, its AMI
 # carries the NVIDIA driver and device plugin) and the weights streamed from
-# S3 instead of FSx for Lustre. The router's demand scales the fleet between
-# 2 and 8 vLLM replicas; each gets a g5.xlarge when it is Pending, and an
+# S3 instead of FSx for Lustre. The router's work (tokens a second it places)
+# scales the fleet between 2 and 8 vLLM replicas; each gets a g5.xlarge when it is Pending, and an
 # empty node goes after 5 minutes.
 terraform {
   required_providers {

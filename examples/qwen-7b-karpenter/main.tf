@@ -1,7 +1,8 @@
 # The seed stack with a bill that follows the load: GPU nodes from Karpenter
 # (compute.mode = "karpenter") instead of a fixed node group, and a fleet
-# the router's demand scales between 2 and 8 vLLM replicas. Each replica
-# gets a g5.xlarge when it is Pending; an empty node goes after 5 minutes.
+# the router's work (tokens a second it places) scales between 2 and 8 vLLM
+# replicas. Each replica gets a g5.xlarge when it is Pending; an empty node
+# goes after 5 minutes.
 terraform {
   required_providers {
     llmd = { source = "llmd-dev/llmd" }
