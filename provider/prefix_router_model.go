@@ -97,8 +97,11 @@ type routerSettings struct {
 	} `json:"scoring"`
 	Limits struct {
 		// MaxInFlightPerPod nil takes the fleet's max_num_seqs.
-		MaxInFlightPerPod *int64        `json:"max_in_flight_per_pod"`
-		MaxPendingPerPod  int64         `json:"max_pending_per_pod"`
+		MaxInFlightPerPod *int64 `json:"max_in_flight_per_pod"`
+		MaxPendingPerPod  int64  `json:"max_pending_per_pod"`
+		// MaxPendingPrefill 0 (a settings annotation written before it):
+		// the prefill bound off, as that router ran.
+		MaxPendingPrefill int64         `json:"max_pending_prefill_per_pod"`
 		MaxQueue          int64         `json:"max_queue"`
 		KVOutputReserve   int64         `json:"kv_output_reserve"`
 		KVHeadroom        float64       `json:"kv_headroom"`
@@ -263,7 +266,7 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			Deployment: s.Fleet.Deployment, Autoscaled: s.Fleet.Autoscaled != nil && *s.Fleet.Autoscaled,
 			S3Region: s.Fleet.S3Region, S3ReaderRole: s.Fleet.S3ReaderRole, SchedulingPolicy: s.Fleet.SchedulingPolicy},
 		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()),
-			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxQueue: int(s.Limits.MaxQueue),
+			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxPendingPrefillPerPod: int(s.Limits.MaxPendingPrefill), MaxQueue: int(s.Limits.MaxQueue),
 			KVOutputReserve: int(s.Limits.KVOutputReserve), KVHeadroom: s.Limits.KVHeadroom},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,
 			SourceRanges: s.Service.SourceRanges, Annotations: s.Service.Annotations},

@@ -107,15 +107,17 @@ func TestRouterScoringPresets(t *testing.T) {
 	}
 }
 
-// TestRouterKVBoundDefaultsAndImport: the KV bound is on by default (a
-// reserve of 1,024 output tokens, a headroom of 0.1), and a router imported
-// from a settings annotation written before it restores it off, with
-// serve's headroom, as that router ran.
-func TestRouterKVBoundDefaultsAndImport(t *testing.T) {
+// TestRouterBoundsDefaultsAndImport: the KV bound is on by default (a
+// reserve of 1,024 output tokens, a headroom of 0.1) and so is the prefill
+// bound (2,048 tokens), and a router imported from a settings annotation
+// written before them restores them off, with serve's headroom, as that
+// router ran.
+func TestRouterBoundsDefaultsAndImport(t *testing.T) {
 	var resp defaults.ObjectResponse
 	routerLimitsAttribute().Default.DefaultObject(context.Background(), defaults.ObjectRequest{}, &resp)
 	attrs := resp.PlanValue.Attributes()
-	if !attrs["kv_output_reserve"].Equal(types.Int64Value(1024)) || !attrs["kv_headroom"].Equal(types.Float64Value(0.1)) {
+	if !attrs["kv_output_reserve"].Equal(types.Int64Value(1024)) || !attrs["kv_headroom"].Equal(types.Float64Value(0.1)) ||
+		!attrs["max_pending_prefill_per_pod"].Equal(types.Int64Value(2048)) {
 		t.Errorf("default limits %v", attrs)
 	}
 	old := testRouterSettings()
@@ -128,14 +130,16 @@ func TestRouterKVBoundDefaultsAndImport(t *testing.T) {
 	limits := fields["limits"].(map[string]any)
 	delete(limits, "kv_output_reserve")
 	delete(limits, "kv_headroom")
+	delete(limits, "max_pending_prefill_per_pod")
 	raw, _ = json.Marshal(fields)
 	var m prefixRouterModel
 	if d := m.restore(context.Background(), string(raw)); d.HasError() {
 		t.Fatal(d)
 	}
 	got := m.Limits.Attributes()
-	if !got["kv_output_reserve"].Equal(types.Int64Value(0)) || !got["kv_headroom"].Equal(types.Float64Value(0.1)) {
-		t.Errorf("imported limits %v, want the KV bound off with headroom 0.1", got)
+	if !got["kv_output_reserve"].Equal(types.Int64Value(0)) || !got["kv_headroom"].Equal(types.Float64Value(0.1)) ||
+		!got["max_pending_prefill_per_pod"].Equal(types.Int64Value(0)) {
+		t.Errorf("imported limits %v, want the KV bound off with headroom 0.1 and the prefill bound off", got)
 	}
 }
 
@@ -180,6 +184,7 @@ func TestRouterFlowSettings(t *testing.T) {
 	s := testRouterSettings()
 	s.Limits.Classes = []routerClass{{Name: "gold", TTL: ptr.To("60s")}, {Name: "bronze"}}
 	s.Limits.DefaultClass, s.Limits.TenantShare = ptr.To("bronze"), ptr.To(0.25)
+	s.Limits.MaxPendingPrefill = 2048
 	digest := strings.Repeat("AB", 32)
 	s.APIKeys = []routerAPIKey{{SHA256: digest, Tenant: ptr.To("acme"), Class: ptr.To("gold")}}
 	r, err := s.router(context.Background(), connection{})
@@ -195,6 +200,9 @@ func TestRouterFlowSettings(t *testing.T) {
 	}
 	if err := r.Validate(); err != nil {
 		t.Error(err)
+	}
+	if args := strings.Join(r.Args(), " "); r.Limits.MaxPendingPrefillPerPod != 2048 || !strings.Contains(args, "--max-pending-prefill-per-pod 2048") {
+		t.Errorf("max_pending_prefill_per_pod 2048 renders %d, %q", r.Limits.MaxPendingPrefillPerPod, args)
 	}
 	if r.Limits.KVOutputReserve != 0 || slices.Contains(r.Args(), "--kv-output-reserve") {
 		t.Errorf("kv_output_reserve 0 (off) renders %d, %q", r.Limits.KVOutputReserve, r.Args())

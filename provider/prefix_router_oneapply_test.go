@@ -558,8 +558,10 @@ func checkRouterFlow(t *testing.T, c *testenv.Cluster, ns, url, model string) er
 	}
 	args := dep.Spec.Template.Spec.Containers[0].Args
 	if flagValue(args, "--max-in-flight-per-pod") != "256" || flagValue(args, "--max-pending-per-pod") != "2" ||
+		flagValue(args, "--max-pending-prefill-per-pod") != "2048" ||
 		flagValue(args, "--priority-classes") != "interactive=1m0s,standard,batch=10s" || !slices.Contains(args, "--engine-priority") {
-		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod, 2 pending, the configured classes and --engine-priority", args)
+		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod, 2 pending, 2,048 prefill tokens pending, "+
+			"the configured classes and --engine-priority", args)
 	}
 	body := completionBody(t, model, prefixPrompt(7, 1))
 	for class, want := range map[string]int{"interactive": http.StatusOK, "premium": http.StatusBadRequest} {

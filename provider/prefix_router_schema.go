@@ -30,10 +30,14 @@ import (
 	"github.com/llmd-dev/terraform-provider-llmd/internal/workloads"
 )
 
-// The KV bound's defaults (limits.kv_output_reserve, limits.kv_headroom).
+// The KV bound's defaults (limits.kv_output_reserve, limits.kv_headroom)
+// and the prefill bound's (limits.max_pending_prefill_per_pod: vLLM's
+// --max-num-batched-tokens on GPUs under 70 GiB, vllm/engine/arg_utils.py
+// of v0.32.0, one step's tokens).
 const (
 	defaultKVOutputReserve = 1024
 	defaultKVHeadroom      = 0.1
+	defaultPendingPrefill  = 2048
 )
 
 var (
@@ -46,7 +50,7 @@ var (
 		"scorers": types.ListType{ElemType: types.ObjectType{AttrTypes: routerScorerTypes}}}
 	routerClassTypes  = map[string]attr.Type{"name": types.StringType, "ttl": types.StringType}
 	routerLimitsTypes = map[string]attr.Type{"max_in_flight_per_pod": types.Int64Type, "max_pending_per_pod": types.Int64Type, "max_queue": types.Int64Type,
-		"kv_output_reserve": types.Int64Type, "kv_headroom": types.Float64Type,
+		"max_pending_prefill_per_pod": types.Int64Type, "kv_output_reserve": types.Int64Type, "kv_headroom": types.Float64Type,
 		"queue_timeout": types.StringType, "drain_timeout": types.StringType,
 		"priority_classes": types.ListType{ElemType: types.ObjectType{AttrTypes: routerClassTypes}}, "default_class": types.StringType,
 		"tenant_share": types.Float64Type}
@@ -249,7 +253,8 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(routerLimitsTypes, map[string]attr.Value{
 			"max_in_flight_per_pod": types.Int64Null(), "max_pending_per_pod": types.Int64Value(2), "max_queue": types.Int64Value(1024),
-			"kv_output_reserve": types.Int64Value(defaultKVOutputReserve), "kv_headroom": types.Float64Value(defaultKVHeadroom),
+			"max_pending_prefill_per_pod": types.Int64Value(defaultPendingPrefill),
+			"kv_output_reserve":           types.Int64Value(defaultKVOutputReserve), "kv_headroom": types.Float64Value(defaultKVHeadroom),
 			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m"),
 			"priority_classes": types.ListNull(types.ObjectType{AttrTypes: routerClassTypes}), "default_class": types.StringNull(),
 			"tenant_share": types.Float64Null()})),
@@ -268,6 +273,15 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 				MarkdownDescription: "Requests a router replica keeps on one pod that have yet to answer a byte: waiting in vLLM, whose KV cache cannot fit them yet, " +
 					"or in their prefill. A pod at the bound takes no more until vLLM starts one, so overload waits in the router, in class order, not in vLLM. " +
 					"Default `2`; `0`: no bound (with `max_in_flight_per_pod = 0` too, no queue: requests queue inside vLLM)."},
+			"max_pending_prefill_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultPendingPrefill),
+				Validators: []validator.Int64{int64validator.Between(0, 1<<20)},
+				MarkdownDescription: "The prefill bound: while requests of a higher class come (within the last minute), a pod takes no more requests of a lower class " +
+					"once a router replica's requests there that have yet to answer a byte have this many prompt tokens to compute (the tokens each decision found " +
+					"uncached on the pod). vLLM computes its running requests' prefill before it starts any waiting request, whatever their priority, so this is about " +
+					"how much lower-class prefill a higher class's request can find ahead of it: at twice the fleet's capacity it takes the high class's tail from the " +
+					"lower classes' cold prompts, and requests whose prefix the pod holds add few tokens and pass. Set it to the engines' `--max-num-batched-tokens` " +
+					"(vLLM's default: `2048` on GPUs under 70 GiB, `8192` on H100s and H200s) so that a pod still computes a full step of prefill. " +
+					"Default `2048`; `0` turns it off. The highest class is never held by it."},
 			"kv_output_reserve": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVOutputReserve),
 				Validators: []validator.Int64{int64validator.Between(0, 1<<20)},
 				MarkdownDescription: "The KV bound: while requests of a higher class come (within the last minute), each lower class may fill only its share of a pod's " +

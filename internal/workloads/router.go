@@ -96,7 +96,11 @@ type RouterLimits struct {
 	// have yet to answer a byte (0: no bound). Either limit turns the queue
 	// on.
 	MaxPendingPerPod int
-	MaxQueue         int
+	// MaxPendingPrefillPerPod bounds, for the classes below the highest,
+	// the uncached prompt tokens of a replica's unanswered requests on one
+	// pod (0: no bound).
+	MaxPendingPrefillPerPod int
+	MaxQueue                int
 	// KVOutputReserve turns the KV bound on (0: off) with each request's
 	// output counted up to this many tokens; KVHeadroom is the share of a
 	// pod's KV cache the lowest class leaves free (0: serve's default).

@@ -40,6 +40,9 @@ func (r Router) validateFlow() error {
 	if l.KVHeadroom < 0 || l.KVHeadroom >= 1 {
 		return fmt.Errorf("limits.kv_headroom: %g is not in (0, 1)", l.KVHeadroom)
 	}
+	if l.MaxPendingPrefillPerPod < 0 {
+		return fmt.Errorf("limits.max_pending_prefill_per_pod: %d is negative (0 turns the prefill bound off)", l.MaxPendingPrefillPerPod)
+	}
 	if l.KVOutputReserve < 0 {
 		return fmt.Errorf("limits.kv_output_reserve: %d is negative (0 turns the KV bound off)", l.KVOutputReserve)
 	}
@@ -101,6 +104,9 @@ func (r Router) flowArgs() []string {
 		if l.KVHeadroom > 0 {
 			args = append(args, "--kv-headroom", strconv.FormatFloat(l.KVHeadroom, 'g', -1, 64))
 		}
+	}
+	if l.MaxPendingPrefillPerPod > 0 {
+		args = append(args, "--max-pending-prefill-per-pod", strconv.Itoa(l.MaxPendingPrefillPerPod))
 	}
 	if len(r.APIKeys) > 0 {
 		args = append(args, "--api-keys-file", path.Join(RouterConfigDir, RouterAPIKeysFile))

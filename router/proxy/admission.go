@@ -57,13 +57,15 @@ const refillEvery = 50 * time.Millisecond
 // engine's batch limit, counting this replica's requests and the peers' as
 // last exchanged), while fewer than the pending bound of this replica's
 // requests to it have yet to answer a byte, and while no room is on its
-// way to a waiter, and, under the KV bound (kvBound), while a request of a
+// way to a waiter; under the KV bound (kvBound), while a request of a
 // class below the highest fits the share of the pod's KV cache its class
-// may fill. The pending bound follows the engine: a request the
-// engine cannot fit yet (its KV cache full, its batch at max_num_seqs)
-// waits there unanswered, so the pod stays shut until the engine starts
-// it, and the router, where requests can still be ordered and placed,
-// holds the rest. When the engines order their waiting queues by the
+// may fill; under the prefill bound (prefillFits), while this replica's
+// unanswered requests there leave a class below the highest little enough
+// prefill ahead of a higher class's request. The pending bound follows
+// the engine: a request the engine cannot fit yet (its KV cache full, its
+// batch at max_num_seqs) waits there unanswered, so the pod stays shut
+// until the engine starts it, and the router, where requests can still be
+// ordered and placed, holds the rest. When the engines order their waiting queues by the
 // router's classes (byClass: Config.EnginePriority), a request counts only
 // the unanswered requests of its own class and higher: the engine puts it
 // ahead of the lower classes' anyway, so holding it behind them in the
@@ -88,10 +90,16 @@ type admission struct {
 	classes  []Class
 	pods     func() []scoring.Pod // the fleet, for refills; nil: none
 	kv       *kvBound             // nil: no KV bound
+	// prefill is the uncached prompt tokens of this replica's unanswered
+	// requests on a pod that shut it to the classes the guard holds (0: no
+	// bound); guard is nil when neither it nor the KV bound is on.
+	prefill int
+	guard   *classGuard
 
 	mu      sync.Mutex
 	open    map[string]int   // this replica's slots per pod
 	unans   map[string][]int // this replica's requests per pod and class yet to answer a byte
+	unansTk map[string]int   // their uncached prompt tokens per pod
 	peer    map[string]int   // the peers' in-flight per pod
 	transit map[string]bool  // pods whose room is on its way to a waiter
 	present map[string]bool  // the fleet as the last refill saw it
@@ -133,24 +141,29 @@ type admissionLimits struct {
 	// kv turns the KV bound on, with kvHeadroom its headroom (kvBound).
 	kv         bool
 	kvHeadroom float64
+	// prefill turns the prefill bound on (admission.prefill).
+	prefill int
 }
 
 func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
 	a := &admission{cap: l.cap, pending: l.pending, byClass: l.byClass, maxQueue: l.maxQueue,
 		share: max(1, int(l.share*float64(l.maxQueue))), classes: classes, pods: pods,
-		open: make(map[string]int), unans: make(map[string][]int), peer: make(map[string]int),
+		prefill: l.prefill, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), peer: make(map[string]int),
 		transit: make(map[string]bool), present: make(map[string]bool), bands: make([]band, len(classes))}
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
 	}
+	if l.kv || l.prefill > 0 {
+		a.guard = newClassGuard(len(classes))
+	}
 	if l.kv {
-		a.kv = newKVBound(l.kvHeadroom, len(classes))
+		a.kv = newKVBound(l.kvHeadroom, len(classes), a.guard)
 	}
 	return a
 }
 
 // on says whether admission holds pods to anything; off, there is no queue.
-func (a *admission) on() bool { return a.cap > 0 || a.pending > 0 || a.kv != nil }
+func (a *admission) on() bool { return a.cap > 0 || a.pending > 0 || a.kv != nil || a.prefill > 0 }
 
 // used is what pod has in flight from every replica; a.mu held.
 func (a *admission) used(pod string) int { return a.open[pod] + a.peer[pod] }
@@ -159,7 +172,20 @@ func (a *admission) used(pod string) int { return a.open[pod] + a.peer[pod] }
 // its KV cache (nil: unknown, not held to the KV bound), now; a.mu held.
 func (a *admission) room(pod string, class int, d *kvDemand) bool {
 	return !a.transit[pod] && (a.cap == 0 || a.used(pod) < a.cap) &&
-		(a.pending == 0 || a.unanswered(pod, class) < a.pending) && a.kvFits(pod, class, d)
+		(a.pending == 0 || a.unanswered(pod, class) < a.pending) && a.kvFits(pod, class, d) && a.prefillFits(pod, class)
+}
+
+// prefillFits says whether pod's unanswered prefill lets a request of
+// class through: the highest class always, a class the guard does not hold
+// too, the others while this replica's unanswered requests there have
+// fewer than a.prefill uncached prompt tokens to compute. vLLM schedules
+// its running requests' prefill chunks before any waiting request
+// (vllm/v1/core/sched/scheduler.py, the running loop before the waiting
+// one, whatever the policy), so the lower classes' prefill sent ahead of
+// a higher class's request delays it by up to that many tokens' steps;
+// requests whose prefix the pod holds add few tokens and pass. a.mu held.
+func (a *admission) prefillFits(pod string, class int) bool {
+	return a.prefill == 0 || class == 0 || !a.guard.guarded(class) || a.unansTk[pod] < a.prefill
 }
 
 // kvFits says whether d fits the share of pod's KV cache class may fill;
@@ -225,8 +251,8 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scor
 	for _, p := range cands {
 		a.note(p)
 	}
-	if a.kv != nil {
-		a.kv.came(class, a.classes[class].Name)
+	if a.guard != nil {
+		a.guard.came(class, a.classes[class].Name)
 	}
 	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class, d) })
 }
@@ -258,24 +284,25 @@ func (a *admission) peerKV(pod string, chains [][]uint64, own, sign int) {
 // a class this replica does not know (a rollout renaming classes) is
 // nothing.
 func (a *admission) peerClassCame(name string) {
-	if a.kv == nil {
+	if a.guard == nil {
 		return
 	}
 	if i := slices.IndexFunc(a.classes, func(c Class) bool { return c.Name == name }); i >= 0 {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		a.kv.peerCame(i)
+		a.guard.peerCame(i)
 	}
 }
 
-// shareKV makes the KV bound tell s of this replica's demands.
+// shareKV makes the guard tell s of the classes that come, and the KV
+// bound, which shares the guard, of this replica's demands.
 func (a *admission) shareKV(s KVSharer) {
-	if a.kv == nil {
+	if a.guard == nil {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.kv.sharer = s
+	a.guard.sharer = s
 }
 
 // setOrDelete sets m[k] to n, deleting it at 0 or below.
@@ -311,10 +338,11 @@ func (a *admission) take(pod string, d *kvDemand) {
 	}
 }
 
-// begin places a request of class on pod, whose slot it holds (acquired,
-// or handed over when handed is set), counting it unanswered until
-// started, at the pod's first byte. started may be called more than once.
-func (a *admission) begin(pod string, handed bool, class int) (started func()) {
+// begin places a request of class, with uncached prompt tokens to compute
+// there, on pod, whose slot it holds (acquired, or handed over when handed
+// is set), counting it unanswered until started, at the pod's first byte.
+// started may be called more than once.
+func (a *admission) begin(pod string, handed bool, class, uncached int) (started func()) {
 	if !a.on() {
 		return func() {}
 	}
@@ -322,6 +350,7 @@ func (a *admission) begin(pod string, handed bool, class int) (started func()) {
 	if handed {
 		delete(a.transit, pod)
 	}
+	a.unansTk[pod] += uncached
 	a.addUnanswered(pod, class, 1)
 	a.fill(pod)
 	a.mu.Unlock()
@@ -331,6 +360,7 @@ func (a *admission) begin(pod string, handed bool, class int) (started func()) {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.addUnanswered(pod, class, -1)
+			setOrDelete(a.unansTk, pod, a.unansTk[pod]-uncached)
 			a.fill(pod)
 		})
 	}

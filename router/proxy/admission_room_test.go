@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
@@ -30,7 +31,7 @@ func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 	if !a.acquire("p", 1, nil) {
 		t.Fatal("an idle pod refused a request")
 	}
-	started := a.begin("p", false, 1)
+	started := a.begin("p", false, 1, 0)
 	if open := a.withRoom([]scoring.Pod{{Name: "p"}}, 1, nil); len(open) != 0 || a.acquire("p", 1, nil) {
 		t.Fatalf("a pod with a request yet to answer is open: %v", open)
 	}
@@ -41,7 +42,7 @@ func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 		t.Fatalf("first waiter: %+v, want p", r)
 	}
 	none(t, second, "second waiter before the first placed its request")
-	started2 := a.begin("p", true, 1)
+	started2 := a.begin("p", true, 1, 0)
 	none(t, second, "second waiter while the first is unanswered")
 	a.release("p", nil) // the first request ends; the second still waits for an answer
 	none(t, second, "second waiter while the first is unanswered and done")
@@ -69,21 +70,21 @@ func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
 	pod := []scoring.Pod{{Name: "p"}}
 	blind := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
 	blind.acquire("p", low, nil)
-	blind.begin("p", false, low)
+	blind.begin("p", false, low, 0)
 	if open := blind.withRoom(slices.Clone(pod), high, nil); len(open) != 0 || blind.acquire("p", high, nil) {
 		t.Fatalf("class-blind: a high request found room behind an unanswered low one: %v", open)
 	}
 
 	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
 	a.acquire("p", low, nil)
-	lowStarted := a.begin("p", false, low)
+	lowStarted := a.begin("p", false, low, 0)
 	if open := a.withRoom(slices.Clone(pod), low, nil); len(open) != 0 || a.acquire("p", low, nil) {
 		t.Fatalf("a second low request found room behind an unanswered low one: %v", open)
 	}
 	if open := a.withRoom(slices.Clone(pod), high, nil); len(open) != 1 || !a.acquire("p", high, nil) {
 		t.Fatalf("a high request found no room behind an unanswered low one: %v", open)
 	}
-	highStarted := a.begin("p", false, high)
+	highStarted := a.begin("p", false, high, 0)
 	if a.acquire("p", high, nil) {
 		t.Fatal("a second high request found room behind an unanswered high one")
 	}
@@ -94,14 +95,14 @@ func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
 		t.Fatalf("high waiter after the high request's first byte: %+v, want p", r)
 	}
 	none(t, lowWaiter, "low waiter while a low request is unanswered")
-	secondHighStarted := a.begin("p", true, high)
+	secondHighStarted := a.begin("p", true, high, 0)
 	lowStarted()
 	none(t, lowWaiter, "low waiter while a high request is unanswered")
 	secondHighStarted()
 	if r := <-lowWaiter; r.err != nil || r.pod != "p" {
 		t.Fatalf("low waiter once nothing is unanswered: %+v, want p", r)
 	}
-	a.begin("p", true, low)()
+	a.begin("p", true, low, 0)()
 	for range 4 { // the two acquired, the two handed over
 		a.release("p", nil)
 	}
@@ -212,5 +213,75 @@ func TestAFullPodHoldsTheRequestsForItsPrefix(t *testing.T) {
 		if got := <-served; got != x {
 			t.Errorf("a request went to %q, want %s, the pod holding its prefix", got, x)
 		}
+	}
+}
+
+// TestPrefillBoundHoldsTheLowerClassesBehindUnansweredPrefill: with a
+// prefill bound of 2,048 tokens, once a high request came, a pod whose
+// unanswered requests have that many uncached prompt tokens to compute is
+// shut to the lower classes and open to the highest; requests whose
+// prefix the pod holds (few tokens each) pass until their tokens reach
+// the bound; a first byte hands the room to a lower-class waiter. Before
+// any higher-class request, and a minute after the last, nothing is held.
+func TestPrefillBoundHoldsTheLowerClassesBehindUnansweredPrefill(t *testing.T) {
+	const high, mid, low = 0, 1, 2
+	a := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
+	clock := time.Unix(1000, 0)
+	a.guard.now = func() time.Time { return clock }
+	pod := []scoring.Pod{{Name: "p"}}
+	place := func(class, uncached int) (started func()) {
+		t.Helper()
+		if open := a.withRoom(slices.Clone(pod), class, nil); len(open) != 1 || !a.acquire("p", class, nil) {
+			t.Fatalf("class %d with %d uncached tokens: no room, %d tokens unanswered", class, uncached, a.unansTk["p"])
+		}
+		return a.begin("p", false, class, uncached)
+	}
+	shut := func(class int) bool {
+		t.Helper()
+		open := a.withRoom(slices.Clone(pod), class, nil)
+		if acquired := a.acquire("p", class, nil); acquired != (len(open) == 1) {
+			t.Fatalf("class %d: withRoom offered %v, acquire took %v", class, open, acquired)
+		} else if acquired {
+			a.release("p", nil)
+		}
+		return len(open) == 0
+	}
+
+	coldLow := place(low, 2300) // no higher class yet: nothing held
+	place(low, 2300)()
+	if shut(low) {
+		t.Fatal("the low class held behind 2,300 unanswered tokens before any higher-class request")
+	}
+	if shut(high) { // the high request comes
+		t.Fatal("the highest class held by the prefill bound")
+	}
+	if !shut(low) || !shut(mid) {
+		t.Fatal("a lower class not held behind 2,300 unanswered tokens after a high request")
+	}
+	waiter := queueFor(t, a, Flow{Class: low}, "p")
+	none(t, waiter, "a low waiter while the cold prefill is unanswered")
+	coldLow() // its first byte
+	if r := <-waiter; r.err != nil || r.pod != "p" {
+		t.Fatalf("the low waiter after the cold prefill's first byte: %+v, want p", r)
+	}
+	warm := []func(){a.begin("p", true, low, 500)}
+	for range 3 { // 2,000 tokens in all
+		warm = append(warm, place(low, 500))
+	}
+	if shut(low) {
+		t.Fatal("the low class held behind 2,000 unanswered tokens, under the bound")
+	}
+	warm = append(warm, place(mid, 100))
+	if !shut(low) {
+		t.Fatal("the low class passed 2,100 unanswered tokens")
+	}
+	warm[0]()
+	if shut(low) {
+		t.Fatal("the low class held once a warm request answered (1,600 tokens)")
+	}
+	place(low, 600)
+	clock = clock.Add(guardFor + time.Second)
+	if shut(low) {
+		t.Fatal("the low class held a minute after the last high request")
 	}
 }

@@ -141,7 +141,7 @@ func TestAdmissionSheds(t *testing.T) {
 // (begin; handed says the slot was handed over in the queue), answered,
 // released.
 func finish(a *admission, pod string, handed bool) {
-	a.begin(pod, handed, 1)()
+	a.begin(pod, handed, 1, 0)()
 	a.release(pod, nil)
 }
 

@@ -61,7 +61,10 @@
 // Bodies are read whole (the routing decision needs the prompt) up to
 // MaxBodyBytes, else 413. A pod takes at most MaxInFlightPerPod requests
 // from every replica, and at most MaxPendingPerPod from this one that have
-// yet to answer a byte (the engine's queue as the router sees it); when
+// yet to answer a byte (the engine's queue as the router sees it). While a
+// higher class's requests come, the classes below it are also held to a
+// share of each pod's KV cache (KVOutputReserve) and to MaxPendingPrefillPerPod
+// uncached prompt tokens unanswered there. When
 // the pod the scorers choose over every pod has no room, a request waits
 // for it in a queue of MaxQueue. Requests carry a priority class
 // (Limits.Classes, by header or API key) and a tenant: room on a pod goes

@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"slices"
 	"sort"
-	"time"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/index"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
@@ -101,26 +99,21 @@ func (k *podKV) add(d *kvDemand, sign int) {
 // vllm/v1/core/sched/scheduler.py) and a higher class finds room at once.
 // Class c of n may fill 1 - headroom*c/(n-1) of the cache; the highest is
 // not held (the engine preempts the lower classes for it), and nor is a
-// class no higher class's request has come to this replica for within
-// kvGuardFor: with nobody to keep room for, holding it would only cost
-// throughput (a higher class's request coming to a peer counts too). The
-// peers' requests count as this replica's own, their prompt blocks shared
-// with every other request's: each replica tells its peers of every
-// demand it holds (KVSharer) until the request ends. A pod of unknown
-// cache size, or holding no request, takes any request. A request that
-// does not fit waits while smaller ones of its class that fit pass it.
+// class the guard does not hold (classGuard). The peers' requests count as
+// this replica's own, their prompt blocks shared with every other
+// request's: each replica tells its peers of every demand it holds
+// (KVSharer) until the request ends. A pod of unknown cache size, or
+// holding no request, takes any request. A request that does not fit
+// waits while smaller ones of its class that fit pass it.
 type kvBound struct {
 	headroom float64
 	classes  int
-	now      func() time.Time
-	last     []time.Time    // per class, when its last request came, here or to a peer
-	told     []time.Time    // per class, when the peers were last told one came
+	guard    *classGuard
 	size     map[string]int // pod -> cache size in tokens, as last scraped
 	pods     map[string]*podKV
-	// sharer tells the peers of this replica's demands (nil: no peers);
-	// shared is each held demand's ID there, by demand and pod (a request
-	// holds a handed pod's demand a moment after it took another's).
-	sharer KVSharer
+	// shared is each held demand's ID at the peers (the guard's sharer
+	// tells them), by demand and pod (a request holds a handed pod's demand
+	// a moment after it took another's).
 	shared map[sharedDemand]uint64
 }
 
@@ -131,7 +124,9 @@ type sharedDemand struct {
 }
 
 // KVSharer tells the peer router replicas of the KV demands this replica
-// holds, so that their KV bounds count them. *peers.Exchange implements it.
+// holds, so that their KV bounds count them, and of the classes that come
+// to it, so that their guards hold for them. *peers.Exchange implements
+// it.
 type KVSharer interface {
 	// KVHeld shares a demand on pod (prompt chains, which stay unchanged,
 	// and own blocks) and returns its ID, 0 when it is not shared.
@@ -142,39 +137,9 @@ type KVSharer interface {
 	KVClassCame(class string)
 }
 
-// kvGuardFor is how long after a request of a class the classes below it
-// are held to their shares.
-const kvGuardFor = time.Minute
-
-func newKVBound(headroom float64, classes int) *kvBound {
-	return &kvBound{headroom: headroom, classes: classes, now: time.Now, last: make([]time.Time, classes), told: make([]time.Time, classes),
+func newKVBound(headroom float64, classes int, guard *classGuard) *kvBound {
+	return &kvBound{headroom: headroom, classes: classes, guard: guard,
 		size: make(map[string]int), pods: make(map[string]*podKV), shared: make(map[sharedDemand]uint64)}
-}
-
-// came notes a request of class, and tells the peers, at most once per
-// kvTellEvery, so that their guards hold for it too (a client's
-// connections may all reach one replica); name is the class's name.
-func (b *kvBound) came(class int, name string) {
-	now := b.now()
-	b.last[class] = now
-	if b.sharer != nil && now.Sub(b.told[class]) >= kvTellEvery {
-		b.told[class] = now
-		b.sharer.KVClassCame(name)
-	}
-}
-
-// kvTellEvery is how often at most the peers hear that a class's requests
-// come: far below kvGuardFor, which their guards run for.
-const kvTellEvery = time.Second
-
-// peerCame notes a peer's request of class.
-func (b *kvBound) peerCame(class int) { b.last[class] = b.now() }
-
-// guarded says whether a class above class had a request within
-// kvGuardFor.
-func (b *kvBound) guarded(class int) bool {
-	since := b.now().Add(-kvGuardFor)
-	return slices.ContainsFunc(b.last[:class], func(t time.Time) bool { return t.After(since) })
 }
 
 // note records p's cache size.
@@ -183,7 +148,7 @@ func (b *kvBound) note(p scoring.Pod) { setOrDelete(b.size, p.Name, p.Load.KVCac
 // fits says whether a request of class demanding d fits pod.
 func (b *kvBound) fits(pod string, class int, d *kvDemand) bool {
 	k := b.pods[pod]
-	if d == nil || class == 0 || k == nil || b.size[pod] == 0 || !b.guarded(class) {
+	if d == nil || class == 0 || k == nil || b.size[pod] == 0 || !b.guard.guarded(class) {
 		return true
 	}
 	limit := float64(b.size[pod]/d.bs) * (1 - b.headroom*float64(class)/float64(max(b.classes-1, 1)))
@@ -197,17 +162,18 @@ func (b *kvBound) hold(pod string, d *kvDemand, sign int) {
 		return
 	}
 	b.count(pod, d, sign)
-	if b.sharer == nil {
+	sharer := b.guard.sharer
+	if sharer == nil {
 		return
 	}
 	at := sharedDemand{d, pod}
 	if sign > 0 {
-		if id := b.sharer.KVHeld(pod, d.chains, d.own); id != 0 {
+		if id := sharer.KVHeld(pod, d.chains, d.own); id != 0 {
 			b.shared[at] = id
 		}
 	} else if id, ok := b.shared[at]; ok {
 		delete(b.shared, at)
-		b.sharer.KVEnded(id)
+		sharer.KVEnded(id)
 	}
 }
 

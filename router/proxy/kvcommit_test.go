@@ -99,7 +99,7 @@ func TestKVDemandCountsEveryPromptOfABatch(t *testing.T) {
 func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
 	clock := time.Unix(1000, 0)
-	a.kv.now = func() time.Time { return clock }
+	a.guard.now = func() time.Time { return clock }
 	pod := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}
 	const high, mid, low = 0, 1, 2
 	a.withRoom(slices.Clone(pod), high, nil) // a high request comes
@@ -170,7 +170,7 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 		t.Fatal("a peer's ended request still counted")
 	}
 	a.peerKV("p", same.chains, same.own, -1)
-	clock = clock.Add(kvGuardFor - time.Second)
+	clock = clock.Add(guardFor - time.Second)
 	if take(low, demandOf(0, 100, 9, 0)) {
 		t.Fatal("the low class not held 59 s after the high request")
 	}
@@ -276,7 +276,7 @@ func TestKVBoundTellsThePeersOfItsDemands(t *testing.T) {
 func TestKVBoundGuardsForThePeersHigherClasses(t *testing.T) {
 	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
 	clock := time.Unix(1000, 0)
-	a.kv.now = func() time.Time { return clock }
+	a.guard.now = func() time.Time { return clock }
 	ledger := &kvLedger{live: make(map[uint64]string)}
 	a.shareKV(ledger)
 	const low = 2
@@ -299,7 +299,7 @@ func TestKVBoundGuardsForThePeersHigherClasses(t *testing.T) {
 	if !slices.Equal(ledger.told, []string{"low"}) {
 		t.Fatalf("peers told of %v, want [low] (once a second)", ledger.told)
 	}
-	clock = clock.Add(kvTellEvery)
+	clock = clock.Add(tellEvery)
 	for range 2 {
 		a.withRoom(slices.Clone(pod), low, more)
 		a.withRoom(slices.Clone(pod), 0, nil)

@@ -143,7 +143,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				} else if !s.adm.acquire(pod, flow.Class, kv) {
 					return false
 				}
-				admStarted = s.adm.begin(pod, handed, flow.Class)
+				admStarted = s.adm.begin(pod, handed, flow.Class, uncached)
 				started, end = s.cfg.Fleet.Begin(pod, uncached)
 				s.work.add(time.Now(), placedWork(req, uncached))
 				return true

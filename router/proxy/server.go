@@ -69,6 +69,19 @@ type Config struct {
 	// bound; llmd_prefix_router renders 2. Either limit set turns the queue
 	// on.
 	MaxPendingPerPod int
+	// MaxPendingPrefillPerPod bounds, for the classes below the highest,
+	// the prompt tokens yet to compute of this replica's requests to one pod
+	// that have yet to answer a byte (each request's tokens the decision
+	// found uncached there): while they reach it, the pod takes no more
+	// lower-class requests until one starts. vLLM computes its running
+	// requests' prefill before it starts a waiting one, whatever their
+	// priority, so this is how much lower-class prefill a higher class's
+	// request may find ahead of it; a request whose prefix the pod holds
+	// adds few tokens and passes. It holds a class only within a minute of a
+	// higher class's request, here or at a peer, like the KV bound. 0
+	// (serve's default) means no bound; llmd_prefix_router renders the
+	// engines' --max-num-batched-tokens, one step's tokens.
+	MaxPendingPrefillPerPod int
 	// EnginePriority sets each routed request's vLLM priority to its
 	// class's rank (EngineBody), so that engines run with
 	// --scheduling-policy priority put the high class first in their
@@ -164,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Fleet == nil || cfg.Picker == nil || cfg.Prompter == nil {
 		return nil, errors.New("proxy: Fleet, Picker and Prompter are required")
 	}
-	if cfg.MaxInFlightPerPod < 0 || cfg.MaxPendingPerPod < 0 || cfg.MaxQueue < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxAttempts < 0 || cfg.KVOutputReserve < 0 {
+	if cfg.MaxInFlightPerPod < 0 || cfg.MaxPendingPerPod < 0 || cfg.MaxPendingPrefillPerPod < 0 || cfg.MaxQueue < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxAttempts < 0 || cfg.KVOutputReserve < 0 {
 		return nil, fmt.Errorf("proxy: negative limit in %+v", cfg)
 	}
 	if cfg.KVHeadroom < 0 || cfg.KVHeadroom >= 1 {
@@ -201,7 +214,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.adm = newAdmission(admissionLimits{cap: cfg.MaxInFlightPerPod, pending: cfg.MaxPendingPerPod,
 		maxQueue: cfg.MaxQueue, share: s.cfg.TenantShare, byClass: cfg.EnginePriority,
-		kv: cfg.KVOutputReserve > 0, kvHeadroom: cfg.KVHeadroom}, s.cfg.Classes,
+		kv: cfg.KVOutputReserve > 0, kvHeadroom: cfg.KVHeadroom, prefill: cfg.MaxPendingPrefillPerPod}, s.cfg.Classes,
 		func() []scoring.Pod { return s.br.filter(s.cfg.Fleet.Pods(nil)) })
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))
