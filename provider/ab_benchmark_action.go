@@ -86,6 +86,11 @@ func (m abBenchmarkModel) workload() (map[string]string, error) {
 // 20 minutes in all) with room for a slower fleet.
 const defaultABTimeout = 90 * time.Minute
 
+// endpointWait bounds the wait for a ready pod behind each Service: an A/B
+// in the same apply as a rollout (or a restart action) starts while the
+// new pods are turning Ready, which is not a reason to fail.
+const endpointWait = 5 * time.Minute
+
 func (a *abBenchmarkAction) Metadata(_ context.Context, req action.MetadataRequest, resp *action.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_ab_benchmark"
 }
@@ -110,9 +115,9 @@ func (a *abBenchmarkAction) Schema(_ context.Context, _ action.SchemaRequest, re
 				MarkdownDescription: "A cluster made elsewhere, instead of `cluster`, as the router's `kubernetes` block takes it."},
 			"baseline": schema.StringAttribute{Required: true,
 				MarkdownDescription: "The fleet's baseline Service, `llmd_model_fleet.<name>.baseline_endpoint`. The bench sends to the engines " +
-					"behind it (its ready EndpointSlice addresses, read at the start), round robin as the Service spreads connections, and reads each engine's metrics."},
+					"behind it (its ready EndpointSlice addresses, read at the start, after waiting up to 5 minutes for one), round robin as the Service spreads connections, and reads each engine's metrics."},
 			"router": schema.StringAttribute{Required: true,
-				MarkdownDescription: "The router, `llmd_prefix_router.<name>.url`: the bench sends to the pods behind its Service (read at the start), " +
+				MarkdownDescription: "The router, `llmd_prefix_router.<name>.url`: the bench sends to the pods behind its Service (read at the start, after waiting up to 5 minutes for one), " +
 					"spreading connections over them as the Service does; the Job takes its placement, image and settings from the router's Deployment."},
 			"num_prompts":     count("Prompts per side"),
 			"num_prefixes":    count("Distinct shared prefixes"),
@@ -295,7 +300,7 @@ func planBenchmark(ctx context.Context, c *kube.Client, m abBenchmarkModel) (wor
 		svc serviceRef
 		out *[]string
 	}{{baseline, &b.Engines}, {routerSvc, &b.Routers}} {
-		addrs, err := c.ServiceEndpoints(ctx, side.svc.Namespace, side.svc.Name, side.svc.Port)
+		addrs, err := c.WaitServiceEndpoints(ctx, side.svc.Namespace, side.svc.Name, side.svc.Port, endpointWait)
 		if err != nil {
 			return workloads.Benchmark{}, err
 		}

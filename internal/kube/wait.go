@@ -396,3 +396,31 @@ func (c *Client) jobLastWords(ctx context.Context, job *batchv1.Job) string {
 	}
 	return ""
 }
+
+// WaitServiceEndpoints waits, up to within, until the Service has a ready
+// endpoint on port, and returns its ready endpoints as host:port. A pod's
+// address turns ready in its EndpointSlice only once the pod is Ready and
+// the EndpointSlice controller has caught up, which on a busy control plane
+// (or right after a rollout) lags by seconds. It logs where it stands every
+// c.Progress; a Service it cannot read fails at once.
+func (c *Client) WaitServiceEndpoints(ctx context.Context, namespace, service string, port int32, within time.Duration) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	began, lastLog := time.Now(), time.Now()
+	for {
+		addrs, err := c.ServiceEndpoints(ctx, namespace, service, port)
+		if len(addrs) > 0 || err != nil && !cutShort(ctx, err) {
+			return addrs, err
+		}
+		if time.Since(lastLog) >= c.Progress {
+			lastLog = time.Now()
+			c.logf(ctx, fmt.Sprintf("waiting for a ready endpoint behind Service %s/%s", namespace, service),
+				map[string]any{"elapsed": time.Since(began).Round(time.Second).String()})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("Service %s/%s had no ready endpoint on port %d within %s", namespace, service, port, within)
+		case <-time.After(c.Poll):
+		}
+	}
+}

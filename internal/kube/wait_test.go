@@ -10,11 +10,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 )
@@ -250,5 +253,70 @@ func TestWaitCutShortQuotesTheLastPoll(t *testing.T) {
 		if !errors.As(err, &rollout) || rollout.Reason != "Timeout" || !strings.Contains(err.Error(), w.quote) {
 			t.Errorf("%s: a deadline in the middle of a poll: %v, want a timeout quoting %q", w.object, err, w.quote)
 		}
+	}
+}
+
+// TestWaitServiceEndpoints: the wait passes over an endpoint that is not
+// ready yet and returns once the EndpointSlice marks it ready (as the
+// EndpointSlice controller does when the pod turns Ready); a Service with
+// no ready endpoint fails at the bound naming the Service, and a Service
+// that does not exist fails at once.
+func TestWaitServiceEndpoints(t *testing.T) {
+	kc, c := testClient(t)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	// A Service without a selector: the test writes its EndpointSlice, as
+	// the EndpointSlice controller would for a selector's pods.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "engines", Namespace: ns},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8000)}}}}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "engines-1", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "engines"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8000)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}},
+	}
+	if _, err := c.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	turnedReady := make(chan struct{})
+	defer func() { <-turnedReady }()
+	go func() {
+		defer close(turnedReady)
+		time.Sleep(time.Second) // the pod turns Ready while the wait polls
+		turned := slice.DeepCopy()
+		turned.Endpoints[0].Conditions.Ready = ptr.To(true)
+		if _, err := c.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, turned, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}()
+	began := time.Now()
+	addrs, err := kc.WaitServiceEndpoints(ctx, ns, "engines", 80, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) != 1 || addrs[0] != "10.0.0.7:8000" {
+		t.Fatalf("endpoints = %v, want [10.0.0.7:8000]", addrs)
+	}
+	if time.Since(began) < time.Second {
+		t.Fatalf("the wait returned after %s, before the endpoint turned ready", time.Since(began))
+	}
+
+	empty := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: ns},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, empty, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = kc.WaitServiceEndpoints(ctx, ns, "empty", 80, 500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "Service "+ns+"/empty had no ready endpoint on port 80 within 500ms") {
+		t.Fatalf("err = %v, want the Service named with the bound", err)
+	}
+
+	began = time.Now()
+	_, err = kc.WaitServiceEndpoints(ctx, ns, "missing", 80, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "reading Service "+ns+"/missing") || time.Since(began) > 10*time.Second {
+		t.Fatalf("err = %v after %s, want a prompt failure naming the Service", err, time.Since(began))
 	}
 }
