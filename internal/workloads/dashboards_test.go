@@ -85,7 +85,7 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 		"vllm": {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:prefix_cache_hits",
 			"vllm:prefix_cache_queries", "vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds"},
 		"router": {"llmd_router_decisions_total", "llmd_router_prefix_blocks_matched_ratio", "llmd_router_upstream_first_byte_seconds",
-			"llmd_router_pod_in_flight", "llmd_router_pod_circuit", "llmd_router_pod_kv_events_silent"},
+			"llmd_router_pod_in_flight", "llmd_router_pod_pending_prefill_tokens", "llmd_router_pod_circuit", "llmd_router_pod_kv_events_silent"},
 	}
 	for _, d := range ds {
 		var g grafanaDashboard

@@ -15,8 +15,10 @@ type Collector struct{ Fleet *Fleet }
 var _ prometheus.Collector = Collector{}
 
 var (
-	descPods       = cm.Desc("llmd_router_pods", "Ready pods discovery reports.")
-	descInFlight   = cm.Desc("llmd_router_pod_in_flight", "Requests this router has open on the pod.", "pod")
+	descPods     = cm.Desc("llmd_router_pods", "Ready pods discovery reports.")
+	descInFlight = cm.Desc("llmd_router_pod_in_flight", "Requests this router has open on the pod.", "pod")
+	descPending  = cm.Desc("llmd_router_pod_pending_prefill_tokens", "Uncached prompt tokens of this router's requests on the pod that have no first byte yet: "+
+		"the prefill the engine runs ahead of its waiting requests, which limits.max_pending_prefill_per_pod (--max-pending-prefill-per-pod) bounds for the lower classes.", "pod")
 	descPeerFlight = cm.Desc("llmd_router_pod_peer_in_flight", "Requests the peer router replicas have open on the pod, as they last reported.", "pod")
 	descStale      = cm.Desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
 	descSilent     = cm.Desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")
@@ -28,7 +30,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (Collector) Describe(ch chan<- *prometheus.Desc) {
-	cm.Describe(ch, descPods, descInFlight, descPeerFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs, descOut)
+	cm.Describe(ch, descPods, descInFlight, descPending, descPeerFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs, descOut)
 }
 
 // Collect implements prometheus.Collector.
@@ -42,6 +44,9 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, p := range pods {
 		e.Gauge(descInFlight, float64(p.Load.InFlight-p.Load.PeerInFlight), p.Name)
+		if _, pending, ok := c.Fleet.OwnLoad(p.Name); ok {
+			e.Gauge(descPending, float64(pending), p.Name)
+		}
 		e.Gauge(descPeerFlight, float64(p.Load.PeerInFlight), p.Name)
 		e.Gauge(descStale, cm.Bool(!p.Load.Fresh), p.Name)
 		e.Gauge(descSilent, cm.Bool(silent[p.Name]), p.Name)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/llmd-dev/terraform-provider-llmd/internal/sim"
 	"github.com/llmd-dev/terraform-provider-llmd/router/config"
 	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
@@ -93,9 +95,16 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 	if l := load(); l.InFlight != 1 || l.PendingTokens != 70 {
 		t.Errorf("begun: in flight %d, pending tokens %d; want 1 and 70", l.InFlight, l.PendingTokens)
 	}
+	// The gauge is this router's own pending prefill: the peers' adds to
+	// the load scoring sees, not to the series each replica exports.
+	f.SetPeerLoad(info.Pod, 2, 500)
+	if l, own := load(), podGauge(t, f, "llmd_router_pod_pending_prefill_tokens", info.Pod); l.PendingTokens != 570 || own != 70 {
+		t.Errorf("with a peer's 500: pending tokens %d, own gauge %v; want 570 and 70", l.PendingTokens, own)
+	}
+	f.SetPeerLoad(info.Pod, 0, 0)
 	end()
-	if l := load(); l.InFlight != 0 || l.PendingTokens != 0 {
-		t.Errorf("ended before its first byte: in flight %d, pending tokens %d", l.InFlight, l.PendingTokens)
+	if l, own := load(), podGauge(t, f, "llmd_router_pod_pending_prefill_tokens", info.Pod); l.InFlight != 0 || l.PendingTokens != 0 || own != 0 {
+		t.Errorf("ended before its first byte: in flight %d, pending tokens %d, gauge %v", l.InFlight, l.PendingTokens, own)
 	}
 
 	if err := stopSim(); err != nil {
@@ -154,4 +163,24 @@ func TestFleetReplacesMovedPod(t *testing.T) {
 			t.Errorf("removed %q, want %q", got, step.removed)
 		}
 	}
+}
+
+// podGauge is the value of the Collector's gauge name for pod, -1 when the
+// series is missing.
+func podGauge(t *testing.T, f *discovery.Fleet, name, pod string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(discovery.Collector{Fleet: f})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			if fam.GetName() == name && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == pod {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
