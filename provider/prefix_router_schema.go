@@ -276,12 +276,12 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 			"max_pending_prefill_per_pod": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultPendingPrefill),
 				Validators: []validator.Int64{int64validator.Between(0, 1<<20)},
 				MarkdownDescription: "The prefill bound: while requests of a higher class come (within the last minute), a pod takes no more requests of a lower class " +
-					"once a router replica's requests there that have yet to answer a byte have this many prompt tokens to compute (the tokens each decision found " +
-					"uncached on the pod). vLLM computes its running requests' prefill before it starts any waiting request, whatever their priority, so this is about " +
+					"once the requests there that have yet to answer a byte have this many prompt tokens to compute (the tokens each decision found " +
+					"uncached on the pod), counting every router replica's (each replica counts its peers' as they last told it). vLLM computes its running requests' prefill before it starts any waiting request, whatever their priority, so this is about " +
 					"how much lower-class prefill a higher class's request can find ahead of it: at twice the fleet's capacity it takes the high class's tail from the " +
 					"lower classes' cold prompts, and requests whose prefix the pod holds add few tokens and pass. Set it to the engines' `--max-num-batched-tokens` " +
 					"(vLLM's default: `2048` on GPUs under 70 GiB, `8192` on H100s and H200s) so that a pod still computes a full step of prefill. " +
-					"Default `2048`; `0` turns it off. The highest class is never held by it. `/metrics` has each replica's figure per pod, " +
+					"Default `2048`; `0` turns it off. The highest class is never held by it. `/metrics` has each replica's own share per pod, " +
 					"`llmd_router_pod_pending_prefill_tokens`, shown on the router dashboard."},
 			"kv_output_reserve": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVOutputReserve),
 				Validators: []validator.Int64{int64validator.Between(0, 1<<20)},

@@ -18,7 +18,7 @@ var (
 	descPods     = cm.Desc("llmd_router_pods", "Ready pods discovery reports.")
 	descInFlight = cm.Desc("llmd_router_pod_in_flight", "Requests this router has open on the pod.", "pod")
 	descPending  = cm.Desc("llmd_router_pod_pending_prefill_tokens", "Uncached prompt tokens of this router's requests on the pod that have no first byte yet: "+
-		"the prefill the engine runs ahead of its waiting requests, which limits.max_pending_prefill_per_pod (--max-pending-prefill-per-pod) bounds for the lower classes.", "pod")
+		"the prefill the engine runs ahead of its waiting requests, whose sum over the replicas limits.max_pending_prefill_per_pod (--max-pending-prefill-per-pod) bounds for the lower classes.", "pod")
 	descPeerFlight = cm.Desc("llmd_router_pod_peer_in_flight", "Requests the peer router replicas have open on the pod, as they last reported.", "pod")
 	descStale      = cm.Desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
 	descSilent     = cm.Desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")

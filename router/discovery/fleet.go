@@ -235,7 +235,7 @@ func (f *Fleet) loads(dst []scoring.Pod, all bool) []scoring.Pod {
 		dst = append(dst, scoring.Pod{Name: name, Load: scoring.Load{Running: s.Running, Waiting: s.Waiting,
 			KVUsage: s.KVUsage, KVCacheTokens: s.KVCacheTokens, Fresh: !at.IsZero() && now.Sub(at) <= f.cfg.Metrics.StaleAfter.Duration,
 			InFlight: int(ps.inFlight.Load() + ps.peerInFlight.Load()), PeerInFlight: int(ps.peerInFlight.Load()),
-			PendingTokens: int(ps.pending.Load() + ps.peerPending.Load())}})
+			PendingTokens: int(ps.pending.Load() + ps.peerPending.Load()), PeerPendingTokens: int(ps.peerPending.Load())}})
 	}
 	return dst
 }

@@ -98,8 +98,8 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 	// The gauge is this router's own pending prefill: the peers' adds to
 	// the load scoring sees, not to the series each replica exports.
 	f.SetPeerLoad(info.Pod, 2, 500)
-	if l, own := load(), podGauge(t, f, "llmd_router_pod_pending_prefill_tokens", info.Pod); l.PendingTokens != 570 || own != 70 {
-		t.Errorf("with a peer's 500: pending tokens %d, own gauge %v; want 570 and 70", l.PendingTokens, own)
+	if l, own := load(), podGauge(t, f, "llmd_router_pod_pending_prefill_tokens", info.Pod); l.PendingTokens != 570 || l.PeerPendingTokens != 500 || own != 70 {
+		t.Errorf("with a peer's 500: pending tokens %d (the peers' %d), own gauge %v; want 570 (500) and 70", l.PendingTokens, l.PeerPendingTokens, own)
 	}
 	f.SetPeerLoad(info.Pod, 0, 0)
 	end()

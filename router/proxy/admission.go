@@ -56,20 +56,21 @@ const refillEvery = 50 * time.Millisecond
 // find no pod with room. A pod has room while it has a free slot (the
 // engine's batch limit, counting this replica's requests and the peers' as
 // last exchanged), while fewer than the pending bound of this replica's
-// requests to it have yet to answer a byte, and while no room is on its
-// way to a waiter; under the KV bound (kvBound), while a request of a
-// class below the highest fits the share of the pod's KV cache its class
-// may fill; under the prefill bound (prefillFits), while this replica's
-// unanswered requests there leave a class below the highest little enough
-// prefill ahead of a higher class's request. The pending bound follows
-// the engine: a request the engine cannot fit yet (its KV cache full, its
-// batch at max_num_seqs) waits there unanswered, so the pod stays shut
-// until the engine starts it, and the router, where requests can still be
-// ordered and placed, holds the rest. When the engines order their waiting queues by the
-// router's classes (byClass: Config.EnginePriority), a request counts only
-// the unanswered requests of its own class and higher: the engine puts it
-// ahead of the lower classes' anyway, so holding it behind them in the
-// router would only delay it.
+// requests to it have yet to answer a byte, and while no room is on its way
+// to a waiter; under the KV bound (kvBound), while a request of a class
+// below the highest fits the share of the pod's KV cache its class may
+// fill; under the prefill bound (prefillFits), while the unanswered
+// requests there (this replica's and the peers' as last exchanged) leave a
+// class below the highest little enough prefill ahead of a higher class's
+// request. The pending bound follows the engine: a request the engine
+// cannot fit yet (its KV cache full, its batch at max_num_seqs) waits there
+// unanswered, so the pod stays shut until the engine starts it, and the
+// router, where requests can still be ordered and placed, holds the rest.
+// When the engines order their waiting queues by the router's classes
+// (byClass: Config.EnginePriority), a request counts only the unanswered
+// requests of its own class and higher: the engine puts it ahead of the
+// lower classes' anyway, so holding it behind them in the router would only
+// delay it.
 //
 // A request queues for the pod its decision chose over every pod, room or
 // not (its want), so a full fleet does not send it to whichever pod frees
@@ -90,9 +91,10 @@ type admission struct {
 	classes  []Class
 	pods     func() []scoring.Pod // the fleet, for refills; nil: none
 	kv       *kvBound             // nil: no KV bound
-	// prefill is the uncached prompt tokens of this replica's unanswered
-	// requests on a pod that shut it to the classes the guard holds (0: no
-	// bound); guard is nil when neither it nor the KV bound is on.
+	// prefill is the uncached prompt tokens of the unanswered requests on
+	// a pod, this replica's and its peers', that shut it to the classes the
+	// guard holds (0: no bound); guard is nil when neither it nor the KV
+	// bound is on.
 	prefill int
 	guard   *classGuard
 
@@ -101,6 +103,7 @@ type admission struct {
 	unans   map[string][]int // this replica's requests per pod and class yet to answer a byte
 	unansTk map[string]int   // their uncached prompt tokens per pod
 	peer    map[string]int   // the peers' in-flight per pod
+	peerTk  map[string]int   // the peers' unanswered prompt tokens per pod
 	transit map[string]bool  // pods whose room is on its way to a waiter
 	present map[string]bool  // the fleet as the last refill saw it
 	bands   []band           // one per class
@@ -148,7 +151,7 @@ type admissionLimits struct {
 func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
 	a := &admission{cap: l.cap, pending: l.pending, byClass: l.byClass, maxQueue: l.maxQueue,
 		share: max(1, int(l.share*float64(l.maxQueue))), classes: classes, pods: pods,
-		prefill: l.prefill, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), peer: make(map[string]int),
+		prefill: l.prefill, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), peer: make(map[string]int), peerTk: make(map[string]int),
 		transit: make(map[string]bool), present: make(map[string]bool), bands: make([]band, len(classes))}
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
@@ -175,17 +178,19 @@ func (a *admission) room(pod string, class int, d *kvDemand) bool {
 		(a.pending == 0 || a.unanswered(pod, class) < a.pending) && a.kvFits(pod, class, d) && a.prefillFits(pod, class)
 }
 
-// prefillFits says whether pod's unanswered prefill lets a request of
-// class through: the highest class always, a class the guard does not hold
-// too, the others while this replica's unanswered requests there have
-// fewer than a.prefill uncached prompt tokens to compute. vLLM schedules
-// its running requests' prefill chunks before any waiting request
-// (vllm/v1/core/sched/scheduler.py, the running loop before the waiting
-// one, whatever the policy), so the lower classes' prefill sent ahead of
-// a higher class's request delays it by up to that many tokens' steps;
-// requests whose prefix the pod holds add few tokens and pass. a.mu held.
+// prefillFits says whether pod's unanswered prefill lets a request of class
+// through: the highest class always, a class the guard does not hold too,
+// the others while the unanswered requests there, this replica's and the
+// peers' as they last reported them (so two replicas do not put twice the
+// bound ahead of a high request), have fewer than a.prefill uncached prompt
+// tokens to compute. vLLM schedules its running requests' prefill chunks
+// before any waiting request (vllm/v1/core/sched/scheduler.py, the running
+// loop before the waiting one, whatever the policy), so the lower classes'
+// prefill sent ahead of a higher class's request delays it by up to that
+// many tokens' steps; requests whose prefix the pod holds add few tokens
+// and pass. a.mu held.
 func (a *admission) prefillFits(pod string, class int) bool {
-	return a.prefill == 0 || class == 0 || !a.guard.guarded(class) || a.unansTk[pod] < a.prefill
+	return a.prefill == 0 || class == 0 || !a.guard.guarded(class) || a.unansTk[pod]+a.peerTk[pod] < a.prefill
 }
 
 // kvFits says whether d fits the share of pod's KV cache class may fill;
@@ -257,10 +262,11 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scor
 	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class, d) })
 }
 
-// note records p's in-flight from the peers and its KV cache's size; a.mu
-// held.
+// note records p's in-flight and unanswered prompt tokens from the peers
+// and its KV cache's size; a.mu held.
 func (a *admission) note(p scoring.Pod) {
 	setOrDelete(a.peer, p.Name, p.Load.PeerInFlight)
+	setOrDelete(a.peerTk, p.Name, p.Load.PeerPendingTokens)
 	if a.kv != nil {
 		a.kv.note(p)
 	}

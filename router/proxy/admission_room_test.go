@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -284,4 +285,53 @@ func TestPrefillBoundHoldsTheLowerClassesBehindUnansweredPrefill(t *testing.T) {
 	if shut(low) {
 		t.Fatal("the low class held a minute after the last high request")
 	}
+}
+
+// TestPrefillBoundCountsThePeersPrefill: the peers' unanswered prompt
+// tokens on a pod, as the pod's load carries them from the exchange, count
+// with this replica's under the prefill bound, so two replicas do not put
+// twice the bound ahead of a high request; once the peers' requests start,
+// the next refill hands the pod to a lower-class waiter.
+func TestPrefillBoundCountsThePeersPrefill(t *testing.T) {
+	const high, low = 0, 2
+	var peerTokens atomic.Int64
+	fleet := func() []scoring.Pod {
+		return []scoring.Pod{{Name: "p", Load: scoring.Load{PeerPendingTokens: int(peerTokens.Load())}}}
+	}
+	a := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1, byClass: true}, testClasses, fleet)
+	open := func(class int) bool {
+		t.Helper()
+		return len(a.withRoom(fleet(), class, nil)) == 1
+	}
+
+	peerTokens.Store(1500)
+	if !open(high) { // the high request comes
+		t.Fatal("the highest class held by the prefill bound")
+	}
+	if !open(low) || !a.acquire("p", low, nil) {
+		t.Fatal("the low class held behind the peers' 1,500 tokens, under the bound")
+	}
+	started := a.begin("p", false, low, 600)
+	if open(low) {
+		t.Fatal("the low class passed 600 of this replica's and 1,500 of the peers' unanswered tokens")
+	}
+	peerTokens.Store(1400)
+	if !open(low) {
+		t.Fatal("the low class held behind 2,000 unanswered tokens, under the bound")
+	}
+
+	peerTokens.Store(1500)
+	waiter := queueFor(t, a, Flow{Class: low}, "p")
+	time.Sleep(3 * refillEvery) // refills that find the pod still shut
+	none(t, waiter, "a low waiter while the peers' prefill is unanswered")
+	peerTokens.Store(0) // the peers' requests answer their first bytes
+	select {
+	case r := <-waiter:
+		if r.err != nil || r.pod != "p" {
+			t.Fatalf("the low waiter: %+v, want p", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no refill handed the pod to the low waiter after the peers' prefill started")
+	}
+	started()
 }

@@ -70,9 +70,10 @@ type Config struct {
 	// on.
 	MaxPendingPerPod int
 	// MaxPendingPrefillPerPod bounds, for the classes below the highest,
-	// the prompt tokens yet to compute of this replica's requests to one pod
-	// that have yet to answer a byte (each request's tokens the decision
-	// found uncached there): while they reach it, the pod takes no more
+	// the prompt tokens yet to compute of the requests to one pod that have
+	// yet to answer a byte (each request's tokens the decision found
+	// uncached there), this replica's and its peers' as they last reported
+	// them: while they reach it, the pod takes no more
 	// lower-class requests until one starts. vLLM computes its running
 	// requests' prefill before it starts a waiting one, whatever their
 	// priority, so this is how much lower-class prefill a higher class's

@@ -48,6 +48,9 @@ type Load struct {
 	// backlog this router gave the pod, exact where the engine's waiting
 	// count lags a burst and says nothing of how long its prompts are.
 	PendingTokens int `json:"pending_tokens"`
+	// PeerPendingTokens is the part of PendingTokens the peer router
+	// replicas sent, as they last reported it.
+	PeerPendingTokens int `json:"peer_pending_tokens,omitempty"`
 }
 
 // Pod is one candidate. Its engine in the block index is index.Engine{Pod:
