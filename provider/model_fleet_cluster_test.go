@@ -175,7 +175,11 @@ func TestAccModelFleetDisappears(t *testing.T) {
 // which tells the plan nothing of its nodes; with `cluster` the plan refuses
 // this, TestAccModelFleetTooBigForGPUNodes), nine replicas on eight GPUs fail
 // inside the create timeout with the scheduler's words; the next apply with
-// eight adopts what the failed one left and converges.
+// eight adopts what the failed one left and converges. The timeout leaves the
+// claim time to bind: Kubernetes' PV controller (v1.32 pv_controller.go,
+// syncUnboundClaim) leaves a claim whose pre-bound volume is not yet in its
+// cache for the next resync, 15 s (--pvclaimbinder-sync-period, which EKS
+// does not let one set), and the scheduler retries the pods only after that.
 func TestAccModelFleetUnschedulable(t *testing.T) {
 	c, moto := fleetSetup(t, 8)
 	const ns = "fleet-tight"
@@ -189,7 +193,7 @@ func TestAccModelFleetUnschedulable(t *testing.T) {
 				Config: directFleetConfig(c, moto, "tight", ns, `
   replicas = 9
   timeouts {
-    create = "30s"
+    create = "60s"
   }`),
 				ExpectError: regexp.MustCompile(`(?s)8/9\s+ready.*1\s+Pending:\s+0/8\s+nodes\s+are\s+available:.*Insufficient\s+nvidia.com/gpu`),
 			},
