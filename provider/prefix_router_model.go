@@ -101,8 +101,11 @@ type routerSettings struct {
 		MaxPendingPerPod  int64  `json:"max_pending_per_pod"`
 		// MaxPendingPrefill 0 (a settings annotation written before it):
 		// the prefill bound off, as that router ran.
-		MaxPendingPrefill int64         `json:"max_pending_prefill_per_pod"`
-		MaxQueue          int64         `json:"max_queue"`
+		MaxPendingPrefill int64 `json:"max_pending_prefill_per_pod"`
+		// PrefillReserve 0 (a settings annotation written before it):
+		// no pods held open, as that router ran.
+		PrefillReserve float64       `json:"prefill_reserve"`
+		MaxQueue       int64         `json:"max_queue"`
 		KVOutputReserve   int64         `json:"kv_output_reserve"`
 		KVHeadroom        float64       `json:"kv_headroom"`
 		QueueTimeout      string        `json:"queue_timeout"`
@@ -266,7 +269,8 @@ func (s routerSettings) router(ctx context.Context, conn connection) (workloads.
 			Deployment: s.Fleet.Deployment, Autoscaled: s.Fleet.Autoscaled != nil && *s.Fleet.Autoscaled,
 			S3Region: s.Fleet.S3Region, S3ReaderRole: s.Fleet.S3ReaderRole, SchedulingPolicy: s.Fleet.SchedulingPolicy},
 		Limits: workloads.RouterLimits{MaxInFlightPerPod: int(s.maxInFlightPerPod()),
-			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxPendingPrefillPerPod: int(s.Limits.MaxPendingPrefill), MaxQueue: int(s.Limits.MaxQueue),
+			MaxPendingPerPod: int(s.Limits.MaxPendingPerPod), MaxPendingPrefillPerPod: int(s.Limits.MaxPendingPrefill),
+			PrefillReserve: s.Limits.PrefillReserve, MaxQueue: int(s.Limits.MaxQueue),
 			KVOutputReserve: int(s.Limits.KVOutputReserve), KVHeadroom: s.Limits.KVHeadroom},
 		Service: workloads.Exposure{Type: s.Service.Type, Port: int(s.Service.Port), Internal: s.Service.Internal,
 			SourceRanges: s.Service.SourceRanges, Annotations: s.Service.Annotations},

@@ -109,15 +109,15 @@ func TestRouterScoringPresets(t *testing.T) {
 
 // TestRouterBoundsDefaultsAndImport: the KV bound is on by default (a
 // reserve of 1,024 output tokens, a headroom of 0.1) and so is the prefill
-// bound (2,048 tokens), and a router imported from a settings annotation
-// written before them restores them off, with serve's headroom, as that
-// router ran.
+// bound (2,048 tokens, a quarter of the pods held open), and a router
+// imported from a settings annotation written before them restores them
+// off, with serve's headroom, as that router ran.
 func TestRouterBoundsDefaultsAndImport(t *testing.T) {
 	var resp defaults.ObjectResponse
 	routerLimitsAttribute().Default.DefaultObject(context.Background(), defaults.ObjectRequest{}, &resp)
 	attrs := resp.PlanValue.Attributes()
 	if !attrs["kv_output_reserve"].Equal(types.Int64Value(1024)) || !attrs["kv_headroom"].Equal(types.Float64Value(0.1)) ||
-		!attrs["max_pending_prefill_per_pod"].Equal(types.Int64Value(2048)) {
+		!attrs["max_pending_prefill_per_pod"].Equal(types.Int64Value(2048)) || !attrs["prefill_reserve"].Equal(types.Float64Value(0.25)) {
 		t.Errorf("default limits %v", attrs)
 	}
 	old := testRouterSettings()
@@ -131,6 +131,7 @@ func TestRouterBoundsDefaultsAndImport(t *testing.T) {
 	delete(limits, "kv_output_reserve")
 	delete(limits, "kv_headroom")
 	delete(limits, "max_pending_prefill_per_pod")
+	delete(limits, "prefill_reserve")
 	raw, _ = json.Marshal(fields)
 	var m prefixRouterModel
 	if d := m.restore(context.Background(), string(raw)); d.HasError() {
@@ -138,7 +139,7 @@ func TestRouterBoundsDefaultsAndImport(t *testing.T) {
 	}
 	got := m.Limits.Attributes()
 	if !got["kv_output_reserve"].Equal(types.Int64Value(0)) || !got["kv_headroom"].Equal(types.Float64Value(0.1)) ||
-		!got["max_pending_prefill_per_pod"].Equal(types.Int64Value(0)) {
+		!got["max_pending_prefill_per_pod"].Equal(types.Int64Value(0)) || !got["prefill_reserve"].Equal(types.Float64Value(0)) {
 		t.Errorf("imported limits %v, want the KV bound off with headroom 0.1 and the prefill bound off", got)
 	}
 }
@@ -184,7 +185,7 @@ func TestRouterFlowSettings(t *testing.T) {
 	s := testRouterSettings()
 	s.Limits.Classes = []routerClass{{Name: "gold", TTL: ptr.To("60s")}, {Name: "bronze"}}
 	s.Limits.DefaultClass, s.Limits.TenantShare = ptr.To("bronze"), ptr.To(0.25)
-	s.Limits.MaxPendingPrefill = 2048
+	s.Limits.MaxPendingPrefill, s.Limits.PrefillReserve = 2048, 0.25
 	digest := strings.Repeat("AB", 32)
 	s.APIKeys = []routerAPIKey{{SHA256: digest, Tenant: ptr.To("acme"), Class: ptr.To("gold")}}
 	r, err := s.router(context.Background(), connection{})
@@ -201,8 +202,9 @@ func TestRouterFlowSettings(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Error(err)
 	}
-	if args := strings.Join(r.Args(), " "); r.Limits.MaxPendingPrefillPerPod != 2048 || !strings.Contains(args, "--max-pending-prefill-per-pod 2048") {
-		t.Errorf("max_pending_prefill_per_pod 2048 renders %d, %q", r.Limits.MaxPendingPrefillPerPod, args)
+	if args := strings.Join(r.Args(), " "); r.Limits.MaxPendingPrefillPerPod != 2048 || r.Limits.PrefillReserve != 0.25 ||
+		!strings.Contains(args, "--max-pending-prefill-per-pod 2048 --prefill-reserve 0.25") {
+		t.Errorf("max_pending_prefill_per_pod 2048, prefill_reserve 0.25 render %+v, %q", r.Limits, args)
 	}
 	if r.Limits.KVOutputReserve != 0 || slices.Contains(r.Args(), "--kv-output-reserve") {
 		t.Errorf("kv_output_reserve 0 (off) renders %d, %q", r.Limits.KVOutputReserve, r.Args())

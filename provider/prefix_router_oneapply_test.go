@@ -558,9 +558,9 @@ func checkRouterFlow(t *testing.T, c *testenv.Cluster, ns, url, model string) er
 	}
 	args := dep.Spec.Template.Spec.Containers[0].Args
 	if flagValue(args, "--max-in-flight-per-pod") != "256" || flagValue(args, "--max-pending-per-pod") != "2" ||
-		flagValue(args, "--max-pending-prefill-per-pod") != "2048" ||
+		flagValue(args, "--max-pending-prefill-per-pod") != "2048" || flagValue(args, "--prefill-reserve") != "0.25" ||
 		flagValue(args, "--priority-classes") != "interactive=1m0s,standard,batch=10s" || !slices.Contains(args, "--engine-priority") {
-		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod, 2 pending, 2,048 prefill tokens pending, "+
+		return fmt.Errorf("router args %q: want the fleet's max_num_seqs 256 per pod, 2 pending, 2,048 prefill tokens pending with a quarter of the pods held open, "+
 			"the configured classes and --engine-priority", args)
 	}
 	body := completionBody(t, model, prefixPrompt(7, 1))

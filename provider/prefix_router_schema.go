@@ -33,11 +33,13 @@ import (
 // The KV bound's defaults (limits.kv_output_reserve, limits.kv_headroom)
 // and the prefill bound's (limits.max_pending_prefill_per_pod: vLLM's
 // --max-num-batched-tokens on GPUs under 70 GiB, vllm/engine/arg_utils.py
-// of v0.32.0, one step's tokens).
+// of v0.32.0, one step's tokens; limits.prefill_reserve: a quarter of the
+// pods, BENCHMARKS.md 2026-12-07 twelfth session).
 const (
 	defaultKVOutputReserve = 1024
 	defaultKVHeadroom      = 0.1
 	defaultPendingPrefill  = 2048
+	defaultPrefillReserve  = 0.25
 )
 
 var (
@@ -50,7 +52,7 @@ var (
 		"scorers": types.ListType{ElemType: types.ObjectType{AttrTypes: routerScorerTypes}}}
 	routerClassTypes  = map[string]attr.Type{"name": types.StringType, "ttl": types.StringType}
 	routerLimitsTypes = map[string]attr.Type{"max_in_flight_per_pod": types.Int64Type, "max_pending_per_pod": types.Int64Type, "max_queue": types.Int64Type,
-		"max_pending_prefill_per_pod": types.Int64Type, "kv_output_reserve": types.Int64Type, "kv_headroom": types.Float64Type,
+		"max_pending_prefill_per_pod": types.Int64Type, "prefill_reserve": types.Float64Type, "kv_output_reserve": types.Int64Type, "kv_headroom": types.Float64Type,
 		"queue_timeout": types.StringType, "drain_timeout": types.StringType,
 		"priority_classes": types.ListType{ElemType: types.ObjectType{AttrTypes: routerClassTypes}}, "default_class": types.StringType,
 		"tenant_share": types.Float64Type}
@@ -253,7 +255,7 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{Optional: true, Computed: true,
 		Default: objectdefault.StaticValue(types.ObjectValueMust(routerLimitsTypes, map[string]attr.Value{
 			"max_in_flight_per_pod": types.Int64Null(), "max_pending_per_pod": types.Int64Value(2), "max_queue": types.Int64Value(1024),
-			"max_pending_prefill_per_pod": types.Int64Value(defaultPendingPrefill),
+			"max_pending_prefill_per_pod": types.Int64Value(defaultPendingPrefill), "prefill_reserve": types.Float64Value(defaultPrefillReserve),
 			"kv_output_reserve":           types.Int64Value(defaultKVOutputReserve), "kv_headroom": types.Float64Value(defaultKVHeadroom),
 			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m"),
 			"priority_classes": types.ListNull(types.ObjectType{AttrTypes: routerClassTypes}), "default_class": types.StringNull(),
@@ -283,6 +285,14 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 					"(vLLM's default: `2048` on GPUs under 70 GiB, `8192` on H100s and H200s) so that a pod still computes a full step of prefill. " +
 					"Default `2048`; `0` turns it off. The highest class is never held by it. `/metrics` has each replica's own share per pod, " +
 					"`llmd_router_pod_pending_prefill_tokens`, shown on the router dashboard."},
+			"prefill_reserve": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(defaultPrefillReserve),
+				Validators: []validator.Float64{float64validator.Between(0, 0.9)},
+				MarkdownDescription: "Under the prefill bound, the share of the fleet's pods (rounded down) kept open to the higher classes: a pod open to a " +
+					"lower class's request (its unanswered prefill below `max_pending_prefill_per_pod`) takes it only while more pods than that are open. " +
+					"In a burst of cold prompts (a fleet starting, a new set of prefixes) the lower classes would otherwise start a step of prefill on every pod " +
+					"the moment it opens, and each higher-class request would wait for one wherever it went; with pods held open it starts at once. " +
+					"It holds the lower classes only within a minute of a higher class's request, like the bounds. Default `0.25` (2 of 8 pods; " +
+					"under 4 pods it keeps none); `0`: none. Without the prefill bound (`max_pending_prefill_per_pod = 0`) it has no effect."},
 			"kv_output_reserve": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVOutputReserve),
 				Validators: []validator.Int64{int64validator.Between(0, 1<<20)},
 				MarkdownDescription: "The KV bound: while requests of a higher class come (within the last minute), each lower class may fill only its share of a pod's " +

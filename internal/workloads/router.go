@@ -100,7 +100,10 @@ type RouterLimits struct {
 	// the uncached prompt tokens of a replica's unanswered requests on one
 	// pod (0: no bound).
 	MaxPendingPrefillPerPod int
-	MaxQueue                int
+	// PrefillReserve is the share of the fleet's pods, rounded down, the
+	// prefill bound keeps open to the higher classes (0: none).
+	PrefillReserve float64
+	MaxQueue       int
 	// KVOutputReserve turns the KV bound on (0: off) with each request's
 	// output counted up to this many tokens; KVHeadroom is the share of a
 	// pod's KV cache the lowest class leaves free (0: serve's default).

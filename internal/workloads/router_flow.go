@@ -43,6 +43,9 @@ func (r Router) validateFlow() error {
 	if l.MaxPendingPrefillPerPod < 0 {
 		return fmt.Errorf("limits.max_pending_prefill_per_pod: %d is negative (0 turns the prefill bound off)", l.MaxPendingPrefillPerPod)
 	}
+	if l.PrefillReserve < 0 || l.PrefillReserve >= 1 {
+		return fmt.Errorf("limits.prefill_reserve: %g is not a share of the pods in [0, 1)", l.PrefillReserve)
+	}
 	if l.KVOutputReserve < 0 {
 		return fmt.Errorf("limits.kv_output_reserve: %d is negative (0 turns the KV bound off)", l.KVOutputReserve)
 	}
@@ -107,6 +110,9 @@ func (r Router) flowArgs() []string {
 	}
 	if l.MaxPendingPrefillPerPod > 0 {
 		args = append(args, "--max-pending-prefill-per-pod", strconv.Itoa(l.MaxPendingPrefillPerPod))
+		if l.PrefillReserve > 0 {
+			args = append(args, "--prefill-reserve", strconv.FormatFloat(l.PrefillReserve, 'g', -1, 64))
+		}
 	}
 	if len(r.APIKeys) > 0 {
 		args = append(args, "--api-keys-file", path.Join(RouterConfigDir, RouterAPIKeysFile))

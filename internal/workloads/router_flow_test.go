@@ -22,8 +22,12 @@ func TestRouterFlow(t *testing.T) {
 	}
 	if args := r.Args(); slices.Contains(args, "--priority-classes") || slices.Contains(args, "--api-keys-file") ||
 		slices.Contains(args, "--engine-priority") || slices.Contains(args, "--kv-output-reserve") ||
-		slices.Contains(args, "--max-pending-prefill-per-pod") {
+		slices.Contains(args, "--max-pending-prefill-per-pod") || slices.Contains(args, "--prefill-reserve") {
 		t.Errorf("a router without flow settings passes %q", args)
+	}
+	r.Limits.PrefillReserve = 0.25 // the provider's default, with the prefill bound turned off: moot, not passed
+	if args := r.Args(); slices.Contains(args, "--prefill-reserve") {
+		t.Errorf("a reserve without the prefill bound passes %q", args)
 	}
 	r.Target.SchedulingPolicy = PolicyPriority // engines that order by priority get the class as it
 	if args := r.Args(); !slices.Contains(args, "--engine-priority") {
@@ -32,11 +36,11 @@ func TestRouterFlow(t *testing.T) {
 	r.Limits.Classes = []RouterClass{{Name: "gold", TTL: time.Minute}, {Name: "standard"}, {Name: "batch", TTL: 10 * time.Second}}
 	r.Limits.DefaultClass, r.Limits.TenantShare = "standard", 0.25
 	r.Limits.KVOutputReserve, r.Limits.KVHeadroom = 1024, 0.15
-	r.Limits.MaxPendingPrefillPerPod = 2048
+	r.Limits.MaxPendingPrefillPerPod, r.Limits.PrefillReserve = 2048, 0.25
 	r.APIKeys = []RouterAPIKey{{SHA256: acmeDigest, Tenant: "acme", Class: "standard"}, {SHA256: strings.Repeat("ab", 32)}}
 	args := strings.Join(r.Args(), " ")
 	for _, want := range []string{"--priority-classes gold=1m0s,standard,batch=10s", "--default-class standard", "--tenant-share 0.25",
-		"--kv-output-reserve 1024 --kv-headroom 0.15", "--max-pending-prefill-per-pod 2048", "--api-keys-file /etc/llmd-router/api-keys"} {
+		"--kv-output-reserve 1024 --kv-headroom 0.15", "--max-pending-prefill-per-pod 2048 --prefill-reserve 0.25", "--api-keys-file /etc/llmd-router/api-keys"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)
 		}
@@ -73,6 +77,7 @@ func TestRouterFlowErrors(t *testing.T) {
 		{"headroom", func(r *Router) { r.Limits.KVHeadroom = 1 }, "limits.kv_headroom: 1 is not in (0, 1)"},
 		{"reserve", func(r *Router) { r.Limits.KVOutputReserve = -1 }, "limits.kv_output_reserve: -1 is negative"},
 		{"prefill", func(r *Router) { r.Limits.MaxPendingPrefillPerPod = -1 }, "limits.max_pending_prefill_per_pod: -1 is negative"},
+		{"prefill reserve", func(r *Router) { r.Limits.MaxPendingPrefillPerPod, r.Limits.PrefillReserve = 2048, 1 }, "limits.prefill_reserve: 1 is not a share of the pods in [0, 1)"},
 		{"digest", func(r *Router) { r.APIKeys = []RouterAPIKey{{SHA256: "secret"}} }, `api_keys[0].sha256: "secret" is not 64 hex digits`},
 		{"same key", func(r *Router) {
 			r.APIKeys = []RouterAPIKey{{SHA256: acmeDigest}, {SHA256: strings.ToLower(acmeDigest)}}

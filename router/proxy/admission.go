@@ -62,7 +62,9 @@ const refillEvery = 50 * time.Millisecond
 // fill; under the prefill bound (prefillFits), while the unanswered
 // requests there (this replica's and the peers' as last exchanged) leave a
 // class below the highest little enough prefill ahead of a higher class's
-// request. The pending bound follows the engine: a request the engine
+// request, and, under the prefill reserve, while enough other pods of the
+// fleet stay open to a higher class's request (prefillFits). The pending
+// bound follows the engine: a request the engine
 // cannot fit yet (its KV cache full, its batch at max_num_seqs) waits there
 // unanswered, so the pod stays shut until the engine starts it, and the
 // router, where requests can still be ordered and placed, holds the rest.
@@ -97,6 +99,9 @@ type admission struct {
 	// bound is on.
 	prefill int
 	guard   *classGuard
+	// reserve is the share of the fleet's pods, rounded down, that the
+	// prefill bound keeps open to the higher classes (0: none).
+	reserve float64
 
 	mu      sync.Mutex
 	open    map[string]int   // this replica's slots per pod
@@ -106,8 +111,13 @@ type admission struct {
 	peerTk  map[string]int   // the peers' unanswered prompt tokens per pod
 	transit map[string]bool  // pods whose room is on its way to a waiter
 	present map[string]bool  // the fleet as the last refill saw it
-	bands   []band           // one per class
-	n       int              // waiters in every band
+	// fleet is every pod a decision or a refill offered since the last
+	// refill, for the prefill reserve; openN how many of them are open to
+	// the guarded classes under the prefill bound, -1 until counted again.
+	fleet   map[string]bool
+	openN   int
+	bands   []band // one per class
+	n       int    // waiters in every band
 	pumping bool
 }
 
@@ -144,14 +154,16 @@ type admissionLimits struct {
 	// kv turns the KV bound on, with kvHeadroom its headroom (kvBound).
 	kv         bool
 	kvHeadroom float64
-	// prefill turns the prefill bound on (admission.prefill).
+	// prefill turns the prefill bound on (admission.prefill), reserve its
+	// reserve (admission.reserve).
 	prefill int
+	reserve float64
 }
 
 func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
 	a := &admission{cap: l.cap, pending: l.pending, byClass: l.byClass, maxQueue: l.maxQueue,
 		share: max(1, int(l.share*float64(l.maxQueue))), classes: classes, pods: pods,
-		prefill: l.prefill, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), peer: make(map[string]int), peerTk: make(map[string]int),
+		prefill: l.prefill, reserve: l.reserve, fleet: make(map[string]bool), openN: -1, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), peer: make(map[string]int), peerTk: make(map[string]int),
 		transit: make(map[string]bool), present: make(map[string]bool), bands: make([]band, len(classes))}
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
@@ -189,8 +201,40 @@ func (a *admission) room(pod string, class int, d *kvDemand) bool {
 // prefill sent ahead of a higher class's request delays it by up to that
 // many tokens' steps; requests whose prefix the pod holds add few tokens
 // and pass. a.mu held.
+//
+// Under the reserve a pod open to such a class takes it only while more
+// than the reserve's share of the fleet's pods are open: in a burst of cold
+// prompts the lower classes would otherwise start a step of prefill on
+// every pod the moment it opens, and each higher-class request would find
+// one ahead of it wherever it went; the reserved pods let it start at once.
 func (a *admission) prefillFits(pod string, class int) bool {
-	return a.prefill == 0 || class == 0 || !a.guard.guarded(class) || a.unansTk[pod]+a.peerTk[pod] < a.prefill
+	return a.prefill == 0 || class == 0 || !a.guard.guarded(class) ||
+		(a.openToGuarded(pod) && a.openPods() > int(a.reserve*float64(len(a.fleet))))
+}
+
+// openToGuarded says whether pod's unanswered prefill, this replica's and
+// the peers', is below the prefill bound; a.mu held.
+func (a *admission) openToGuarded(pod string) bool { return a.unansTk[pod]+a.peerTk[pod] < a.prefill }
+
+// openPods is how many of the fleet's pods are open to the guarded classes
+// (openToGuarded), counted once per change of their prefill; a.mu held.
+func (a *admission) openPods() int {
+	if a.openN < 0 {
+		a.openN = 0
+		for pod := range a.fleet {
+			if a.openToGuarded(pod) {
+				a.openN++
+			}
+		}
+	}
+	return a.openN
+}
+
+// addPrefill counts d more unanswered prompt tokens of this replica's on
+// pod; a.mu held.
+func (a *admission) addPrefill(pod string, d int) {
+	setOrDelete(a.unansTk, pod, a.unansTk[pod]+d)
+	a.openN = -1
 }
 
 // kvFits says whether d fits the share of pod's KV cache class may fill;
@@ -255,6 +299,10 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scor
 	defer a.mu.Unlock()
 	for _, p := range cands {
 		a.note(p)
+		if !a.fleet[p.Name] {
+			a.fleet[p.Name] = true
+			a.openN = -1
+		}
 	}
 	if a.guard != nil {
 		a.guard.came(class, a.classes[class].Name)
@@ -266,7 +314,10 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scor
 // and its KV cache's size; a.mu held.
 func (a *admission) note(p scoring.Pod) {
 	setOrDelete(a.peer, p.Name, p.Load.PeerInFlight)
-	setOrDelete(a.peerTk, p.Name, p.Load.PeerPendingTokens)
+	if a.peerTk[p.Name] != p.Load.PeerPendingTokens {
+		setOrDelete(a.peerTk, p.Name, p.Load.PeerPendingTokens)
+		a.openN = -1
+	}
 	if a.kv != nil {
 		a.kv.note(p)
 	}
@@ -356,7 +407,7 @@ func (a *admission) begin(pod string, handed bool, class, uncached int) (started
 	if handed {
 		delete(a.transit, pod)
 	}
-	a.unansTk[pod] += uncached
+	a.addPrefill(pod, uncached)
 	a.addUnanswered(pod, class, 1)
 	a.fill(pod)
 	a.mu.Unlock()
@@ -366,7 +417,7 @@ func (a *admission) begin(pod string, handed bool, class, uncached int) (started
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.addUnanswered(pod, class, -1)
-			setOrDelete(a.unansTk, pod, a.unansTk[pod]-uncached)
+			a.addPrefill(pod, -uncached)
 			a.fill(pod)
 		})
 	}
@@ -539,8 +590,11 @@ func (a *admission) pump() {
 		pods := a.pods()
 		a.mu.Lock()
 		clear(a.present)
+		clear(a.fleet)
+		a.openN = -1
 		for _, p := range pods {
 			a.present[p.Name] = true
+			a.fleet[p.Name] = true
 		}
 		for _, p := range pods {
 			a.note(p)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -334,4 +335,94 @@ func TestPrefillBoundCountsThePeersPrefill(t *testing.T) {
 		t.Fatal("no refill handed the pod to the low waiter after the peers' prefill started")
 	}
 	started()
+}
+
+// TestPrefillReserveKeepsPodsOpenToTheHigherClasses: with a reserve of a
+// quarter of eight pods, once a high request came, the low class's cold
+// prompts take pods until only two are open under the prefill bound; the
+// high class still takes any pod, and a low waiter gets a pod only once a
+// first byte leaves three open. Without the reserve the low class takes
+// every open pod.
+func TestPrefillReserveKeepsPodsOpenToTheHigherClasses(t *testing.T) {
+	const high, low = 0, 2
+	pods := make([]scoring.Pod, 8)
+	for i := range pods {
+		pods[i].Name = fmt.Sprintf("p%d", i)
+	}
+	fleet := func() []scoring.Pod { return slices.Clone(pods) }
+	for _, reserve := range []float64{0, 0.25} {
+		a := newAdmission(admissionLimits{prefill: 2048, reserve: reserve, maxQueue: 8, share: 1, byClass: true}, testClasses, fleet)
+		open := func(class int) []scoring.Pod {
+			t.Helper()
+			return a.withRoom(fleet(), class, nil)
+		}
+		if len(open(high)) != 8 { // the high request comes
+			t.Fatal("the highest class held with every pod open")
+		}
+		var startedLow []func()
+		var lowPods []string
+		for {
+			o := open(low)
+			if len(o) == 0 {
+				break
+			}
+			if !a.acquire(o[0].Name, low, nil) {
+				t.Fatalf("reserve %v: withRoom offered %s to the low class, acquire refused it", reserve, o[0].Name)
+			}
+			startedLow = append(startedLow, a.begin(o[0].Name, false, low, 2300))
+			lowPods = append(lowPods, o[0].Name)
+		}
+		if want := 8 - int(reserve*8); len(startedLow) != want {
+			t.Fatalf("reserve %v: the low class's cold prompts took %d pods, want %d", reserve, len(startedLow), want)
+		}
+		if reserve == 0 {
+			continue
+		}
+		if o := open(high); len(o) != 8 {
+			t.Fatalf("the high class offered %v, want every pod", o)
+		}
+		var reserved []string
+		for _, p := range pods {
+			if !slices.Contains(lowPods, p.Name) {
+				reserved = append(reserved, p.Name)
+			}
+		}
+		waiter := queueFor(t, a, Flow{Class: low}, "")
+		highStarted := a.begin(reserved[0], false, high, 2048) // one reserved pod takes a cold high prompt
+		startedLow[0]()                                             // a low prompt's first byte: two pods open
+		none(t, waiter, "a low waiter with two of eight pods open")
+		startedLow[1]() // three open
+		select {
+		case r := <-waiter:
+			if mayGo := []string{lowPods[0], lowPods[1], reserved[1]}; r.err != nil || !slices.Contains(mayGo, r.pod) {
+				t.Fatalf("the low waiter: %+v, want one of the open pods %v", r, mayGo)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the low waiter got no pod with three of eight open")
+		}
+		highStarted()
+	}
+}
+
+// TestNewRefusesAPrefillReserveItCannotKeep: a reserve outside [0, 1), or
+// one without the prefill bound it keeps pods open under, is refused
+// naming the field.
+func TestNewRefusesAPrefillReserveItCannotKeep(t *testing.T) {
+	s, _ := newServer(t, map[string]string{"a": okPod(t).URL}, Config{})
+	for _, tc := range []struct {
+		reserve float64
+		prefill int
+		want    string
+	}{{1, 2048, "PrefillReserve 1:"}, {-0.25, 2048, "PrefillReserve -0.25:"}, {0.25, 0, "MaxPendingPrefillPerPod 0 turns off"}} {
+		cfg := s.cfg
+		cfg.PrefillReserve, cfg.MaxPendingPrefillPerPod = tc.reserve, tc.prefill
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("reserve %v with a prefill bound of %d: %v, want an error naming %q", tc.reserve, tc.prefill, err, tc.want)
+		}
+	}
+	cfg := s.cfg
+	cfg.PrefillReserve, cfg.MaxPendingPrefillPerPod = 0.25, 2048
+	if _, err := New(cfg); err != nil {
+		t.Errorf("reserve 0.25 under a prefill bound of 2048: %v", err)
+	}
 }

@@ -64,7 +64,8 @@
 // yet to answer a byte (the engine's queue as the router sees it). While a
 // higher class's requests come, the classes below it are also held to a
 // share of each pod's KV cache (KVOutputReserve) and to MaxPendingPrefillPerPod
-// uncached prompt tokens unanswered there. When
+// uncached prompt tokens unanswered there, with PrefillReserve of the pods
+// kept open to the higher classes. When
 // the pod the scorers choose over every pod has no room, a request waits
 // for it in a queue of MaxQueue. Requests carry a priority class
 // (Limits.Classes, by header or API key) and a tenant: room on a pod goes

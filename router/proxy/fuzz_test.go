@@ -53,7 +53,7 @@ func fuzzEndpoint(f *testing.F, path string) {
 		f.Add([]byte(b))
 	}
 	// The admission llmd_prefix_router deploys: vLLM's max_num_seqs, 2 pending, the prefill bound and the KV bound.
-	s, _ := newServer(f, map[string]string{"a": okPod(f).URL, "b": okPod(f).URL}, Config{MaxInFlightPerPod: 256, MaxPendingPerPod: 2, MaxPendingPrefillPerPod: 2048, KVOutputReserve: 1024})
+	s, _ := newServer(f, map[string]string{"a": okPod(f).URL, "b": okPod(f).URL}, Config{MaxInFlightPerPod: 256, MaxPendingPerPod: 2, MaxPendingPrefillPerPod: 2048, PrefillReserve: 0.25, KVOutputReserve: 1024})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))

@@ -83,6 +83,16 @@ type Config struct {
 	// (serve's default) means no bound; llmd_prefix_router renders the
 	// engines' --max-num-batched-tokens, one step's tokens.
 	MaxPendingPrefillPerPod int
+	// PrefillReserve is the share of the fleet's pods, rounded down, that
+	// MaxPendingPrefillPerPod keeps open to the higher classes: a pod open
+	// to a lower class's request (its unanswered prefill below the bound)
+	// takes it only while more pods than that are open. In a burst of cold
+	// prompts the lower classes would otherwise start a step of prefill on
+	// each pod the moment it opens, and a higher class's request would find
+	// one ahead of it on whichever pod it went to. 0 (serve's default)
+	// keeps none; llmd_prefix_router renders 0.25 (and nothing when the
+	// prefill bound is off). Needs MaxPendingPrefillPerPod.
+	PrefillReserve float64
 	// EnginePriority sets each routed request's vLLM priority to its
 	// class's rank (EngineBody), so that engines run with
 	// --scheduling-policy priority put the high class first in their
@@ -187,6 +197,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KVHeadroom == 0 {
 		cfg.KVHeadroom = DefaultKVHeadroom
 	}
+	if cfg.PrefillReserve < 0 || cfg.PrefillReserve >= 1 {
+		return nil, fmt.Errorf("proxy: PrefillReserve %v: want a share of the pods in [0, 1)", cfg.PrefillReserve)
+	}
+	if cfg.PrefillReserve > 0 && cfg.MaxPendingPrefillPerPod == 0 {
+		return nil, errors.New("proxy: PrefillReserve keeps pods open under the prefill bound, which MaxPendingPrefillPerPod 0 turns off")
+	}
 	if cfg.Transport == nil {
 		cfg.Transport = NewTransport()
 	}
@@ -215,7 +231,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.adm = newAdmission(admissionLimits{cap: cfg.MaxInFlightPerPod, pending: cfg.MaxPendingPerPod,
 		maxQueue: cfg.MaxQueue, share: s.cfg.TenantShare, byClass: cfg.EnginePriority,
-		kv: cfg.KVOutputReserve > 0, kvHeadroom: cfg.KVHeadroom, prefill: cfg.MaxPendingPrefillPerPod}, s.cfg.Classes,
+		kv: cfg.KVOutputReserve > 0, kvHeadroom: cfg.KVHeadroom, prefill: cfg.MaxPendingPrefillPerPod,
+		reserve: cfg.PrefillReserve}, s.cfg.Classes,
 		func() []scoring.Pod { return s.br.filter(s.cfg.Fleet.Pods(nil)) })
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST "+chat.PathCompletions, s.guard(false, s.routed))

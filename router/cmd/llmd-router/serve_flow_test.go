@@ -103,7 +103,7 @@ func TestServeFlowFlags(t *testing.T) {
 		Target:  workloads.RouterTarget{Namespace: "llmd", Selector: "app=vllm", HTTPPort: 8000, KVEventsPort: 5557, ServedModel: simModelName},
 		Scorers: config.DefaultScorers(),
 		Limits: workloads.RouterLimits{MaxInFlightPerPod: 1, MaxQueue: 16, QueueTimeout: 30 * time.Second, Drain: time.Minute,
-			KVOutputReserve: 1024, KVHeadroom: 0.2, MaxPendingPrefillPerPod: 2048,
+			KVOutputReserve: 1024, KVHeadroom: 0.2, MaxPendingPrefillPerPod: 2048, PrefillReserve: 0.25,
 			Classes: []workloads.RouterClass{{Name: "gold", TTL: 20 * time.Second}, {Name: "standard"}, {Name: "batch", TTL: 300 * time.Millisecond}}},
 		APIKeys:   []workloads.RouterAPIKey{{SHA256: hex.EncodeToString(sum[:]), Tenant: "acme", Class: "standard"}},
 		LogLevel:  "info",
@@ -182,12 +182,12 @@ func renderedFlowArgs(t *testing.T, spec workloads.Router) []string {
 		case "--api-keys-file":
 			out = append(out, flag, keys)
 		case "--max-in-flight-per-pod", "--max-pending-per-pod", "--max-queue", "--queue-timeout", "--priority-classes", "--default-class", "--tenant-share",
-			"--kv-output-reserve", "--kv-headroom", "--max-pending-prefill-per-pod":
+			"--kv-output-reserve", "--kv-headroom", "--max-pending-prefill-per-pod", "--prefill-reserve":
 			out = append(out, flag, value)
 		}
 	}
 	if !slices.Contains(out, "--api-keys-file") || !slices.Contains(out, "--priority-classes") || !slices.Contains(out, "--kv-headroom") ||
-		!slices.Contains(out, "--max-pending-prefill-per-pod") {
+		!slices.Contains(out, "--max-pending-prefill-per-pod") || !slices.Contains(out, "--prefill-reserve") {
 		t.Fatalf("the rendered args %q lack the flow flags", rendered)
 	}
 	return out
