@@ -104,15 +104,15 @@ type routerSettings struct {
 		MaxPendingPrefill int64 `json:"max_pending_prefill_per_pod"`
 		// PrefillReserve 0 (a settings annotation written before it):
 		// no pods held open, as that router ran.
-		PrefillReserve float64       `json:"prefill_reserve"`
-		MaxQueue       int64         `json:"max_queue"`
-		KVOutputReserve   int64         `json:"kv_output_reserve"`
-		KVHeadroom        float64       `json:"kv_headroom"`
-		QueueTimeout      string        `json:"queue_timeout"`
-		DrainTimeout      string        `json:"drain_timeout"`
-		Classes           []routerClass `json:"priority_classes,omitempty"`
-		DefaultClass      *string       `json:"default_class,omitempty"`
-		TenantShare       *float64      `json:"tenant_share,omitempty"`
+		PrefillReserve  float64       `json:"prefill_reserve"`
+		MaxQueue        int64         `json:"max_queue"`
+		KVOutputReserve int64         `json:"kv_output_reserve"`
+		KVHeadroom      float64       `json:"kv_headroom"`
+		QueueTimeout    string        `json:"queue_timeout"`
+		DrainTimeout    string        `json:"drain_timeout"`
+		Classes         []routerClass `json:"priority_classes,omitempty"`
+		DefaultClass    *string       `json:"default_class,omitempty"`
+		TenantShare     *float64      `json:"tenant_share,omitempty"`
 	} `json:"limits"`
 	APIKeys []routerAPIKey `json:"api_keys,omitempty"`
 	Service struct {

@@ -256,7 +256,7 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 		Default: objectdefault.StaticValue(types.ObjectValueMust(routerLimitsTypes, map[string]attr.Value{
 			"max_in_flight_per_pod": types.Int64Null(), "max_pending_per_pod": types.Int64Value(2), "max_queue": types.Int64Value(1024),
 			"max_pending_prefill_per_pod": types.Int64Value(defaultPendingPrefill), "prefill_reserve": types.Float64Value(defaultPrefillReserve),
-			"kv_output_reserve":           types.Int64Value(defaultKVOutputReserve), "kv_headroom": types.Float64Value(defaultKVHeadroom),
+			"kv_output_reserve": types.Int64Value(defaultKVOutputReserve), "kv_headroom": types.Float64Value(defaultKVHeadroom),
 			"queue_timeout": types.StringValue("30s"), "drain_timeout": types.StringValue("2m"),
 			"priority_classes": types.ListNull(types.ObjectType{AttrTypes: routerClassTypes}), "default_class": types.StringNull(),
 			"tenant_share": types.Float64Null()})),

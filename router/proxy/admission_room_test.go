@@ -389,7 +389,7 @@ func TestPrefillReserveKeepsPodsOpenToTheHigherClasses(t *testing.T) {
 		}
 		waiter := queueFor(t, a, Flow{Class: low}, "")
 		highStarted := a.begin(reserved[0], false, high, 2048) // one reserved pod takes a cold high prompt
-		startedLow[0]()                                             // a low prompt's first byte: two pods open
+		startedLow[0]()                                        // a low prompt's first byte: two pods open
 		none(t, waiter, "a low waiter with two of eight pods open")
 		startedLow[1]() // three open
 		select {
