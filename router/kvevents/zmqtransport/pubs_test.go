@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	zmq "github.com/pebbe/zmq4"
 
+	"github.com/llmd-dev/terraform-provider-llmd/internal/freeport"
 	"github.com/llmd-dev/terraform-provider-llmd/internal/testenv"
 	"github.com/llmd-dev/terraform-provider-llmd/router/kvevents"
 )
@@ -73,15 +73,20 @@ type pubOptions struct {
 }
 
 // freeAddr returns a tcp address on a free loopback port, for the side that
-// binds a known address (the router's SUB in bind mode).
+// binds a known address (the router's SUB in bind mode). The publisher
+// connects first and ZeroMQ retries its connect until the bind, each try
+// from a port of the kernel's ephemeral range: a port from that range (as a
+// listen on port 0 picks) can be taken by one of those tries, or by any
+// other connection, before the bind (seen as "address already in use" in
+// TestIngestMatchesPublishersTruth), so the port lies below it
+// (freeport).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return "tcp://" + l.Addr().String()
+	return fmt.Sprintf("tcp://127.0.0.1:%d", port)
 }
 
 // goPub publishes with kvevents.EncodeBatch over pebbe/zmq4.
