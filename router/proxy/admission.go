@@ -209,7 +209,7 @@ func (a *admission) room(pod string, class int, d *kvDemand) bool {
 // one ahead of it wherever it went; the reserved pods let it start at once.
 func (a *admission) prefillFits(pod string, class int) bool {
 	return a.prefill == 0 || class == 0 || !a.guard.guarded(class) ||
-		(a.openToGuarded(pod) && a.openPods() > int(a.reserve*float64(len(a.fleet))))
+		(a.openToGuarded(pod) && (a.reserve == 0 || a.openPods() > int(a.reserve*float64(len(a.fleet)))))
 }
 
 // openToGuarded says whether pod's unanswered prefill, this replica's and

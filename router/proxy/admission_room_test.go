@@ -426,3 +426,35 @@ func TestNewRefusesAPrefillReserveItCannotKeep(t *testing.T) {
 		t.Errorf("reserve 0.25 under a prefill bound of 2048: %v", err)
 	}
 }
+
+// BenchmarkLowClassPlacement is admission's cost of placing one guarded
+// low-class request on a fleet of 256 pods: withRoom over every pod, the
+// slot, the begin and the first byte (which recount the open pods under a
+// reserve), with and without the prefill reserve (BENCHMARKS.md, 2026-12-07
+// twelfth session).
+func BenchmarkLowClassPlacement(b *testing.B) {
+	const high, low = 0, 2
+	pods := make([]scoring.Pod, 256)
+	for i := range pods {
+		pods[i].Name = fmt.Sprintf("pod-%d", i)
+	}
+	for _, reserve := range []float64{0, 0.25} {
+		b.Run(fmt.Sprintf("reserve=%v", reserve), func(b *testing.B) {
+			a := newAdmission(admissionLimits{prefill: 2048, reserve: reserve, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
+			a.withRoom(slices.Clone(pods), high, nil) // the guard holds the low class
+			cands := make([]scoring.Pod, len(pods))
+			for i := 0; b.Loop(); i++ {
+				open := a.withRoom(append(cands[:0], pods...), low, nil)
+				if len(open) == 0 {
+					b.Fatal("no pod open to the low class")
+				}
+				pod := open[i%len(open)].Name
+				if !a.acquire(pod, low, nil) {
+					b.Fatal("acquire refused a pod withRoom offered")
+				}
+				a.begin(pod, false, low, 1500)()
+				a.release(pod, nil)
+			}
+		})
+	}
+}
