@@ -1,5 +1,7 @@
 package prompt
 
+import "runtime"
+
 // turns lets as many requests do the router's CPU-bound prompt work at
 // once (parse the body, render the chat template, tokenize) as the process
 // has cores; the others wait their turn, blocked rather than runnable. A
@@ -14,7 +16,12 @@ type turns chan struct{}
 func newTurns(cores int) turns { return make(turns, max(cores, 1)) }
 
 // take waits for a turn and returns its release, which may be called more
-// than once.
+// than once. Release yields the processor before it hands the turn on:
+// a turn handed over a channel readies its next holder to run next on this
+// processor, inheriting the time slice, so a run of prompts would keep the
+// processor for up to the scheduler's 10 ms slice while the goroutines
+// readied meanwhile (a peer's news, KV events, streams) wait; yielding
+// first lets them run between two prompts.
 func (t turns) take() (release func()) {
 	if t == nil {
 		return func() {}
@@ -24,6 +31,7 @@ func (t turns) take() (release func()) {
 	return func() {
 		if held {
 			held = false
+			runtime.Gosched()
 			<-t
 		}
 	}

@@ -84,8 +84,13 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 			}
 		}
 		for {
+			// From the pods' loads to the commit, one decision at a time:
+			// each sees every request placed before it in the fleet's
+			// counts, as one router deciding a burst in turn would.
+			s.deciding.Lock()
 			buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 			if len(buf) == 0 {
+				s.deciding.Unlock()
 				drop()
 				if s.cfg.Waker != nil && len(tried) == 0 {
 					if since.IsZero() {
@@ -117,6 +122,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				}
 			}
 			if len(open) == 0 {
+				s.deciding.Unlock()
 				queued := time.Now()
 				if since.IsZero() {
 					since = queued
@@ -148,6 +154,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				s.work.add(time.Now(), placedWork(req, uncached))
 				return true
 			})
+			s.deciding.Unlock()
 			if errors.Is(err, scoring.ErrNotAdmitted) {
 				continue // another request took the pod's last room since withRoom
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -177,6 +178,10 @@ type Server struct {
 	// waking counts the requests awaitPod holds.
 	waking atomic.Int64
 	work   workMeter
+	// deciding makes each routed decision, from reading the pods' loads
+	// to counting the request on its pod, one at a time: two decisions
+	// reading the loads at once would both see the same least-loaded pod.
+	deciding sync.Mutex
 
 	adminToken   *keyCheck
 	keys         []APIKey
