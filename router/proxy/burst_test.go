@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
@@ -76,4 +77,39 @@ func TestBurstDecisionsSeeEachOther(t *testing.T) {
 			t.Fatalf("round %d: the burst's %d requests per pod: %v, want %d on every pod", round, len(reqs), by, perPod)
 		}
 	}
+}
+
+// BenchmarkRoutedDecisions is routed decisions taken from every core at
+// once over 64 pods (a new 100-token prompt each, released at once): what
+// deciding one at a time costs a burst.
+func BenchmarkRoutedDecisions(b *testing.B) {
+	urls := map[string]string{}
+	for i := range 64 {
+		urls[fmt.Sprintf("pod-%d", i)] = okPod(b).URL
+	}
+	s, fleet := newServer(b, urls, Config{})
+	waitUntil(b, "every pod scraped", func() bool {
+		return !slices.ContainsFunc(fleet.Pods(nil), func(p scoring.Pod) bool { return !p.Load.Fresh })
+	})
+	reqs := make([]*scoring.Request, 1024)
+	for i := range reqs {
+		var err error
+		body := fmt.Sprintf(`{"model":"m","prompt":"%04d %s"}`, i, strings.Repeat("the lighthouse keeper counts the ships at night ", 10))
+		if reqs[i], err = s.parse("/v1/completions", []byte(body)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	flow := Flow{Class: s.defaultClass}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			sl, err := s.routeChooser(reqs[next.Add(1)%int64(len(reqs))], flow)(context.Background(), nil)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			sl.release()
+		}
+	})
 }
