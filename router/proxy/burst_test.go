@@ -25,18 +25,7 @@ import (
 // overlap only when both cores reach one at once.
 func TestBurstDecisionsSeeEachOther(t *testing.T) {
 	const pods, perPod, rounds = 8, 8, 20
-	urls := map[string]string{}
-	for i := range pods {
-		urls[fmt.Sprintf("pod-%d", i)] = okPod(t).URL
-	}
-	s, fleet := newServer(t, urls, Config{})
-	// Every pod scraped first: the cost scorer counts a pod without a fresh
-	// scrape as if each request the router has there were waiting, so a
-	// burst begun while the first scrapes come in leans to the pods
-	// scraped first.
-	waitUntil(t, "every pod scraped", func() bool {
-		return !slices.ContainsFunc(fleet.Pods(nil), func(p scoring.Pod) bool { return !p.Load.Fresh })
-	})
+	s := scrapedServer(t, pods)
 	flow := Flow{Class: s.defaultClass}
 	for round := range rounds {
 		reqs := make([]*scoring.Request, pods*perPod)
@@ -83,14 +72,7 @@ func TestBurstDecisionsSeeEachOther(t *testing.T) {
 // once over 64 pods (a new 100-token prompt each, released at once): what
 // deciding one at a time costs a burst.
 func BenchmarkRoutedDecisions(b *testing.B) {
-	urls := map[string]string{}
-	for i := range 64 {
-		urls[fmt.Sprintf("pod-%d", i)] = okPod(b).URL
-	}
-	s, fleet := newServer(b, urls, Config{})
-	waitUntil(b, "every pod scraped", func() bool {
-		return !slices.ContainsFunc(fleet.Pods(nil), func(p scoring.Pod) bool { return !p.Load.Fresh })
-	})
+	s := scrapedServer(b, 64)
 	reqs := make([]*scoring.Request, 1024)
 	for i := range reqs {
 		var err error
@@ -112,4 +94,22 @@ func BenchmarkRoutedDecisions(b *testing.B) {
 			sl.release()
 		}
 	})
+}
+
+// scrapedServer is newServer with the default configuration over n idle
+// pods, pod-0 to pod-(n-1), once every pod has been scraped: the cost
+// scorer counts a pod without a fresh scrape as if each request the router
+// has there were waiting, so a burst begun while the first scrapes come in
+// leans to the pods scraped first.
+func scrapedServer(tb testing.TB, n int) *Server {
+	tb.Helper()
+	urls := map[string]string{}
+	for i := range n {
+		urls[fmt.Sprintf("pod-%d", i)] = okPod(tb).URL
+	}
+	s, fleet := newServer(tb, urls, Config{})
+	waitUntil(tb, "every pod scraped", func() bool {
+		return !slices.ContainsFunc(fleet.Pods(nil), func(p scoring.Pod) bool { return !p.Load.Fresh })
+	})
+	return s
 }

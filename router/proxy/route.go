@@ -83,14 +83,59 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				held = ""
 			}
 		}
-		for {
-			// From the pods' loads to the commit, one decision at a time:
-			// each sees every request placed before it in the fleet's
-			// counts, as one router deciding a burst in turn would.
+		var started, admStarted, end func()
+		// place is one pass over the pods under s.deciding, from reading
+		// their loads to counting the request on the chosen one, so each
+		// decision sees every request placed before it, as one router
+		// deciding a burst in turn would. It finds no untried pod (noPods),
+		// no pod with room (wait, for want when the scorers prefer a full
+		// pod), or the picker's answer.
+		place := func() (d scoring.Decision, want string, noPods, wait bool, err error) {
 			s.deciding.Lock()
+			defer s.deciding.Unlock()
 			buf = s.br.filter(untried(s.cfg.Fleet.Pods(buf[:0]), tried))
 			if len(buf) == 0 {
-				s.deciding.Unlock()
+				return d, "", true, false, nil
+			}
+			open = s.adm.withRoom(append(open[:0], buf...), flow.Class, kv)
+			if held != "" { // its room is on its way to us: withRoom left it out
+				if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
+					open = append(open, buf[i])
+				} else {
+					drop() // the pod left or its breaker opened while we queued
+				}
+			}
+			if held == "" && len(open) < len(buf) {
+				// Some pod is full: wait for the one the scorers choose
+				// over them all when it is one of those.
+				if e, err := s.cfg.Picker.Explain(req, buf); err == nil &&
+					!slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == e.Pod }) {
+					want, open = e.Pod, open[:0]
+				}
+			}
+			if len(open) == 0 {
+				return d, want, false, true, nil
+			}
+			// The request counts as in flight on its pod from the moment
+			// the pod admits it, inside the decision: a burst's next
+			// decisions see it, not a count from before it was sent.
+			d, err = s.cfg.Picker.PickAdmitted(req, open, func(pod string, uncached int) bool {
+				handed := pod == held
+				if handed {
+					held = ""
+				} else if !s.adm.acquire(pod, flow.Class, kv) {
+					return false
+				}
+				admStarted = s.adm.begin(pod, handed, flow.Class, uncached)
+				started, end = s.cfg.Fleet.Begin(pod, uncached)
+				s.work.add(time.Now(), placedWork(req, uncached))
+				return true
+			})
+			return d, "", false, false, err
+		}
+		for {
+			d, want, noPods, wait, err := place()
+			if noPods {
 				drop()
 				if s.cfg.Waker != nil && len(tried) == 0 {
 					if since.IsZero() {
@@ -104,25 +149,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				s.cfg.Metrics.decision(outcomeNoPods)
 				return slot{}, errNoPods
 			}
-			open = s.adm.withRoom(append(open[:0], buf...), flow.Class, kv)
-			if held != "" { // its room is on its way to us: withRoom left it out
-				if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
-					open = append(open, buf[i])
-				} else {
-					drop() // the pod left or its breaker opened while we queued
-				}
-			}
-			want := ""
-			if held == "" && len(open) < len(buf) {
-				// Some pod is full: wait for the one the scorers choose
-				// over them all when it is one of those.
-				if d, err := s.cfg.Picker.Explain(req, buf); err == nil &&
-					!slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == d.Pod }) {
-					want, open = d.Pod, open[:0]
-				}
-			}
-			if len(open) == 0 {
-				s.deciding.Unlock()
+			if wait {
 				queued := time.Now()
 				if since.IsZero() {
 					since = queued
@@ -138,23 +165,6 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				held = pod
 				continue
 			}
-			// The request counts as in flight on its pod from the moment
-			// the pod admits it, inside the decision: a burst's next
-			// decisions see it, not a count from before it was sent.
-			var started, admStarted, end func()
-			d, err := s.cfg.Picker.PickAdmitted(req, open, func(pod string, uncached int) bool {
-				handed := pod == held
-				if handed {
-					held = ""
-				} else if !s.adm.acquire(pod, flow.Class, kv) {
-					return false
-				}
-				admStarted = s.adm.begin(pod, handed, flow.Class, uncached)
-				started, end = s.cfg.Fleet.Begin(pod, uncached)
-				s.work.add(time.Now(), placedWork(req, uncached))
-				return true
-			})
-			s.deciding.Unlock()
 			if errors.Is(err, scoring.ErrNotAdmitted) {
 				continue // another request took the pod's last room since withRoom
 			}
