@@ -107,6 +107,7 @@ type admission struct {
 	open    map[string]int   // this replica's slots per pod
 	unans   map[string][]int // this replica's requests per pod and class yet to answer a byte
 	unansTk map[string]int   // their uncached prompt tokens per pod
+	leadTk  map[string]int   // those of the highest class's, for leadFits
 	peer    map[string]int   // the peers' in-flight per pod
 	peerTk  map[string]int   // the peers' unanswered prompt tokens per pod
 	transit map[string]bool  // pods whose room is on its way to a waiter
@@ -131,11 +132,12 @@ type band struct {
 // waiter is one queued request.
 type waiter struct {
 	flow  Flow
-	kv    *kvDemand   // what it holds of a pod's KV cache; nil: unknown
-	want  string      // the pod its decision chose; "" any
-	since time.Time   // when it queued: its patience runs from it
-	skip  []string    // pods it has tried: a slot there is no use to it
-	got   chan result // the slot handed over or why it was shed (buffered)
+	kv    *kvDemand      // what it holds of a pod's KV cache; nil: unknown
+	pf    *prefillDemand // what it computes on each pod; nil: not counted
+	want  string         // the pod its decision chose; "" any
+	since time.Time      // when it queued: its patience runs from it
+	skip  []string       // pods it has tried: a slot there is no use to it
+	got   chan result    // the slot handed over or why it was shed (buffered)
 	elem  *list.Element
 }
 
@@ -163,7 +165,7 @@ type admissionLimits struct {
 func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
 	a := &admission{cap: l.cap, pending: l.pending, byClass: l.byClass, maxQueue: l.maxQueue,
 		share: max(1, int(l.share*float64(l.maxQueue))), classes: classes, pods: pods,
-		prefill: l.prefill, reserve: l.reserve, fleet: make(map[string]bool), openN: -1, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), peer: make(map[string]int), peerTk: make(map[string]int),
+		prefill: l.prefill, reserve: l.reserve, fleet: make(map[string]bool), openN: -1, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), leadTk: make(map[string]int), peer: make(map[string]int), peerTk: make(map[string]int),
 		transit: make(map[string]bool), present: make(map[string]bool), bands: make([]band, len(classes))}
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
@@ -184,15 +186,18 @@ func (a *admission) on() bool { return a.cap > 0 || a.pending > 0 || a.kv != nil
 func (a *admission) used(pod string) int { return a.open[pod] + a.peer[pod] }
 
 // room says whether pod takes one more request of class, demanding d of
-// its KV cache (nil: unknown, not held to the KV bound), now; a.mu held.
-func (a *admission) room(pod string, class int, d *kvDemand) bool {
+// its KV cache (nil: unknown, not held to the KV bound) and uncached prompt
+// tokens of its compute (1 when not known: the least a request computes),
+// now; a.mu held.
+func (a *admission) room(pod string, class int, d *kvDemand, uncached int) bool {
 	return !a.transit[pod] && (a.cap == 0 || a.used(pod) < a.cap) &&
-		(a.pending == 0 || a.unanswered(pod, class) < a.pending) && a.kvFits(pod, class, d) && a.prefillFits(pod, class)
+		(a.pending == 0 || a.unanswered(pod, class) < a.pending) && a.kvFits(pod, class, d) && a.prefillFits(pod, class, uncached)
 }
 
-// prefillFits says whether pod's unanswered prefill lets a request of class
-// through: the highest class always, a class the guard does not hold too,
-// the others while the unanswered requests there, this replica's and the
+// prefillFits says whether pod's unanswered prefill lets a request of
+// class, with uncached prompt tokens to compute there, through: the highest
+// class as leadFits says, a class the guard does not hold always, the
+// others while the unanswered requests there, this replica's and the
 // peers' as they last reported them (so two replicas do not put twice the
 // bound ahead of a high request), have fewer than a.prefill uncached prompt
 // tokens to compute. vLLM schedules its running requests' prefill chunks
@@ -207,9 +212,46 @@ func (a *admission) room(pod string, class int, d *kvDemand) bool {
 // prompts the lower classes would otherwise start a step of prefill on
 // every pod the moment it opens, and each higher-class request would find
 // one ahead of it wherever it went; the reserved pods let it start at once.
-func (a *admission) prefillFits(pod string, class int) bool {
-	return a.prefill == 0 || class == 0 || !a.guard.guarded(class) ||
-		(a.openToGuarded(pod) && (a.reserve == 0 || a.openPods() > int(a.reserve*float64(len(a.fleet)))))
+func (a *admission) prefillFits(pod string, class, uncached int) bool {
+	switch {
+	case a.prefill == 0:
+		return true
+	case a.leads(class):
+		return a.leadFits(pod, uncached)
+	case class == 0 || !a.guard.guarded(class):
+		return true
+	}
+	return a.openToGuarded(pod) && (a.reserve == 0 || a.openPods() > int(a.reserve*float64(len(a.fleet))))
+}
+
+// leads says whether requests of class are held to leadFits: the highest
+// class, under the prefill bound, when there are classes below it.
+func (a *admission) leads(class int) bool {
+	return a.prefill > 0 && class == 0 && len(a.classes) > 1
+}
+
+// leadFits says whether a request of the highest class, with uncached
+// prompt tokens to compute, starts on pod now: when none of this replica's
+// requests of that class there has yet to answer a byte, or when its
+// prefill and theirs fit the prefill bound together. vLLM fills each
+// step's token budget with its running requests' prefill and then starts
+// waiting requests in the room left (the same loops as prefillFits), so a
+// cold prompt sent to a pod that is computing another takes the rest of the
+// step that would have ended the other's prefill: the earlier request's
+// first token waits a whole step more (0.46 s on the A10G), and in a burst
+// of the high class's cold prompts most of them pay it. Held here, the
+// request goes to a pod not computing one of them, or waits for the first
+// whose prompt answers (room is handed over at the first byte), and each
+// prompt's last step stays short; a request whose prefix the pod holds adds
+// a few tokens and passes while they fit. The lower classes' prefill is
+// left to the cost scorer and the bound that holds them: a high request
+// that waited for a pod computing nothing at all waited while their warm
+// prompts kept every pod busy (BENCHMARKS.md, 2026-12-07, fourteenth
+// session). The peers' prompts are not known by class, so they are not
+// counted. a.mu held.
+func (a *admission) leadFits(pod string, uncached int) bool {
+	lead := a.leadTk[pod]
+	return lead == 0 || lead+uncached <= a.prefill
 }
 
 // openToGuarded says whether pod's unanswered prefill, this replica's and
@@ -230,10 +272,13 @@ func (a *admission) openPods() int {
 	return a.openN
 }
 
-// addPrefill counts d more unanswered prompt tokens of this replica's on
-// pod; a.mu held.
-func (a *admission) addPrefill(pod string, d int) {
+// addPrefill counts d more unanswered prompt tokens of this replica's
+// requests of class on pod; a.mu held.
+func (a *admission) addPrefill(pod string, class, d int) {
 	setOrDelete(a.unansTk, pod, a.unansTk[pod]+d)
+	if class == 0 {
+		setOrDelete(a.leadTk, pod, a.leadTk[pod]+d)
+	}
 	a.openN = -1
 }
 
@@ -278,7 +323,7 @@ func (a *admission) addUnanswered(pod string, class, d int) {
 // too.
 func (a *admission) lowestWithRoom(pod string) int {
 	for c := len(a.classes) - 1; c >= 0; c-- {
-		if a.room(pod, c, nil) {
+		if a.room(pod, c, nil, 1) {
 			return c
 		}
 		if !a.byClass {
@@ -289,9 +334,10 @@ func (a *admission) lowestWithRoom(pod string) int {
 }
 
 // withRoom keeps the pods of cands that take one more request of class
-// demanding d, in place, noting the request's class and the peers' counts
-// and cache sizes the pods carry.
-func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scoring.Pod {
+// demanding d and, on each pod, the prefill pf says (nil: not counted), in
+// place, noting the request's class and the peers' counts and cache sizes
+// the pods carry.
+func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand, pf *prefillDemand) []scoring.Pod {
 	if !a.on() {
 		return cands
 	}
@@ -307,7 +353,7 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand) []scor
 	if a.guard != nil {
 		a.guard.came(class, a.classes[class].Name)
 	}
-	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class, d) })
+	return slices.DeleteFunc(cands, func(p scoring.Pod) bool { return !a.room(p.Name, class, d, pf.on(p.Name)) })
 }
 
 // note records p's in-flight and unanswered prompt tokens from the peers
@@ -372,15 +418,16 @@ func setOrDelete(m map[string]int, k string, n int) {
 }
 
 // acquire takes a slot on pod for a request of class demanding d, which
-// it holds of the pod's KV cache until release; false when it has no room
-// (another request took it since withRoom).
-func (a *admission) acquire(pod string, class int, d *kvDemand) bool {
+// it holds of the pod's KV cache until release, with uncached prompt tokens
+// to compute there; false when it has no room (another request took it
+// since withRoom).
+func (a *admission) acquire(pod string, class int, d *kvDemand, uncached int) bool {
 	if !a.on() {
 		return true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.room(pod, class, d) {
+	if !a.room(pod, class, d, uncached) {
 		return false
 	}
 	a.take(pod, d)
@@ -407,7 +454,7 @@ func (a *admission) begin(pod string, handed bool, class, uncached int) (started
 	if handed {
 		delete(a.transit, pod)
 	}
-	a.addPrefill(pod, uncached)
+	a.addPrefill(pod, class, uncached)
 	a.addUnanswered(pod, class, 1)
 	a.fill(pod)
 	a.mu.Unlock()
@@ -417,7 +464,7 @@ func (a *admission) begin(pod string, handed bool, class, uncached int) (started
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.addUnanswered(pod, class, -1)
-			a.addPrefill(pod, -uncached)
+			a.addPrefill(pod, class, -uncached)
 			a.fill(pod)
 		})
 	}
@@ -479,15 +526,16 @@ func (a *admission) next(pod string, lowest int) *waiter {
 func (a *admission) gone(pod string) bool { return len(a.present) > 0 && !a.present[pod] }
 
 // first removes and returns the first waiter of class lowest or higher, in
-// class and turn order, that may use pod, fits its KV cache and that ok
-// accepts; a.mu held.
+// class and turn order, that may use pod, fits its KV cache and its
+// prefill bound and that ok accepts; a.mu held.
 func (a *admission) first(pod string, lowest int, ok func(*waiter) bool) *waiter {
 	for c := range a.bands[:lowest+1] {
 		b := &a.bands[c]
 		for i := range b.ring {
 			t := (b.next + i) % len(b.ring)
 			for e := b.tenants[b.ring[t]].Front(); e != nil; e = e.Next() {
-				if w := e.Value.(*waiter); ok(w) && !slices.Contains(w.skip, pod) && a.kvFits(pod, c, w.kv) {
+				if w := e.Value.(*waiter); ok(w) && !slices.Contains(w.skip, pod) && a.kvFits(pod, c, w.kv) &&
+					a.prefillFits(pod, c, w.pf.on(pod)) {
 					b.next = t + 1 // the next tenant's turn (remove shifts ring when t's queue empties)
 					a.remove(w)
 					return w
@@ -609,13 +657,14 @@ func (a *admission) pump() {
 	}
 }
 
-// wait queues the caller, demanding d of a pod's KV cache, for want (the
-// pod its decision chose; "" for any) until room is handed to it,
+// wait queues the caller, demanding d of a pod's KV cache and pf of its
+// compute, for want (the pod its decision chose; "" for any) until room is
+// handed to it,
 // returning the pod, whose slot and KV cache it then holds (begin with
 // handed, or unhand); or until its class's TTL from since passes or it is
 // shed (a *ShedError), or ctx ends. skip lists pods the caller cannot use.
-func (a *admission) wait(ctx context.Context, flow Flow, d *kvDemand, want string, skip []string, since time.Time) (string, error) {
-	w := &waiter{flow: flow, kv: d, want: want, skip: skip, got: make(chan result, 1)}
+func (a *admission) wait(ctx context.Context, flow Flow, d *kvDemand, pf *prefillDemand, want string, skip []string, since time.Time) (string, error) {
+	w := &waiter{flow: flow, kv: d, pf: pf, want: want, skip: skip, got: make(chan result, 1)}
 	a.mu.Lock()
 	err := a.push(w)
 	a.mu.Unlock()

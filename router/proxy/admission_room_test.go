@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmd-dev/terraform-provider-llmd/router/discovery"
 	"github.com/llmd-dev/terraform-provider-llmd/router/scoring"
 )
 
@@ -30,11 +31,11 @@ func none(t *testing.T, ch <-chan result, what string) {
 // and only to one: the next waits for that one's first byte in turn.
 func TestPendingBoundShutsThePodUntilItAnswers(t *testing.T) {
 	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	if !a.acquire("p", 1, nil) {
+	if !a.acquire("p", 1, nil, 1) {
 		t.Fatal("an idle pod refused a request")
 	}
 	started := a.begin("p", false, 1, 0)
-	if open := a.withRoom([]scoring.Pod{{Name: "p"}}, 1, nil); len(open) != 0 || a.acquire("p", 1, nil) {
+	if open := a.withRoom([]scoring.Pod{{Name: "p"}}, 1, nil, nil); len(open) != 0 || a.acquire("p", 1, nil, 1) {
 		t.Fatalf("a pod with a request yet to answer is open: %v", open)
 	}
 	first := queueFor(t, a, Flow{Class: 1}, "p")
@@ -71,23 +72,23 @@ func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
 	const high, low = 0, 2
 	pod := []scoring.Pod{{Name: "p"}}
 	blind := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	blind.acquire("p", low, nil)
+	blind.acquire("p", low, nil, 1)
 	blind.begin("p", false, low, 0)
-	if open := blind.withRoom(slices.Clone(pod), high, nil); len(open) != 0 || blind.acquire("p", high, nil) {
+	if open := blind.withRoom(slices.Clone(pod), high, nil, nil); len(open) != 0 || blind.acquire("p", high, nil, 1) {
 		t.Fatalf("class-blind: a high request found room behind an unanswered low one: %v", open)
 	}
 
 	a := newAdmission(admissionLimits{pending: 1, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
-	a.acquire("p", low, nil)
+	a.acquire("p", low, nil, 1)
 	lowStarted := a.begin("p", false, low, 0)
-	if open := a.withRoom(slices.Clone(pod), low, nil); len(open) != 0 || a.acquire("p", low, nil) {
+	if open := a.withRoom(slices.Clone(pod), low, nil, nil); len(open) != 0 || a.acquire("p", low, nil, 1) {
 		t.Fatalf("a second low request found room behind an unanswered low one: %v", open)
 	}
-	if open := a.withRoom(slices.Clone(pod), high, nil); len(open) != 1 || !a.acquire("p", high, nil) {
+	if open := a.withRoom(slices.Clone(pod), high, nil, nil); len(open) != 1 || !a.acquire("p", high, nil, 1) {
 		t.Fatalf("a high request found no room behind an unanswered low one: %v", open)
 	}
 	highStarted := a.begin("p", false, high, 0)
-	if a.acquire("p", high, nil) {
+	if a.acquire("p", high, nil, 1) {
 		t.Fatal("a second high request found room behind an unanswered high one")
 	}
 	lowWaiter := queueFor(t, a, Flow{Class: low}, "p")
@@ -122,8 +123,8 @@ func TestPendingBoundByClassLetsAHigherClassPast(t *testing.T) {
 func TestRoomGoesToTheWaiterWantingThePod(t *testing.T) {
 	fleet := []scoring.Pod{{Name: "a"}, {Name: "b"}}
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, func() []scoring.Pod { return fleet })
-	a.acquire("a", 1, nil)
-	a.acquire("b", 1, nil)
+	a.acquire("a", 1, nil, 1)
+	a.acquire("b", 1, nil, 1)
 	forB := queueFor(t, a, Flow{Class: 0}, "b") // oldest, highest class
 	lowForA := queueFor(t, a, Flow{Class: 2}, "a")
 	stdForA := queueFor(t, a, Flow{Class: 1}, "a")
@@ -157,74 +158,110 @@ func TestRoomGoesToTheWaiterWantingThePod(t *testing.T) {
 // unanswered on pod X waits for X, although the other pod is idle, and goes
 // to X once X answers: placed where its prefix is, not where room is.
 func TestAFullPodHoldsTheRequestsForItsPrefix(t *testing.T) {
-	gates := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
-	urls := map[string]string{}
-	for name, gate := range gates {
-		urls[name] = gatedStreamPod(t, gate).URL
-	}
-	s, fleet := newServer(t, urls, Config{MaxPendingPerPod: 1})
-	front := httptest.NewServer(s)
-	t.Cleanup(front.Close)
-	opened := map[string]bool{}
-	open := func(name string) {
-		if !opened[name] {
-			opened[name] = true
-			close(gates[name])
-		}
-	}
-	t.Cleanup(func() { open("a"); open("b") }) // a failed test leaves no stream hanging
-	waitUntil(t, "both pods scraped", func() bool {
-		pods := fleet.Pods(nil)
-		return len(pods) == 2 && pods[0].Load.Fresh && pods[1].Load.Fresh
-	})
-
+	g := newGatedFront(t, Config{MaxPendingPerPod: 1})
 	body := `{"model":"m","stream":true,"prompt":"` + strings.Repeat("the lighthouse keeper counts the ships at night ", 40) + `"}`
-	served := make(chan string, 2)
-	send := func() {
-		go func() {
-			resp, err := http.Post(front.URL+"/v1/completions", "application/json", strings.NewReader(body))
-			if err != nil {
-				served <- "error: " + err.Error()
-				return
-			}
-			defer resp.Body.Close()
-			_, _ = io.Copy(io.Discard, resp.Body)
-			served <- resp.Header.Get(PodHeader)
-		}()
-	}
-	inFlight := func() map[string]int {
-		out := map[string]int{}
-		for _, p := range fleet.Pods(nil) {
-			out[p.Name] = p.Load.InFlight
-		}
-		return out
-	}
-	send()
-	waitUntil(t, "the first request in flight", func() bool { n := inFlight(); return n["a"]+n["b"] == 1 })
+	g.send(body, "")
+	waitUntil(t, "the first request in flight", func() bool { n := g.inFlight(); return n["a"]+n["b"] == 1 })
 	x := "a"
-	if inFlight()["b"] == 1 {
+	if g.inFlight()["b"] == 1 {
 		x = "b"
 	}
-	send()
-	waitUntil(t, "the second request queued", func() bool { return s.adm.queued() == 1 })
-	if n := inFlight(); n["a"]+n["b"] != 1 {
+	g.send(body, "")
+	waitUntil(t, "the second request queued", func() bool { return g.s.adm.queued() == 1 })
+	if n := g.inFlight(); n["a"]+n["b"] != 1 {
 		t.Fatalf("in flight %v: the second request went to the idle pod", n)
 	}
-	open(x)
+	g.open(x)
 	for range 2 {
-		if got := <-served; got != x {
+		if got := <-g.served; got != x {
 			t.Errorf("a request went to %q, want %s, the pod holding its prefix", got, x)
 		}
 	}
 }
 
+// gatedFront is a Server in front of two stand-in pods, a and b, that send
+// a stream's headers at once and its first event when the test opens their
+// gate (gatedStreamPod), as vLLM does after a queued request's prefill.
+type gatedFront struct {
+	t      *testing.T
+	s      *Server
+	fleet  *discovery.Fleet
+	url    string
+	gates  map[string]chan struct{}
+	opened map[string]bool
+	served chan string // the pod of each request that ended, or its error
+}
+
+// newGatedFront starts the server with cfg and waits until both pods are
+// scraped; pods still gated when the test ends are opened.
+func newGatedFront(t *testing.T, cfg Config) *gatedFront {
+	g := &gatedFront{t: t, gates: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})},
+		opened: map[string]bool{}, served: make(chan string, 8)}
+	urls := map[string]string{}
+	for name, gate := range g.gates {
+		urls[name] = gatedStreamPod(t, gate).URL
+	}
+	g.s, g.fleet = newServer(t, urls, cfg)
+	front := httptest.NewServer(g.s)
+	t.Cleanup(front.Close)
+	g.url = front.URL
+	t.Cleanup(func() { g.open("a"); g.open("b") }) // a failed test leaves no stream hanging
+	waitUntil(t, "both pods scraped", func() bool {
+		pods := g.fleet.Pods(nil)
+		return len(pods) == 2 && pods[0].Load.Fresh && pods[1].Load.Fresh
+	})
+	return g
+}
+
+// open lets pod answer its streams.
+func (g *gatedFront) open(pod string) {
+	if !g.opened[pod] {
+		g.opened[pod] = true
+		close(g.gates[pod])
+	}
+}
+
+// send posts a completion body, in class ("" the default), and reports the
+// pod that served it on served once its stream ends.
+func (g *gatedFront) send(body, class string) {
+	req, err := http.NewRequest(http.MethodPost, g.url+"/v1/completions", strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if class != "" {
+		req.Header.Set(PriorityHeader, class)
+	}
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			g.served <- "error: " + err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		g.served <- resp.Header.Get(PodHeader)
+	}()
+}
+
+// inFlight is the router's requests in flight per pod.
+func (g *gatedFront) inFlight() map[string]int {
+	out := map[string]int{}
+	for _, p := range g.fleet.Pods(nil) {
+		out[p.Name] = p.Load.InFlight
+	}
+	return out
+}
+
 // TestPrefillBoundHoldsTheLowerClassesBehindUnansweredPrefill: with a
 // prefill bound of 2,048 tokens, once a high request came, a pod whose
 // unanswered requests have that many uncached prompt tokens to compute is
-// shut to the lower classes and open to the highest; requests whose
-// prefix the pod holds (few tokens each) pass until their tokens reach
-// the bound; a first byte hands the room to a lower-class waiter. Before
-// any higher-class request, and a minute after the last, nothing is held.
+// shut to the lower classes and open to the highest (which only its own
+// class's prompts hold, TestPrefillBoundLetsTheHighestClassStartAlone);
+// requests whose prefix the pod holds (few tokens each) pass until their
+// tokens reach the bound; a first byte hands the room to a lower-class
+// waiter. Before any higher-class request, and a minute after the last,
+// nothing is held.
 func TestPrefillBoundHoldsTheLowerClassesBehindUnansweredPrefill(t *testing.T) {
 	const high, mid, low = 0, 1, 2
 	a := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
@@ -233,15 +270,15 @@ func TestPrefillBoundHoldsTheLowerClassesBehindUnansweredPrefill(t *testing.T) {
 	pod := []scoring.Pod{{Name: "p"}}
 	place := func(class, uncached int) (started func()) {
 		t.Helper()
-		if open := a.withRoom(slices.Clone(pod), class, nil); len(open) != 1 || !a.acquire("p", class, nil) {
+		if open := a.withRoom(slices.Clone(pod), class, nil, nil); len(open) != 1 || !a.acquire("p", class, nil, 1) {
 			t.Fatalf("class %d with %d uncached tokens: no room, %d tokens unanswered", class, uncached, a.unansTk["p"])
 		}
 		return a.begin("p", false, class, uncached)
 	}
 	shut := func(class int) bool {
 		t.Helper()
-		open := a.withRoom(slices.Clone(pod), class, nil)
-		if acquired := a.acquire("p", class, nil); acquired != (len(open) == 1) {
+		open := a.withRoom(slices.Clone(pod), class, nil, nil)
+		if acquired := a.acquire("p", class, nil, 1); acquired != (len(open) == 1) {
 			t.Fatalf("class %d: withRoom offered %v, acquire took %v", class, open, acquired)
 		} else if acquired {
 			a.release("p", nil)
@@ -255,7 +292,7 @@ func TestPrefillBoundHoldsTheLowerClassesBehindUnansweredPrefill(t *testing.T) {
 		t.Fatal("the low class held behind 2,300 unanswered tokens before any higher-class request")
 	}
 	if shut(high) { // the high request comes
-		t.Fatal("the highest class held by the prefill bound")
+		t.Fatal("the highest class held behind the low class's 2,300 unanswered tokens")
 	}
 	if !shut(low) || !shut(mid) {
 		t.Fatal("a lower class not held behind 2,300 unanswered tokens after a high request")
@@ -302,14 +339,14 @@ func TestPrefillBoundCountsThePeersPrefill(t *testing.T) {
 	a := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1, byClass: true}, testClasses, fleet)
 	open := func(class int) bool {
 		t.Helper()
-		return len(a.withRoom(fleet(), class, nil)) == 1
+		return len(a.withRoom(fleet(), class, nil, nil)) == 1
 	}
 
 	peerTokens.Store(1500)
 	if !open(high) { // the high request comes
-		t.Fatal("the highest class held by the prefill bound")
+		t.Fatal("the highest class held behind the peers' prefill")
 	}
-	if !open(low) || !a.acquire("p", low, nil) {
+	if !open(low) || !a.acquire("p", low, nil, 1) {
 		t.Fatal("the low class held behind the peers' 1,500 tokens, under the bound")
 	}
 	started := a.begin("p", false, low, 600)
@@ -354,7 +391,7 @@ func TestPrefillReserveKeepsPodsOpenToTheHigherClasses(t *testing.T) {
 		a := newAdmission(admissionLimits{prefill: 2048, reserve: reserve, maxQueue: 8, share: 1, byClass: true}, testClasses, fleet)
 		open := func(class int) []scoring.Pod {
 			t.Helper()
-			return a.withRoom(fleet(), class, nil)
+			return a.withRoom(fleet(), class, nil, nil)
 		}
 		if len(open(high)) != 8 { // the high request comes
 			t.Fatal("the highest class held with every pod open")
@@ -366,7 +403,7 @@ func TestPrefillReserveKeepsPodsOpenToTheHigherClasses(t *testing.T) {
 			if len(o) == 0 {
 				break
 			}
-			if !a.acquire(o[0].Name, low, nil) {
+			if !a.acquire(o[0].Name, low, nil, 1) {
 				t.Fatalf("reserve %v: withRoom offered %s to the low class, acquire refused it", reserve, o[0].Name)
 			}
 			startedLow = append(startedLow, a.begin(o[0].Name, false, low, 2300))
@@ -378,14 +415,14 @@ func TestPrefillReserveKeepsPodsOpenToTheHigherClasses(t *testing.T) {
 		if reserve == 0 {
 			continue
 		}
-		if o := open(high); len(o) != 8 {
-			t.Fatalf("the high class offered %v, want every pod", o)
-		}
 		var reserved []string
 		for _, p := range pods {
 			if !slices.Contains(lowPods, p.Name) {
 				reserved = append(reserved, p.Name)
 			}
+		}
+		if o := open(high); len(o) != 8 {
+			t.Fatalf("the high class offered %v, want every pod: the lower classes' prompts do not hold it", o)
 		}
 		waiter := queueFor(t, a, Flow{Class: low}, "")
 		highStarted := a.begin(reserved[0], false, high, 2048) // one reserved pod takes a cold high prompt
@@ -441,20 +478,145 @@ func BenchmarkLowClassPlacement(b *testing.B) {
 	for _, reserve := range []float64{0, 0.25} {
 		b.Run(fmt.Sprintf("reserve=%v", reserve), func(b *testing.B) {
 			a := newAdmission(admissionLimits{prefill: 2048, reserve: reserve, maxQueue: 8, share: 1, byClass: true}, testClasses, nil)
-			a.withRoom(slices.Clone(pods), high, nil) // the guard holds the low class
+			a.withRoom(slices.Clone(pods), high, nil, nil) // the guard holds the low class
 			cands := make([]scoring.Pod, len(pods))
 			for i := 0; b.Loop(); i++ {
-				open := a.withRoom(append(cands[:0], pods...), low, nil)
+				open := a.withRoom(append(cands[:0], pods...), low, nil, nil)
 				if len(open) == 0 {
 					b.Fatal("no pod open to the low class")
 				}
 				pod := open[i%len(open)].Name
-				if !a.acquire(pod, low, nil) {
+				if !a.acquire(pod, low, nil, 1) {
 					b.Fatal("acquire refused a pod withRoom offered")
 				}
 				a.begin(pod, false, low, 1500)()
 				a.release(pod, nil)
 			}
 		})
+	}
+}
+
+// TestPrefillBoundLetsTheHighestClassStartAlone: under the prefill bound,
+// with classes below it, a request of the highest class starts on a pod
+// only when none of this replica's high requests there has yet to answer a
+// byte or its prefill fits the bound beside theirs (leadFits): a second
+// cold prompt takes the other pod, a third waits for whichever pod's prompt
+// answers first, a warm request (128 tokens) passes beside 1,900
+// unanswered tokens but not beside a cold prompt; the lower classes' and
+// the peers' prompts do not hold it. With one class nothing is held.
+func TestPrefillBoundLetsTheHighestClassStartAlone(t *testing.T) {
+	const high = 0
+	var peerTokens atomic.Int64
+	fleet := func() []scoring.Pod {
+		return []scoring.Pod{{Name: "a"}, {Name: "b", Load: scoring.Load{PeerPendingTokens: int(peerTokens.Load())}}}
+	}
+	cold := func() *prefillDemand { return &prefillDemand{byPod: map[string]int{"a": 2176, "b": 2176}, whole: 2176} }
+	warmOnA := &prefillDemand{byPod: map[string]int{"a": 128, "b": 2176}, whole: 2176}
+	names := func(pods []scoring.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	a := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1, byClass: true}, testClasses, fleet)
+	if got := names(a.withRoom(fleet(), high, nil, cold())); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("a cold prompt with both pods idle offered %v, want both", got)
+	}
+	if !a.acquire("a", high, nil, 2176) {
+		t.Fatal("a cold prompt refused an idle pod")
+	}
+	coldA := a.begin("a", false, high, 2176)
+	if got := names(a.withRoom(fleet(), high, nil, cold())); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("a second cold prompt offered %v, want only b: a is computing 2,176 tokens", got)
+	}
+	if a.acquire("a", high, nil, 2176) {
+		t.Fatal("acquire let a second cold prompt onto a pod computing one")
+	}
+	if got := names(a.withRoom(fleet(), high, nil, warmOnA)); slices.Contains(got, "a") {
+		t.Fatalf("a warm request (128 tokens on a) offered %v beside a's cold prompt, want a held", got)
+	}
+	peerTokens.Store(3000) // the peers' prompts computing on b
+	lowOnB := a.begin("b", false, 2, 2176)
+	if got := names(a.withRoom(fleet(), high, nil, cold())); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("a cold prompt offered %v with a low prompt and the peers' 3,000 tokens on b, want b", got)
+	}
+	lowOnB()
+	if !a.acquire("b", high, nil, 2176) {
+		t.Fatal("acquire refused b for the second cold prompt")
+	}
+	coldB := a.begin("b", false, high, 2176)
+	waiter := queueWith(t, a, Flow{Class: high}, "", nil, cold())
+	none(t, waiter, "a third cold prompt while both pods compute")
+	coldB() // b's first byte: b computes nothing
+	select {
+	case r := <-waiter:
+		if r.err != nil || r.pod != "b" {
+			t.Fatalf("the third cold prompt: %+v, want b, whose prefill answered first", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the third cold prompt got no pod after b's first byte")
+	}
+	coldA()
+	warm := a.begin("a", false, high, 1900)
+	if !slices.Contains(names(a.withRoom(fleet(), high, nil, warmOnA)), "a") {
+		t.Fatal("a warm request (128 tokens) held beside 1,900 unanswered tokens: 2,028 fit the bound")
+	}
+	warm()
+
+	one := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1}, testClasses[:1], fleet)
+	one.begin("a", false, high, 2176)
+	if got := names(one.withRoom(fleet(), high, nil, cold())); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("with one class a cold prompt was offered %v, want both pods", got)
+	}
+}
+
+// TestTheHighClassesColdPromptsStartOneAPod runs the server under the
+// prefill bound in front of two stand-in pods that answer a stream's first
+// event when the test opens their gate. Three high-class prompts of about
+// 1,500 tokens that no pod holds: the first two take a pod each, the third
+// waits for no pod in particular (it has no prefix to follow) and takes the
+// first pod whose prompt answers; a prompt extending the first one's goes
+// beside it at once, its few uncached tokens fitting the bound.
+func TestTheHighClassesColdPromptsStartOneAPod(t *testing.T) {
+	g := newGatedFront(t, Config{MaxPendingPrefillPerPod: 2048})
+	prompt := func(subject string) string {
+		return `{"model":"m","stream":true,"max_tokens":8,"prompt":"` +
+			strings.Repeat("the "+subject+" keeper counts the ships at night ", 170) + `"}`
+	}
+	g.send(prompt("lighthouse"), "high")
+	waitUntil(t, "the first prompt on a pod", func() bool { n := g.inFlight(); return n["a"]+n["b"] == 1 })
+	first, other := "a", "b"
+	if g.inFlight()["b"] == 1 {
+		first, other = "b", "a"
+	}
+	g.send(prompt("harbour"), "high")
+	waitUntil(t, "the second prompt on the other pod", func() bool { n := g.inFlight(); return n["a"] == 1 && n["b"] == 1 })
+	g.send(prompt("canal"), "high")
+	waitUntil(t, "the third prompt queued", func() bool { return g.s.adm.queued() == 1 })
+	g.s.adm.mu.Lock()
+	var want []string
+	for _, q := range g.s.adm.bands[0].tenants {
+		for e := q.Front(); e != nil; e = e.Next() {
+			want = append(want, e.Value.(*waiter).want)
+		}
+	}
+	g.s.adm.mu.Unlock()
+	if !slices.Equal(want, []string{""}) {
+		t.Fatalf("the queued cold prompt wants %q, want no pod in particular", want)
+	}
+	g.send(strings.Replace(prompt("lighthouse"), `"}`, `and writes them down"}`, 1), "high")
+	waitUntil(t, "the prompt extending the first beside it", func() bool { return g.inFlight()[first] == 2 })
+	g.open(other)
+	for _, what := range []string{"the second prompt", "the third prompt, after the pod's first answer"} {
+		if got := <-g.served; got != other {
+			t.Fatalf("%s ended with %q, want %s", what, got, other)
+		}
+	}
+	g.open(first)
+	for range 2 {
+		if got := <-g.served; got != first {
+			t.Fatalf("the first prompt or its extension ended with %q, want %s", got, first)
+		}
 	}
 }

@@ -26,15 +26,15 @@ func TestAdmissionHoldsTheCapUnderContention(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			pod, handed := "", false
 			for pod == "" {
-				cands := a.withRoom([]scoring.Pod{{Name: "a"}, {Name: "b"}}, 1, nil)
+				cands := a.withRoom([]scoring.Pod{{Name: "a"}, {Name: "b"}}, 1, nil, nil)
 				if len(cands) == 0 {
-					p, err := a.wait(context.Background(), Flow{Class: 1}, nil, "", nil, deadline.Add(-10*time.Second))
+					p, err := a.wait(context.Background(), Flow{Class: 1}, nil, nil, "", nil, deadline.Add(-10*time.Second))
 					if err != nil {
 						t.Error(err)
 						return
 					}
 					pod, handed = p, true
-				} else if a.acquire(cands[len(cands)-1].Name, 1, nil) {
+				} else if a.acquire(cands[len(cands)-1].Name, 1, nil, 1) {
 					pod = cands[len(cands)-1].Name
 				}
 			}
@@ -63,7 +63,7 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 	before := a.queued()
 	got := make(chan string, 1)
 	go func() {
-		pod, err := a.wait(ctx, Flow{Class: 1}, nil, "", skip, time.Now().Add(d-time.Minute))
+		pod, err := a.wait(ctx, Flow{Class: 1}, nil, nil, "", skip, time.Now().Add(d-time.Minute))
 		if err != nil {
 			pod = "error: " + err.Error()
 		}
@@ -80,8 +80,8 @@ func queue(t *testing.T, a *admission, ctx context.Context, skip []string, d tim
 // request can take it in between.
 func TestAdmissionFIFO(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, testClasses, nil)
-	a.acquire("a", 1, nil)
-	a.acquire("b", 1, nil)
+	a.acquire("a", 1, nil, 1)
+	a.acquire("b", 1, nil, 1)
 	first := queue(t, a, context.Background(), nil, time.Minute)
 	second := queue(t, a, context.Background(), []string{"b"}, time.Minute) // tried b already
 	third := queue(t, a, context.Background(), nil, time.Minute)
@@ -90,7 +90,7 @@ func TestAdmissionFIFO(t *testing.T) {
 	if got := <-first; got != "b" {
 		t.Fatalf("first waiter got %q, want b", got)
 	}
-	if a.acquire("b", 1, nil) {
+	if a.acquire("b", 1, nil, 1) {
 		t.Fatal("a newcomer took the slot handed to the first waiter")
 	}
 	finish(a, "b", true) // second skips b: third gets it
@@ -115,11 +115,11 @@ func TestAdmissionFIFO(t *testing.T) {
 // queue, and that a waiter leaving as its slot arrives passes it on.
 func TestAdmissionSheds(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 1, share: 1}, testClasses, nil)
-	if !a.acquire("a", 1, nil) || a.acquire("a", 1, nil) {
+	if !a.acquire("a", 1, nil, 1) || a.acquire("a", 1, nil, 1) {
 		t.Fatal("cap of 1 not enforced")
 	}
 	timed := queue(t, a, context.Background(), nil, 300*time.Millisecond)
-	if _, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "b"}, nil, "", nil, time.Now()); DecisionStatus(err) != 503 {
+	if _, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "b"}, nil, nil, "", nil, time.Now()); DecisionStatus(err) != 503 {
 		t.Errorf("second waiter: %v, want queue full", err)
 	}
 	if got := <-timed; !strings.Contains(got, "time-to-live") {

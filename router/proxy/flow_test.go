@@ -18,10 +18,17 @@ import (
 // error that ended its wait.
 func queueFor(t *testing.T, a *admission, flow Flow, want string) <-chan result {
 	t.Helper()
+	return queueWith(t, a, flow, want, nil, nil)
+}
+
+// queueWith is queueFor for a request demanding kv of a pod's KV cache and
+// pf of its compute.
+func queueWith(t *testing.T, a *admission, flow Flow, want string, kv *kvDemand, pf *prefillDemand) <-chan result {
+	t.Helper()
 	before := a.depths()[flow.Class] // its class's: a waiter it sheds leaves another
 	got := make(chan result, 1)
 	go func() {
-		pod, err := a.wait(context.Background(), flow, nil, want, nil, time.Now())
+		pod, err := a.wait(context.Background(), flow, kv, pf, want, nil, time.Now())
 		got <- result{pod: pod, err: err}
 	}()
 	for a.depths()[flow.Class] == before {
@@ -58,7 +65,7 @@ func served(t *testing.T, a *admission, pod string, waiters map[string]<-chan re
 // own in arrival order; the low class last.
 func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 16, share: 1}, testClasses, nil)
-	if !a.acquire("p", 1, nil) {
+	if !a.acquire("p", 1, nil, 1) {
 		t.Fatal("the first slot")
 	}
 	waiters := map[string]<-chan result{}
@@ -99,12 +106,12 @@ func TestFlowServesHigherClassesFirstAndTenantsInTurn(t *testing.T) {
 // it (503).
 func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 7, share: 0.5}, testClasses, nil) // a share of 3 waiters
-	a.acquire("p", 1, nil)
+	a.acquire("p", 1, nil, 1)
 	for range 4 { // alone in standard, a may pass its share
 		queueFor(t, a, Flow{Class: 1, Tenant: "a"}, "")
 	}
 	queueFor(t, a, Flow{Class: 1, Tenant: "b"}, "")
-	_, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "a"}, nil, "", nil, time.Now())
+	_, err := a.wait(context.Background(), Flow{Class: 1, Tenant: "a"}, nil, nil, "", nil, time.Now())
 	var shed *ShedError
 	if !errors.As(err, &shed) || shed.Code != http.StatusTooManyRequests || shed.Class != "standard" || DecisionStatus(err) != http.StatusTooManyRequests {
 		t.Fatalf("a's fifth waiter, b waiting beside it: %v, want 429 over its share of standard", err)
@@ -122,7 +129,7 @@ func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 	default:
 	}
 	// Full again, and a low newcomer has nothing below it.
-	if _, err := a.wait(context.Background(), Flow{Class: 2, Tenant: "d"}, nil, "", nil, time.Now()); !errors.As(err, &shed) || shed.Code != http.StatusServiceUnavailable {
+	if _, err := a.wait(context.Background(), Flow{Class: 2, Tenant: "d"}, nil, nil, "", nil, time.Now()); !errors.As(err, &shed) || shed.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a low newcomer to a full queue: %v, want 503", err)
 	}
 	a.release("p", nil)
@@ -137,7 +144,7 @@ func TestFlowAnswersOverShareWith429AndFullQueueByShedding(t *testing.T) {
 func TestFlowTimeToLiveIs503NamingTheClass(t *testing.T) {
 	classes := []Class{{"high", time.Minute}, {"batch", 50 * time.Millisecond}}
 	a := newAdmission(admissionLimits{cap: 1, maxQueue: 8, share: 1}, classes, nil)
-	a.acquire("p", 1, nil)
+	a.acquire("p", 1, nil, 1)
 	long := queueFor(t, a, Flow{Class: 0}, "")
 	short := queueFor(t, a, Flow{Class: 1}, "")
 	r := <-short
@@ -163,10 +170,10 @@ func TestFlowCountsThePeersRequests(t *testing.T) {
 		return []scoring.Pod{{Name: "p", Load: scoring.Load{InFlight: n, PeerInFlight: n}}}
 	}
 	a := newAdmission(admissionLimits{cap: 3, maxQueue: 8, share: 1}, testClasses, pods)
-	if open := a.withRoom(pods(), 1, nil); len(open) != 1 || !a.acquire("p", 1, nil) {
+	if open := a.withRoom(pods(), 1, nil, nil); len(open) != 1 || !a.acquire("p", 1, nil, 1) {
 		t.Fatalf("2 of the peers' and none of ours under a cap of 3: open %v", open)
 	}
-	if open := a.withRoom(pods(), 1, nil); len(open) != 0 || a.acquire("p", 1, nil) {
+	if open := a.withRoom(pods(), 1, nil, nil); len(open) != 0 || a.acquire("p", 1, nil, 1) {
 		t.Fatalf("2 of the peers' and 1 of ours at a cap of 3: still open %v", open)
 	}
 	w := queueFor(t, a, Flow{Class: 1}, "")

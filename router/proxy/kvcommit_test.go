@@ -102,17 +102,17 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 	a.guard.now = func() time.Time { return clock }
 	pod := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}
 	const high, mid, low = 0, 1, 2
-	a.withRoom(slices.Clone(pod), high, nil) // a high request comes
+	a.withRoom(slices.Clone(pod), high, nil, nil) // a high request comes
 	var held []*kvDemand
 	take := func(class int, d *kvDemand) bool {
 		t.Helper()
-		if open := a.withRoom(slices.Clone(pod), class, d); len(open) == 0 {
-			if a.acquire("p", class, d) {
+		if open := a.withRoom(slices.Clone(pod), class, d, nil); len(open) == 0 {
+			if a.acquire("p", class, d, 1) {
 				t.Fatal("acquire took what withRoom refused")
 			}
 			return false
 		}
-		if !a.acquire("p", class, d) {
+		if !a.acquire("p", class, d, 1) {
 			t.Fatal("acquire refused what withRoom offered")
 		}
 		held = append(held, d)
@@ -185,10 +185,10 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 // to the higher class first, and a handed slot not used gives it back.
 func TestKVBoundHandsFreedCacheToTheHigherClass(t *testing.T) {
 	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
-	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 0, nil) // a high request comes
+	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 0, nil, nil) // a high request comes
 	const mid, low = 1, 2
 	big, small := demandOf(0, 280, 1, 0), demandOf(0, 20, 2, 0) // 70 and 5 blocks
-	if !a.acquire("p", low, big) || !a.acquire("p", low, small) {
+	if !a.acquire("p", low, big, 1) || !a.acquire("p", low, small, 1) {
 		t.Fatal("room refused on a pod holding 75 of 100 blocks")
 	}
 	lowWaiter := queueForKV(t, a, Flow{Class: low}, demandOf(0, 40, 3, 0)) // 10 blocks: 85 > 80
@@ -240,7 +240,7 @@ func TestKVBoundTellsThePeersOfItsDemands(t *testing.T) {
 	a.shareKV(ledger)
 	const low = 2
 	d := demandOf(0, 40, 1, 0)
-	if !a.acquire("p", low, d) || !a.acquire("q", low, d) {
+	if !a.acquire("p", low, d, 1) || !a.acquire("q", low, d, 1) {
 		t.Fatal("room refused on empty pods")
 	}
 	if len(ledger.live) != 2 {
@@ -257,7 +257,7 @@ func TestKVBoundTellsThePeersOfItsDemands(t *testing.T) {
 
 	// A peer's request fills p past the low class's share (a high request
 	// came): a low waiter gets p when it ends.
-	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 0, nil)
+	a.withRoom([]scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}, 0, nil, nil)
 	peer := demandOf(0, 300, 2, 0) // 75 blocks
 	a.peerKV("p", peer.chains, peer.own, 1)
 	w := queueForKV(t, a, Flow{Class: low}, demandOf(0, 40, 3, 0)) // 75 + 10 > 80
@@ -281,19 +281,19 @@ func TestKVBoundGuardsForThePeersHigherClasses(t *testing.T) {
 	a.shareKV(ledger)
 	const low = 2
 	pod := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}
-	if !a.acquire("p", low, demandOf(0, 300, 1, 0)) { // 75 of 100 blocks
+	if !a.acquire("p", low, demandOf(0, 300, 1, 0), 1) { // 75 of 100 blocks
 		t.Fatal("room refused on an empty pod")
 	}
 	more := demandOf(0, 40, 2, 0) // 10 blocks: past the low class's 80
-	if len(a.withRoom(slices.Clone(pod), low, more)) != 1 {
+	if len(a.withRoom(slices.Clone(pod), low, more, nil)) != 1 {
 		t.Fatal("the low class held with no higher class's request anywhere")
 	}
 	a.peerClassCame("no-such-class")
-	if len(a.withRoom(slices.Clone(pod), low, more)) != 1 {
+	if len(a.withRoom(slices.Clone(pod), low, more, nil)) != 1 {
 		t.Fatal("a class this replica does not know held the low class")
 	}
 	a.peerClassCame("high")
-	if len(a.withRoom(slices.Clone(pod), low, more)) != 0 {
+	if len(a.withRoom(slices.Clone(pod), low, more, nil)) != 0 {
 		t.Fatal("a peer's high request did not hold the low class to its share")
 	}
 	if !slices.Equal(ledger.told, []string{"low"}) {
@@ -301,8 +301,8 @@ func TestKVBoundGuardsForThePeersHigherClasses(t *testing.T) {
 	}
 	clock = clock.Add(tellEvery)
 	for range 2 {
-		a.withRoom(slices.Clone(pod), low, more)
-		a.withRoom(slices.Clone(pod), 0, nil)
+		a.withRoom(slices.Clone(pod), low, more, nil)
+		a.withRoom(slices.Clone(pod), 0, nil, nil)
 	}
 	if !slices.Equal(ledger.told, []string{"low", "low", "high"}) {
 		t.Fatalf("peers told of %v, want low again a second later, then high once", ledger.told)
@@ -312,16 +312,7 @@ func TestKVBoundGuardsForThePeersHigherClasses(t *testing.T) {
 // queueForKV is queueFor with a KV demand.
 func queueForKV(t *testing.T, a *admission, flow Flow, d *kvDemand) <-chan result {
 	t.Helper()
-	before := a.depths()[flow.Class]
-	got := make(chan result, 1)
-	go func() {
-		pod, err := a.wait(t.Context(), flow, d, "", nil, time.Now())
-		got <- result{pod: pod, err: err}
-	}()
-	for a.depths()[flow.Class] == before {
-		time.Sleep(time.Millisecond)
-	}
-	return got
+	return queueWith(t, a, flow, "", d, nil)
 }
 
 // TestKVBoundThroughTheServer runs the server with the KV bound in front of

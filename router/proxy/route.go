@@ -74,6 +74,7 @@ func (s *Server) parse(path string, body []byte) (*scoring.Request, error) {
 func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 	var since time.Time // the first wait: the class's TTL runs from it
 	var buf, open []scoring.Pod
+	var pf *prefillDemand // the request's prefill per pod, when its class is held to it
 	kv := s.kvDemand(req)
 	return func(ctx context.Context, tried []string) (slot, error) {
 		held := "" // a pod whose room was handed over while queued
@@ -97,7 +98,11 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 			if len(buf) == 0 {
 				return d, "", true, false, nil
 			}
-			open = s.adm.withRoom(append(open[:0], buf...), flow.Class, kv)
+			pf = nil
+			if s.adm.leads(flow.Class) {
+				pf = newPrefillDemand(s.cfg.Picker, req, buf)
+			}
+			open = s.adm.withRoom(append(open[:0], buf...), flow.Class, kv, pf)
 			if held != "" { // its room is on its way to us: withRoom left it out
 				if i := slices.IndexFunc(buf, func(p scoring.Pod) bool { return p.Name == held }); i >= 0 {
 					open = append(open, buf[i])
@@ -105,9 +110,10 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 					drop() // the pod left or its breaker opened while we queued
 				}
 			}
-			if held == "" && len(open) < len(buf) {
+			if held == "" && len(open) < len(buf) && !pf.cold() {
 				// Some pod is full: wait for the one the scorers choose
-				// over them all when it is one of those.
+				// over them all when it is one of those (a prompt no pod
+				// holds any of, counted per pod, waits for any).
 				if e, err := s.cfg.Picker.Explain(req, buf); err == nil &&
 					!slices.ContainsFunc(open, func(p scoring.Pod) bool { return p.Name == e.Pod }) {
 					want, open = e.Pod, open[:0]
@@ -123,7 +129,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				handed := pod == held
 				if handed {
 					held = ""
-				} else if !s.adm.acquire(pod, flow.Class, kv) {
+				} else if !s.adm.acquire(pod, flow.Class, kv, uncached) {
 					return false
 				}
 				admStarted = s.adm.begin(pod, handed, flow.Class, uncached)
@@ -154,7 +160,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 				if since.IsZero() {
 					since = queued
 				}
-				pod, err := s.adm.wait(ctx, flow, kv, want, tried, since)
+				pod, err := s.adm.wait(ctx, flow, kv, pf, want, tried, since)
 				s.cfg.Metrics.queueWait(s.cfg.Classes[flow.Class].Name, err, time.Since(queued))
 				if err != nil {
 					if ctx.Err() == nil {

@@ -137,6 +137,21 @@ func (p *Picker) PickAdmitted(r *Request, pods []Pod, admit func(pod string, unc
 	return p.decide(r, pods, true, admit)
 }
 
+// UncachedTokens appends to dst, for each of pods in order, the prompt
+// tokens the request would have to compute there (its GPU-held leading
+// blocks left out, speculative entries included), as a decision counts
+// them (Decision.UncachedTokens); a request without token ids or before
+// the block size is known counts its whole prompt everywhere.
+func (p *Picker) UncachedTokens(r *Request, pods []Pod, dst []int) []int {
+	sc := p.bufs.Get().(*scratch)
+	defer p.bufs.Put(sc)
+	s := p.fill(sc, r, pods)
+	for i := range pods {
+		dst = append(dst, s.uncachedTokens(i))
+	}
+	return dst
+}
+
 // Explain decides without committing anything: what Pick would answer now.
 func (p *Picker) Explain(r *Request, pods []Pod) (Decision, error) {
 	return p.decide(r, pods, false, nil)
