@@ -44,7 +44,7 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, p := range pods {
 		e.Gauge(descInFlight, float64(p.Load.InFlight-p.Load.PeerInFlight), p.Name)
-		if _, pending, ok := c.Fleet.OwnLoad(p.Name); ok {
+		if _, pending, _, ok := c.Fleet.OwnLoad(p.Name); ok {
 			e.Gauge(descPending, float64(pending), p.Name)
 		}
 		e.Gauge(descPeerFlight, float64(p.Load.PeerInFlight), p.Name)

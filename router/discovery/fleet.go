@@ -70,9 +70,13 @@ type podState struct {
 	// pending is the uncached prompt tokens of in-flight requests that have
 	// not yet answered a byte: the prefill backlog this router gave the pod.
 	pending atomic.Int64
-	// peerInFlight and peerPending are the same counts summed over the
-	// peer router replicas, as they last reported them (SetPeerLoad).
-	peerInFlight, peerPending atomic.Int64
+	// topPending is the part of pending of requests of the highest
+	// priority class (package proxy holds their prefill apart).
+	topPending atomic.Int64
+	// peerInFlight, peerPending and peerTopPending are the same counts
+	// summed over the peer router replicas, as they last reported them
+	// (SetPeerLoad).
+	peerInFlight, peerPending, peerTopPending atomic.Int64
 	// awaiting is when the oldest request still waiting for the pod's KV
 	// events was sent (unix ns, 0: none); silent is set once it is reported.
 	awaiting atomic.Int64
@@ -235,7 +239,8 @@ func (f *Fleet) loads(dst []scoring.Pod, all bool) []scoring.Pod {
 		dst = append(dst, scoring.Pod{Name: name, Load: scoring.Load{Running: s.Running, Waiting: s.Waiting,
 			KVUsage: s.KVUsage, KVCacheTokens: s.KVCacheTokens, Fresh: !at.IsZero() && now.Sub(at) <= f.cfg.Metrics.StaleAfter.Duration,
 			InFlight: int(ps.inFlight.Load() + ps.peerInFlight.Load()), PeerInFlight: int(ps.peerInFlight.Load()),
-			PendingTokens: int(ps.pending.Load() + ps.peerPending.Load()), PeerPendingTokens: int(ps.peerPending.Load())}})
+			PendingTokens: int(ps.pending.Load() + ps.peerPending.Load()), PeerPendingTokens: int(ps.peerPending.Load()),
+			PeerTopPendingTokens: int(ps.peerTopPending.Load())}})
 	}
 	return dst
 }
@@ -289,23 +294,30 @@ func (f *Fleet) Target(pod string) (Pod, bool) {
 // Begin counts a request sent to pod as in flight until end is called,
 // and its uncached prompt tokens (the prefill it costs the pod, as the
 // picker estimated it) as pending until started is called, when the pod
-// sends the response's first byte (a stream's first token), or until end.
-// Either function may be called more than once; a pod that left in between
-// is not counted.
-func (f *Fleet) Begin(pod string, prefillTokens int) (started, end func()) {
+// sends the response's first byte (a stream's first token), or until end;
+// top says the request is of the highest priority class, whose pending
+// tokens are also counted apart. Either function may be called more than
+// once; a pod that left in between is not counted.
+func (f *Fleet) Begin(pod string, prefillTokens int, top bool) (started, end func()) {
 	f.mu.RLock()
 	ps := f.pods[pod]
 	f.mu.RUnlock()
 	if ps == nil {
 		return func() {}, func() {}
 	}
+	topTokens := 0
+	if top {
+		topTokens = prefillTokens
+	}
 	ps.inFlight.Add(1)
 	ps.pending.Add(int64(prefillTokens))
+	ps.topPending.Add(int64(topTokens))
 	f.changed(pod)
 	var startOnce, endOnce sync.Once
 	started = func() {
 		startOnce.Do(func() {
 			ps.pending.Add(-int64(prefillTokens))
+			ps.topPending.Add(-int64(topTokens))
 			f.changed(pod)
 		})
 	}
@@ -330,15 +342,16 @@ func (f *Fleet) changed(pod string) {
 func (f *Fleet) Watch(fn func(pod string)) { f.watch = fn }
 
 // OwnLoad is this router's own in-flight requests and pending prefill
-// tokens on pod, without its peers'; ok is false for a pod not in the fleet.
-func (f *Fleet) OwnLoad(pod string) (inFlight, pending int, ok bool) {
+// tokens on pod, in all and of the highest priority class, without its
+// peers'; ok is false for a pod not in the fleet.
+func (f *Fleet) OwnLoad(pod string) (inFlight, pending, topPending int, ok bool) {
 	f.mu.RLock()
 	ps := f.pods[pod]
 	f.mu.RUnlock()
 	if ps == nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	return int(ps.inFlight.Load()), int(ps.pending.Load()), true
+	return int(ps.inFlight.Load()), int(ps.pending.Load()), int(ps.topPending.Load()), true
 }
 
 // PodNames appends the names of every pod in the fleet to dst, sorted.
@@ -349,15 +362,16 @@ func (f *Fleet) PodNames(dst []string) []string {
 }
 
 // SetPeerLoad sets what the peer router replicas have in flight on pod,
-// summed over them; a pod not in the fleet is ignored (the peers' next
-// full report sets it once it has joined).
-func (f *Fleet) SetPeerLoad(pod string, inFlight, pending int) {
+// summed over them (OwnLoad's counts); a pod not in the fleet is ignored
+// (the peers' next full report sets it once it has joined).
+func (f *Fleet) SetPeerLoad(pod string, inFlight, pending, topPending int) {
 	f.mu.RLock()
 	ps := f.pods[pod]
 	f.mu.RUnlock()
 	if ps != nil {
 		ps.peerInFlight.Store(int64(inFlight))
 		ps.peerPending.Store(int64(pending))
+		ps.peerTopPending.Store(int64(topPending))
 	}
 }
 

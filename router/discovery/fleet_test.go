@@ -66,7 +66,7 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 	await("first scrape", func(l scoring.Load) bool { return l.Fresh })
 
 	b := body(t, prompts(11, 1, 64)[0], 200)
-	started, end := f.Begin(info.Pod, 100)
+	started, end := f.Begin(info.Pod, 100, false)
 	reqDone := make(chan struct{})
 	go func() {
 		defer close(reqDone)
@@ -91,18 +91,25 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 		t.Errorf("after end: in flight %d, pending tokens %d", l.InFlight, l.PendingTokens)
 	}
 	// A request that ends before its first byte takes its pending tokens along.
-	_, end = f.Begin(info.Pod, 70)
+	_, end = f.Begin(info.Pod, 70, true)
 	if l := load(); l.InFlight != 1 || l.PendingTokens != 70 {
 		t.Errorf("begun: in flight %d, pending tokens %d; want 1 and 70", l.InFlight, l.PendingTokens)
 	}
+	if in, pend, top, ok := f.OwnLoad(info.Pod); !ok || in != 1 || pend != 70 || top != 70 {
+		t.Errorf("own load of a request of the highest class: %d in flight, %d pending, %d of the highest class, %v; want 1, 70, 70", in, pend, top, ok)
+	}
 	// The gauge is this router's own pending prefill: the peers' adds to
 	// the load scoring sees, not to the series each replica exports.
-	f.SetPeerLoad(info.Pod, 2, 500)
-	if l, own := load(), podGauge(t, f, "llmd_router_pod_pending_prefill_tokens", info.Pod); l.PendingTokens != 570 || l.PeerPendingTokens != 500 || own != 70 {
-		t.Errorf("with a peer's 500: pending tokens %d (the peers' %d), own gauge %v; want 570 (500) and 70", l.PendingTokens, l.PeerPendingTokens, own)
+	f.SetPeerLoad(info.Pod, 2, 500, 300)
+	if l, own := load(), podGauge(t, f, "llmd_router_pod_pending_prefill_tokens", info.Pod); l.PendingTokens != 570 || l.PeerPendingTokens != 500 || l.PeerTopPendingTokens != 300 || own != 70 {
+		t.Errorf("with a peer's 500 (300 of the highest class): pending tokens %d (the peers' %d, %d of the highest class), own gauge %v; want 570 (500, 300) and 70",
+			l.PendingTokens, l.PeerPendingTokens, l.PeerTopPendingTokens, own)
 	}
-	f.SetPeerLoad(info.Pod, 0, 0)
+	f.SetPeerLoad(info.Pod, 0, 0, 0)
 	end()
+	if _, _, top, _ := f.OwnLoad(info.Pod); top != 0 {
+		t.Errorf("ended: %d pending tokens of the highest class left", top)
+	}
 	if l, own := load(), podGauge(t, f, "llmd_router_pod_pending_prefill_tokens", info.Pod); l.InFlight != 0 || l.PendingTokens != 0 || own != 0 {
 		t.Errorf("ended before its first byte: in flight %d, pending tokens %d, gauge %v", l.InFlight, l.PendingTokens, own)
 	}

@@ -198,7 +198,7 @@ func (r *router) serve(t *testing.T, prompt []uint32, maxTokens int) (scoring.De
 		t.Fatalf("picked %s, which the fleet does not know", d.Pod)
 	}
 	before := counter(t, target.HTTP, "vllm:prefix_cache_hits_total")
-	_, end := r.fleet.Begin(d.Pod, d.UncachedTokens)
+	_, end := r.fleet.Begin(d.Pod, d.UncachedTokens, false)
 	complete(t, target.HTTP, b)
 	end()
 	return d, int(counter(t, target.HTTP, "vllm:prefix_cache_hits_total") - before)

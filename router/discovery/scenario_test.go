@@ -240,7 +240,7 @@ func TestHotPrefixSpills(t *testing.T) {
 		t.Logf("hot request %d with %d waiting on sim-0: %s (llm-d 3:2:2 would pick %s)", i, waiting(r, "sim-0"),
 			d.Pod, explain(t, llmd, r, b).Pod)
 		target, _ := r.fleet.Target(d.Pod)
-		_, end := r.fleet.Begin(d.Pod, d.UncachedTokens)
+		_, end := r.fleet.Begin(d.Pod, d.UncachedTokens, false)
 		send(target.HTTP, b, end)
 		if d.Pod != "sim-0" {
 			spilled, at = d.Pod, i

@@ -19,9 +19,9 @@ import (
 // own load per pod, and a place for its peers'. *discovery.Fleet
 // implements it.
 type Fleet interface {
-	OwnLoad(pod string) (inFlight, pending int, ok bool)
+	OwnLoad(pod string) (inFlight, pending, topPending int, ok bool)
 	PodNames(dst []string) []string
-	SetPeerLoad(pod string, inFlight, pending int)
+	SetPeerLoad(pod string, inFlight, pending, topPending int)
 	Synced() bool
 }
 
@@ -222,7 +222,7 @@ func (x *Exchange) setPeerLoads(peer string, ls []load, full bool) {
 		x.peerLoads[peer] = mine
 	}
 	for _, l := range ls {
-		if _, _, ok := x.cfg.Fleet.OwnLoad(l.Pod); !ok {
+		if _, _, _, ok := x.cfg.Fleet.OwnLoad(l.Pod); !ok {
 			continue // not a pod of this replica's fleet (yet)
 		}
 		mine[l.Pod] = l
@@ -287,11 +287,12 @@ func (x *Exchange) forgetPeer(peer string) {
 // Callers hold x.mu.
 func (x *Exchange) pushSums(pods map[string]bool) {
 	for pod := range pods {
-		var in, pend int
+		var in, pend, top int
 		for _, ls := range x.peerLoads {
 			in += ls[pod].InFlight
 			pend += ls[pod].Pending
+			top += ls[pod].Top
 		}
-		x.cfg.Fleet.SetPeerLoad(pod, in, pend)
+		x.cfg.Fleet.SetPeerLoad(pod, in, pend, top)
 	}
 }

@@ -80,11 +80,12 @@ func serve(t testing.TB, g *grpc.Server) string {
 	return ln.Addr().String()
 }
 
-// decide is what the picker and proxy do for one request to pod: count it
-// in flight, write its speculative entries and share them.
-func (r *replica) decide(t *testing.T, pod string, keys []uint64, prefill int) (started, end func()) {
+// decide is what the picker and proxy do for one request to pod, of the
+// highest priority class when top: count it in flight, write its
+// speculative entries and share them.
+func (r *replica) decide(t *testing.T, pod string, keys []uint64, prefill int, top bool) (started, end func()) {
 	t.Helper()
-	begun, ended := r.fleet.Begin(pod, prefill)
+	begun, ended := r.fleet.Begin(pod, prefill, top)
 	e := index.Engine{Pod: pod}
 	h, err := r.ix.Speculate(e, keys)
 	if err != nil {
@@ -102,6 +103,17 @@ func (r *replica) load(pod string) (inFlight, peer, pending int) {
 		}
 	}
 	return -1, -1, -1
+}
+
+// peerTop is the peers' pending prefill of the highest class on pod as r's
+// picker sees it.
+func (r *replica) peerTop(pod string) int {
+	for _, p := range r.fleet.Pods(nil) {
+		if p.Name == pod {
+			return p.Load.PeerTopPendingTokens
+		}
+	}
+	return -1
 }
 
 // speculative is how many leading keys r holds on pod only speculatively.
@@ -133,10 +145,10 @@ func TestPeerSeesDecisionsAsTheyHappen(t *testing.T) {
 	eventually(t, "a and b follow each other", func() bool { return a.x.Stats().Peers == 1 && b.x.Stats().Peers == 1 })
 
 	keys := []uint64{11, 12, 13}
-	started, end := a.decide(t, "pod-b", keys, 300)
-	eventually(t, "b sees a's request in flight with its prefill", func() bool {
+	started, end := a.decide(t, "pod-b", keys, 300, true)
+	eventually(t, "b sees a's request in flight with its prefill, of the highest class", func() bool {
 		in, peer, pend := b.load("pod-b")
-		return in == 1 && peer == 1 && pend == 300
+		return in == 1 && peer == 1 && pend == 300 && b.peerTop("pod-b") == 300
 	})
 	eventually(t, "b holds a's speculative entries", func() bool { return b.speculative("pod-b", keys) == 3 })
 	if in, peer, _ := a.load("pod-b"); in != 1 || peer != 0 {
@@ -149,7 +161,7 @@ func TestPeerSeesDecisionsAsTheyHappen(t *testing.T) {
 	}
 	started()
 	eventually(t, "b's entries expire a TTL after a's first byte", func() bool { return b.speculative("pod-b", keys) == 0 })
-	eventually(t, "b sees the prefill done", func() bool { _, _, pend := b.load("pod-b"); return pend == 0 })
+	eventually(t, "b sees the prefill done", func() bool { _, _, pend := b.load("pod-b"); return pend == 0 && b.peerTop("pod-b") == 0 })
 	end()
 	eventually(t, "b sees the request end", func() bool { in, _, _ := b.load("pod-b"); return in == 0 })
 	if s := b.x.Stats(); s.Speculations != 1 || s.Received == 0 {
@@ -171,10 +183,10 @@ func TestPeerLoadsSumOverPeers(t *testing.T) {
 	c.x.Sync([]string{a.addr, b.addr})
 	var ends []func()
 	for range 2 {
-		_, end := a.decide(t, "pod-a", []uint64{1}, 10)
+		_, end := a.decide(t, "pod-a", []uint64{1}, 10, false)
 		ends = append(ends, end)
 	}
-	_, end := b.decide(t, "pod-a", []uint64{2}, 5)
+	_, end := b.decide(t, "pod-a", []uint64{2}, 5, false)
 	ends = append(ends, end)
 	eventually(t, "c sums a's 2 and b's 1", func() bool {
 		in, peer, pend := c.load("pod-a")
@@ -298,7 +310,7 @@ func TestPartitionedPeerIsForgotten(t *testing.T) {
 	a.x.Sync([]string{link.ln.Addr().String()})
 	eventually(t, "a follows b", func() bool { return a.x.Stats().Peers == 1 })
 	keys := []uint64{21, 22}
-	b.decide(t, "pod-c", keys, 50) // never started: b would hold its entries forever
+	b.decide(t, "pod-c", keys, 50, false) // never started: b would hold its entries forever
 	eventually(t, "a sees b's request", func() bool { _, peer, _ := a.load("pod-c"); return peer == 1 })
 	eventually(t, "a holds b's entries", func() bool { return a.speculative("pod-c", keys) == 2 })
 
@@ -313,7 +325,7 @@ func TestPartitionedPeerIsForgotten(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 2000 {
-			_, end := a.decide(t, testPods[i%len(testPods)], []uint64{uint64(i)}, 1)
+			_, end := a.decide(t, testPods[i%len(testPods)], []uint64{uint64(i)}, 1, false)
 			end()
 		}
 	}()

@@ -226,7 +226,7 @@ func (f *follower) hold(d *demand) {
 	if x.cfg.KV == nil {
 		return
 	}
-	if _, _, ok := x.cfg.Fleet.OwnLoad(d.Pod); !ok {
+	if _, _, _, ok := x.cfg.Fleet.OwnLoad(d.Pod); !ok {
 		x.c.skipped("unknown_pod", 1)
 		return
 	}
@@ -253,7 +253,7 @@ func (f *follower) unhold(id uint64) {
 // this replica's.
 func (f *follower) speculate(s *spec) {
 	x := f.x
-	if _, _, ok := x.cfg.Fleet.OwnLoad(s.Pod); !ok {
+	if _, _, _, ok := x.cfg.Fleet.OwnLoad(s.Pod); !ok {
 		x.c.skipped("unknown_pod", 1)
 		return
 	}

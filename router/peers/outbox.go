@@ -209,8 +209,8 @@ func (o *outbox) cut(full bool) [][]byte {
 		m.Loads = o.x.ownLoads(nil)
 	} else {
 		for pod := range dirty {
-			if in, pend, ok := o.x.cfg.Fleet.OwnLoad(pod); ok {
-				m.Loads = append(m.Loads, load{Pod: pod, InFlight: in, Pending: pend})
+			if in, pend, top, ok := o.x.cfg.Fleet.OwnLoad(pod); ok {
+				m.Loads = append(m.Loads, load{Pod: pod, InFlight: in, Pending: pend, Top: top})
 			}
 		}
 	}
@@ -306,8 +306,8 @@ func (o *outbox) close() {
 // ownLoads appends this replica's own load of every pod with any.
 func (x *Exchange) ownLoads(dst []load) []load {
 	for _, pod := range x.cfg.Fleet.PodNames(nil) {
-		if in, pend, ok := x.cfg.Fleet.OwnLoad(pod); ok && (in > 0 || pend > 0) {
-			dst = append(dst, load{Pod: pod, InFlight: in, Pending: pend})
+		if in, pend, top, ok := x.cfg.Fleet.OwnLoad(pod); ok && (in > 0 || pend > 0) {
+			dst = append(dst, load{Pod: pod, InFlight: in, Pending: pend, Top: top})
 		}
 	}
 	return dst

@@ -16,7 +16,7 @@ import (
 
 const (
 	// wireVersion changes with any change of the frame layout.
-	wireVersion = 5
+	wireVersion = 6
 	// keyScheme names the router's block-key hash (index.BlockKey): peers
 	// exchange keys, so replicas of versions that key blocks differently
 	// must not (a rollout from such a version runs them independently).
@@ -56,11 +56,12 @@ type hello struct {
 	ID              string
 }
 
-// load is one pod's in-flight requests and pending prefill tokens, as the
+// load is one pod's in-flight requests and pending prefill tokens, in all
+// and (Top, a part of Pending) of the highest priority class, as the
 // sending replica counts its own.
 type load struct {
-	Pod               string
-	InFlight, Pending int
+	Pod                    string
+	InFlight, Pending, Top int
 }
 
 // spec is one decision's speculative entries: hold ID, engine, keys.
@@ -179,6 +180,7 @@ func (m *batch) encode(b []byte) []byte {
 		b = appendString(b, l.Pod)
 		b = binary.AppendUvarint(b, uint64(l.InFlight))
 		b = binary.AppendUvarint(b, uint64(l.Pending))
+		b = binary.AppendUvarint(b, uint64(l.Top))
 	}
 	b = binary.AppendUvarint(b, uint64(len(m.Specs)))
 	for _, s := range m.Specs {
@@ -376,10 +378,12 @@ func decodeBatch(b []byte) (batch, error) {
 	m.BlockSize = int(r.uvarint("block size", maxBlockSize))
 	m.Waiting = int(r.uvarint("waiting", maxCount))
 	m.Work = int(r.uvarint("work", maxWork))
-	m.Loads = make([]load, r.count("loads", maxPods, 3))
+	m.Loads = make([]load, r.count("loads", maxPods, 4))
 	for i := range m.Loads {
-		m.Loads[i] = load{Pod: r.name("load pod"), InFlight: int(r.uvarint("in flight", maxCount)),
-			Pending: int(r.uvarint("pending tokens", math.MaxInt32))}
+		l := &m.Loads[i]
+		l.Pod, l.InFlight = r.name("load pod"), int(r.uvarint("in flight", maxCount))
+		l.Pending = int(r.uvarint("pending tokens", math.MaxInt32))
+		l.Top = int(r.uvarint("top-class pending tokens", uint64(l.Pending)))
 	}
 	m.Specs = make([]spec, r.count("specs", maxSpecs, 4))
 	for i := range m.Specs {

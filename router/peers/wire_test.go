@@ -8,7 +8,7 @@ import (
 
 func sampleBatch() batch {
 	return batch{ID: "router-7f-1a2b", Full: true, SpecsSince: 1764806400123456789, BlockSize: 16, Waiting: 37, Work: 21_500,
-		Loads:   []load{{Pod: "vllm-0", InFlight: 3, Pending: 2048}, {Pod: "vllm-1"}},
+		Loads:   []load{{Pod: "vllm-0", InFlight: 3, Pending: 2048, Top: 2000}, {Pod: "vllm-1"}},
 		Specs:   []spec{{Hold: 9, Pod: "vllm-1", Rank: 2, Keys: []uint64{1, 1 << 63, 42}, After: 1500 * time.Microsecond}},
 		Settles: []uint64{7, 8}, Open: []uint64{9},
 		Demands: []demand{{ID: 4, Pod: "vllm-0", Own: 70, Chains: [][]uint64{{3, 5}, {3, 6, 1 << 62}}}, {ID: 5, Pod: "vllm-1", Chains: [][]uint64{}}},
@@ -49,8 +49,9 @@ func TestMalformedFramesAreRefused(t *testing.T) {
 		"bad bool":       {kindBatch, 0, 7},
 		"demand keys over maxKeys": (&batch{ID: "x", Demands: []demand{{ID: 1, Pod: "p",
 			Chains: [][]uint64{make([]uint64, maxKeys/2), make([]uint64, maxKeys/2+1)}}}}).encode(nil),
-		"demand without a pod": (&batch{ID: "x", Demands: []demand{{ID: 1}}}).encode(nil),
-		"class without a name": (&batch{ID: "x", Came: []string{""}}).encode(nil),
+		"demand without a pod":   (&batch{ID: "x", Demands: []demand{{ID: 1}}}).encode(nil),
+		"class without a name":   (&batch{ID: "x", Came: []string{""}}).encode(nil),
+		"top class over pending": (&batch{ID: "x", Loads: []load{{Pod: "p", Pending: 10, Top: 11}}}).encode(nil),
 	} {
 		if _, err := decodeBatch(b); err == nil {
 			t.Errorf("%s: decoded", name)

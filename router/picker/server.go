@@ -232,7 +232,7 @@ func (x *exchange) decide() (bool, error) {
 			x.s.cfg.Metrics.outcome(outcomeNoPods)
 			return true, x.immediate(503, "no ready pod to route to")
 		}
-		_, x.release = x.s.cfg.Fleet.Begin(pod, 0)
+		_, x.release = x.s.cfg.Fleet.Begin(pod, 0, false)
 		e, _ := x.s.cfg.Proxy.Endpoint(pod)
 		endpoints = []string{e}
 		x.s.cfg.Metrics.outcome(outcomePassthrough)

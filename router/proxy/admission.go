@@ -110,6 +110,7 @@ type admission struct {
 	leadTk  map[string]int   // those of the highest class's, for leadFits
 	peer    map[string]int   // the peers' in-flight per pod
 	peerTk  map[string]int   // the peers' unanswered prompt tokens per pod
+	peerTop map[string]int   // those of the highest class's, for leadFits
 	transit map[string]bool  // pods whose room is on its way to a waiter
 	present map[string]bool  // the fleet as the last refill saw it
 	// fleet is every pod a decision or a refill offered since the last
@@ -165,7 +166,7 @@ type admissionLimits struct {
 func newAdmission(l admissionLimits, classes []Class, pods func() []scoring.Pod) *admission {
 	a := &admission{cap: l.cap, pending: l.pending, byClass: l.byClass, maxQueue: l.maxQueue,
 		share: max(1, int(l.share*float64(l.maxQueue))), classes: classes, pods: pods,
-		prefill: l.prefill, reserve: l.reserve, fleet: make(map[string]bool), openN: -1, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), leadTk: make(map[string]int), peer: make(map[string]int), peerTk: make(map[string]int),
+		prefill: l.prefill, reserve: l.reserve, fleet: make(map[string]bool), openN: -1, open: make(map[string]int), unans: make(map[string][]int), unansTk: make(map[string]int), leadTk: make(map[string]int), peer: make(map[string]int), peerTk: make(map[string]int), peerTop: make(map[string]int),
 		transit: make(map[string]bool), present: make(map[string]bool), bands: make([]band, len(classes))}
 	for i := range a.bands {
 		a.bands[i].tenants = make(map[string]*list.List)
@@ -225,14 +226,16 @@ func (a *admission) prefillFits(pod string, class, uncached int) bool {
 }
 
 // leads says whether requests of class are held to leadFits: the highest
-// class, under the prefill bound, when there are classes below it.
+// class, under the prefill bound, when there are classes below it. It
+// reads settings only, so a.mu need not be held.
 func (a *admission) leads(class int) bool {
 	return a.prefill > 0 && class == 0 && len(a.classes) > 1
 }
 
 // leadFits says whether a request of the highest class, with uncached
-// prompt tokens to compute, starts on pod now: when none of this replica's
-// requests of that class there has yet to answer a byte, or when its
+// prompt tokens to compute, starts on pod now: when none of the requests of
+// that class there, this replica's and the peers' as they last reported
+// them, has yet to answer a byte, or when its
 // prefill and theirs fit the prefill bound together. vLLM fills each
 // step's token budget with its running requests' prefill and then starts
 // waiting requests in the room left (the same loops as prefillFits), so a
@@ -247,10 +250,9 @@ func (a *admission) leads(class int) bool {
 // left to the cost scorer and the bound that holds them: a high request
 // that waited for a pod computing nothing at all waited while their warm
 // prompts kept every pod busy (BENCHMARKS.md, 2026-12-07, fourteenth
-// session). The peers' prompts are not known by class, so they are not
-// counted. a.mu held.
+// session). a.mu held.
 func (a *admission) leadFits(pod string, uncached int) bool {
-	lead := a.leadTk[pod]
+	lead := a.leadTk[pod] + a.peerTop[pod]
 	return lead == 0 || lead+uncached <= a.prefill
 }
 
@@ -360,6 +362,7 @@ func (a *admission) withRoom(cands []scoring.Pod, class int, d *kvDemand, pf *pr
 // and its KV cache's size; a.mu held.
 func (a *admission) note(p scoring.Pod) {
 	setOrDelete(a.peer, p.Name, p.Load.PeerInFlight)
+	setOrDelete(a.peerTop, p.Name, p.Load.PeerTopPendingTokens)
 	if a.peerTk[p.Name] != p.Load.PeerPendingTokens {
 		setOrDelete(a.peerTk, p.Name, p.Load.PeerPendingTokens)
 		a.openN = -1

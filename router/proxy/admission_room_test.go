@@ -571,6 +571,45 @@ func TestPrefillBoundLetsTheHighestClassStartAlone(t *testing.T) {
 	}
 }
 
+// TestPrefillBoundCountsThePeersHighestClass: the peer replicas' prompts of
+// the highest class still computing on a pod (as they last reported them)
+// hold this replica's cold prompt of that class from it like its own; a
+// queued one takes the pod once the peers report it answered.
+func TestPrefillBoundCountsThePeersHighestClass(t *testing.T) {
+	const high = 0
+	var peerTop atomic.Int64
+	fleet := func() []scoring.Pod {
+		top := int(peerTop.Load())
+		return []scoring.Pod{{Name: "a", Load: scoring.Load{PeerPendingTokens: top, PeerTopPendingTokens: top}}}
+	}
+	cold := &prefillDemand{byPod: map[string]int{"a": 2176}, whole: 2176}
+	warm := &prefillDemand{byPod: map[string]int{"a": 128}, whole: 2176}
+	a := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1, byClass: true}, testClasses, fleet)
+	peerTop.Store(2176) // a peer's cold prompt of the highest class computing on a
+	if got := a.withRoom(fleet(), high, nil, cold); len(got) != 0 {
+		t.Fatalf("a cold prompt offered %v beside a peer's, want none", got)
+	}
+	if got := a.withRoom(fleet(), high, nil, warm); len(got) != 0 {
+		t.Fatalf("a warm prompt (128 tokens) offered %v beside a peer's 2,176, want none: 2,304 pass the bound", got)
+	}
+	peerTop.Store(1900)
+	if got := a.withRoom(fleet(), high, nil, warm); len(got) != 1 {
+		t.Fatalf("a warm prompt (128 tokens) beside a peer's 1,900 offered %v, want a: 2,028 fit the bound", got)
+	}
+	peerTop.Store(2176)
+	waiter := queueWith(t, a, Flow{Class: high}, "", nil, cold)
+	none(t, waiter, "a cold prompt while the peer's computes")
+	peerTop.Store(0) // the peer's prompt answered
+	select {
+	case r := <-waiter:
+		if r.err != nil || r.pod != "a" {
+			t.Fatalf("the cold prompt: %+v, want a", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cold prompt got no pod after the peer's answered")
+	}
+}
+
 // TestTheHighClassesColdPromptsStartOneAPod runs the server under the
 // prefill bound in front of two stand-in pods that answer a stream's first
 // event when the test opens their gate. Three high-class prompts of about

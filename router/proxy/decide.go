@@ -30,6 +30,7 @@ type Pick struct {
 
 	srv              *Server
 	req              *scoring.Request
+	top              bool // of the class the admission holds apart (admission.leads)
 	once             sync.Once
 	started, release func()
 }
@@ -55,7 +56,7 @@ func (p *Pick) Served(pod string) {
 		return
 	}
 	p.Release()
-	started, end := p.srv.cfg.Fleet.Begin(pod, p.Decision.UncachedTokens)
+	started, end := p.srv.cfg.Fleet.Begin(pod, p.Decision.UncachedTokens, p.top)
 	hold := p.srv.cfg.Picker.SpeculateOn(p.req, pod, -1)
 	p.Pod, p.DPRank = pod, -1
 	p.once = sync.Once{}
@@ -100,7 +101,7 @@ func (s *Server) Decide(ctx context.Context, path string, body []byte, allowed f
 		s.cfg.Metrics.decided(sl.decision) // the chooser counts first attempts only
 	}
 	return &Pick{Pod: sl.pod, DPRank: sl.dpRank, Fallbacks: fallbacks(sl.decision), Decision: *sl.decision,
-		srv: s, req: req, started: sl.started, release: sl.release}, nil
+		srv: s, req: req, top: s.adm.leads(flow.Class), started: sl.started, release: sl.release}, nil
 }
 
 // fallbacks lists d's candidates other than the chosen one, best total

@@ -133,7 +133,7 @@ func (s *Server) routeChooser(req *scoring.Request, flow Flow) chooser {
 					return false
 				}
 				admStarted = s.adm.begin(pod, handed, flow.Class, uncached)
-				started, end = s.cfg.Fleet.Begin(pod, uncached)
+				started, end = s.cfg.Fleet.Begin(pod, uncached, s.adm.leads(flow.Class))
 				s.work.add(time.Now(), placedWork(req, uncached))
 				return true
 			})
@@ -242,7 +242,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 				best = p
 			}
 		}
-		started, end := s.cfg.Fleet.Begin(best.Name, 0)
+		started, end := s.cfg.Fleet.Begin(best.Name, 0, false)
 		return slot{pod: best.Name, dpRank: -1, started: started, release: end}, nil
 	})
 }

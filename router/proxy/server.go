@@ -23,7 +23,7 @@ import (
 type Fleet interface {
 	Pods(dst []scoring.Pod) []scoring.Pod
 	Target(pod string) (discovery.Pod, bool)
-	Begin(pod string, prefillTokens int) (started, end func())
+	Begin(pod string, prefillTokens int, top bool) (started, end func())
 	Synced() bool
 	// ExpectEvents notes a completion sent to pod, which the engine must
 	// answer with KV events; Silences lists the pods that did not.

@@ -51,6 +51,10 @@ type Load struct {
 	// PeerPendingTokens is the part of PendingTokens the peer router
 	// replicas sent, as they last reported it.
 	PeerPendingTokens int `json:"peer_pending_tokens,omitempty"`
+	// PeerTopPendingTokens is the part of PeerPendingTokens of requests of
+	// the highest priority class (package proxy's admission holds that
+	// class's prefill apart).
+	PeerTopPendingTokens int `json:"peer_top_pending_tokens,omitempty"`
 }
 
 // Pod is one candidate. Its engine in the block index is index.Engine{Pod:
