@@ -283,9 +283,10 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 					"how much lower-class prefill a higher class's request can find ahead of it: at twice the fleet's capacity it takes the high class's tail from the " +
 					"lower classes' cold prompts, and requests whose prefix the pod holds add few tokens and pass. Set it to the engines' `--max-num-batched-tokens` " +
 					"(vLLM's default: `2048` on GPUs under 70 GiB, `8192` on H100s and H200s) so that a pod still computes a full step of prefill. " +
-					"Default `2048`; `0` turns it off. The highest class is held only by its own prompts: its request starts on a pod where none of the replica's " +
-					"highest-class requests has yet to answer a byte, or where its prefill fits the bound beside theirs, and a prompt no pod holds waits for " +
-					"whichever pod answers first, so that one cold prompt never takes the rest of the step that ends another's prefill. `/metrics` has each replica's own share per pod, " +
+					"Default `2048`; `0` turns it off. The highest class is held only by its own prompts: its request starts on a pod where none of the " +
+					"highest-class requests of any router replica has yet to answer a byte, or where it computes no more than an eighth of the bound (a request " +
+					"whose prefix the pod holds computes its suffix only), and a prompt no pod holds waits for whichever pod answers first, so that one cold " +
+					"prompt never takes the rest of the step that ends another's prefill. `/metrics` has each replica's own share per pod, " +
 					"`llmd_router_pod_pending_prefill_tokens`, shown on the router dashboard."},
 			"prefill_reserve": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(defaultPrefillReserve),
 				Validators: []validator.Float64{float64validator.Between(0, 0.9)},

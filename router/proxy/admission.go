@@ -235,26 +235,33 @@ func (a *admission) leads(class int) bool {
 // leadFits says whether a request of the highest class, with uncached
 // prompt tokens to compute, starts on pod now: when none of the requests of
 // that class there, this replica's and the peers' as they last reported
-// them, has yet to answer a byte, or when its
-// prefill and theirs fit the prefill bound together. vLLM fills each
-// step's token budget with its running requests' prefill and then starts
-// waiting requests in the room left (the same loops as prefillFits), so a
-// cold prompt sent to a pod that is computing another takes the rest of the
-// step that would have ended the other's prefill: the earlier request's
-// first token waits a whole step more (0.46 s on the A10G), and in a burst
-// of the high class's cold prompts most of them pay it. Held here, the
-// request goes to a pod not computing one of them, or waits for the first
-// whose prompt answers (room is handed over at the first byte), and each
-// prompt's last step stays short; a request whose prefix the pod holds adds
-// a few tokens and passes while they fit. The lower classes' prefill is
-// left to the cost scorer and the bound that holds them: a high request
+// them, has yet to answer a byte, or when it computes no more than
+// leadSlip's share of the prefill bound. vLLM fills each step's token
+// budget with its running requests' prefill and then starts waiting
+// requests in the room left (the same loops as prefillFits), so a request
+// sent to a pod that is computing another's prompt takes the room left in
+// the step that would have ended that prefill, and that step lasts as long
+// as its tokens: a cold prompt beside it fills the step, and the earlier
+// request's first token waits a whole step more (0.46 s on the A10G); in a
+// burst of the high class's cold prompts most of them pay it. Held here,
+// the request goes to a pod not computing one of them, or waits for the
+// first whose prompt answers (room is handed over at the first byte). A
+// request whose prefix the pod holds computes its suffix only (the demo
+// workload's 128 tokens, a sixteenth of a 2,048-token step), which adds as
+// much to that step and passes: holding it, or sending it to a pod without
+// its prefix, would cost it and the fleet more. The lower classes' prefill
+// is left to the cost scorer and the bound that holds them: a high request
 // that waited for a pod computing nothing at all waited while their warm
 // prompts kept every pod busy (BENCHMARKS.md, 2026-12-07, fourteenth
 // session). a.mu held.
 func (a *admission) leadFits(pod string, uncached int) bool {
-	lead := a.leadTk[pod] + a.peerTop[pod]
-	return lead == 0 || lead+uncached <= a.prefill
+	return a.leadTk[pod]+a.peerTop[pod] == 0 || uncached*leadSlip <= a.prefill
 }
+
+// leadSlip is the inverse of the share of the prefill bound a request of
+// the highest class may compute beside that class's unanswered prompts on
+// a pod (leadFits): an eighth, 256 tokens under the default 2,048.
+const leadSlip = 8
 
 // openToGuarded says whether pod's unanswered prefill, this replica's and
 // the peers', is below the prefill bound; a.mu held.

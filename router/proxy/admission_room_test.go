@@ -533,8 +533,12 @@ func TestPrefillBoundLetsTheHighestClassStartAlone(t *testing.T) {
 	if a.acquire("a", high, nil, 2176) {
 		t.Fatal("acquire let a second cold prompt onto a pod computing one")
 	}
-	if got := names(a.withRoom(fleet(), high, nil, warmOnA)); slices.Contains(got, "a") {
-		t.Fatalf("a warm request (128 tokens on a) offered %v beside a's cold prompt, want a held", got)
+	if got := names(a.withRoom(fleet(), high, nil, warmOnA)); !slices.Contains(got, "a") {
+		t.Fatalf("a warm request (128 tokens on a) offered %v beside a's cold prompt, want a: its suffix adds a sixteenth of a step", got)
+	}
+	halfWarmOnA := &prefillDemand{byPod: map[string]int{"a": 1000, "b": 2176}, whole: 2176}
+	if got := names(a.withRoom(fleet(), high, nil, halfWarmOnA)); slices.Contains(got, "a") {
+		t.Fatalf("a request with 1,000 tokens to compute on a offered %v beside a's cold prompt, want a held", got)
 	}
 	peerTokens.Store(3000) // the peers' prompts computing on b
 	lowOnB := a.begin("b", false, 2, 2176)
@@ -558,11 +562,11 @@ func TestPrefillBoundLetsTheHighestClassStartAlone(t *testing.T) {
 		t.Fatal("the third cold prompt got no pod after b's first byte")
 	}
 	coldA()
-	warm := a.begin("a", false, high, 1900)
-	if !slices.Contains(names(a.withRoom(fleet(), high, nil, warmOnA)), "a") {
-		t.Fatal("a warm request (128 tokens) held beside 1,900 unanswered tokens: 2,028 fit the bound")
+	short := a.begin("a", false, high, 300)
+	if slices.Contains(names(a.withRoom(fleet(), high, nil, &prefillDemand{byPod: map[string]int{"a": 300, "b": 2176}, whole: 2176})), "a") {
+		t.Fatal("a request with 300 tokens to compute offered a beside another's 300: more than an eighth of the bound goes to a pod computing none")
 	}
-	warm()
+	short()
 
 	one := newAdmission(admissionLimits{prefill: 2048, maxQueue: 8, share: 1}, testClasses[:1], fleet)
 	one.begin("a", false, high, 2176)
@@ -589,14 +593,9 @@ func TestPrefillBoundCountsThePeersHighestClass(t *testing.T) {
 	if got := a.withRoom(fleet(), high, nil, cold); len(got) != 0 {
 		t.Fatalf("a cold prompt offered %v beside a peer's, want none", got)
 	}
-	if got := a.withRoom(fleet(), high, nil, warm); len(got) != 0 {
-		t.Fatalf("a warm prompt (128 tokens) offered %v beside a peer's 2,176, want none: 2,304 pass the bound", got)
-	}
-	peerTop.Store(1900)
 	if got := a.withRoom(fleet(), high, nil, warm); len(got) != 1 {
-		t.Fatalf("a warm prompt (128 tokens) beside a peer's 1,900 offered %v, want a: 2,028 fit the bound", got)
+		t.Fatalf("a warm prompt (128 tokens) offered %v beside a peer's cold one, want a: its suffix adds a sixteenth of a step", got)
 	}
-	peerTop.Store(2176)
 	waiter := queueWith(t, a, Flow{Class: high}, "", nil, cold)
 	none(t, waiter, "a cold prompt while the peer's computes")
 	peerTop.Store(0) // the peer's prompt answered
@@ -616,7 +615,7 @@ func TestPrefillBoundCountsThePeersHighestClass(t *testing.T) {
 // 1,500 tokens that no pod holds: the first two take a pod each, the third
 // waits for no pod in particular (it has no prefix to follow) and takes the
 // first pod whose prompt answers; a prompt extending the first one's goes
-// beside it at once, its few uncached tokens fitting the bound.
+// beside it at once, its few uncached tokens under an eighth of the bound.
 func TestTheHighClassesColdPromptsStartOneAPod(t *testing.T) {
 	g := newGatedFront(t, Config{MaxPendingPrefillPerPod: 2048})
 	prompt := func(subject string) string {
