@@ -25,6 +25,19 @@ func none(t *testing.T, ch <-chan result, what string) {
 	}
 }
 
+// handedTo waits up to 10 s for the waiter on ch to be handed room on pod.
+func handedTo(t *testing.T, ch <-chan result, pod, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil || r.pod != pod {
+			t.Fatalf("%s: got %+v, want %s", what, r, pod)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no pod in 10 s, want %s", what, pod)
+	}
+}
+
 // TestPendingBoundShutsThePodUntilItAnswers: with a pending bound of 1 and
 // no cap, a pod with one request yet to answer a byte has no room, for
 // withRoom and for acquire; its first byte hands the room to the waiter,
@@ -363,14 +376,7 @@ func TestPrefillBoundCountsThePeersPrefill(t *testing.T) {
 	time.Sleep(3 * refillEvery) // refills that find the pod still shut
 	none(t, waiter, "a low waiter while the peers' prefill is unanswered")
 	peerTokens.Store(0) // the peers' requests answer their first bytes
-	select {
-	case r := <-waiter:
-		if r.err != nil || r.pod != "p" {
-			t.Fatalf("the low waiter: %+v, want p", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no refill handed the pod to the low waiter after the peers' prefill started")
-	}
+	handedTo(t, waiter, "p", "the low waiter after the peers' prefill started")
 	started()
 }
 
@@ -553,14 +559,7 @@ func TestPrefillBoundLetsTheHighestClassStartAlone(t *testing.T) {
 	waiter := queueWith(t, a, Flow{Class: high}, "", nil, cold())
 	none(t, waiter, "a third cold prompt while both pods compute")
 	coldB() // b's first byte: b computes nothing
-	select {
-	case r := <-waiter:
-		if r.err != nil || r.pod != "b" {
-			t.Fatalf("the third cold prompt: %+v, want b, whose prefill answered first", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the third cold prompt got no pod after b's first byte")
-	}
+	handedTo(t, waiter, "b", "the third cold prompt, after b's first byte (b's prefill answered first)")
 	coldA()
 	short := a.begin("a", false, high, 300)
 	if slices.Contains(names(a.withRoom(fleet(), high, nil, &prefillDemand{byPod: map[string]int{"a": 300, "b": 2176}, whole: 2176})), "a") {
@@ -599,14 +598,7 @@ func TestPrefillBoundCountsThePeersHighestClass(t *testing.T) {
 	waiter := queueWith(t, a, Flow{Class: high}, "", nil, cold)
 	none(t, waiter, "a cold prompt while the peer's computes")
 	peerTop.Store(0) // the peer's prompt answered
-	select {
-	case r := <-waiter:
-		if r.err != nil || r.pod != "a" {
-			t.Fatalf("the cold prompt: %+v, want a", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cold prompt got no pod after the peer's answered")
-	}
+	handedTo(t, waiter, "a", "the cold prompt after the peer's answered")
 }
 
 // TestTheHighClassesColdPromptsStartOneAPod runs the server under the

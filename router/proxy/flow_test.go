@@ -178,14 +178,7 @@ func TestFlowCountsThePeersRequests(t *testing.T) {
 	}
 	w := queueFor(t, a, Flow{Class: 1}, "")
 	peerLoad.Store(1) // the peers' request ended: the refill finds the room
-	select {
-	case r := <-w:
-		if r.err != nil || r.pod != "p" {
-			t.Fatalf("waiter after the peers freed room: %+v", r)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the room the peers freed reached no waiter in 5 s")
-	}
+	handedTo(t, w, "p", "the waiter after the peers freed room")
 }
 
 // TestFlowFromHeadersAndKeys: the tenant and class headers name a request's
