@@ -303,7 +303,10 @@ func routerLimitsAttribute() schema.SingleNestedAttribute {
 					"shared with the requests on the same prefix, and its output up to its `max_tokens` (`max_completion_tokens`, times `n`), or this many tokens when it " +
 					"sets none or more; each prompt of a completion batch, which vLLM serves on one engine, counts so. So vLLM does not preempt for the lower classes' growing outputs (and start no waiting request in those steps) and a higher class's " +
 					"request starts at once. A lower value packs more of the lower classes' requests into the cache when their outputs end well before `max_tokens`, and " +
-					"lets vLLM preempt when they do not. Default `1024`; `0` turns the KV bound off. The highest class is never held by it."},
+					"lets vLLM preempt when they do not. Once a pod's engine has preempted (its `vllm:num_preemptions_total` rose within the last minute), every class, " +
+					"the highest and a fleet's only one too, starts there only within the whole cache, counted so: an overloaded pod that preempts recomputes what it " +
+					"preempted, loses the cached prefixes to come, and serves fewer requests the more it is sent; held in the router, they start as the running ones end. " +
+					"Default `1024`; `0` turns the KV bound off. Until the engine preempts, the highest class is not held by it."},
 			"kv_headroom": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(defaultKVHeadroom),
 				Validators: []validator.Float64{float64validator.Between(0.01, 0.9)},
 				MarkdownDescription: "Under the KV bound, the share of each pod's KV cache the lowest class leaves to the higher ones; the classes between leave a share " +

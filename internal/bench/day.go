@@ -31,6 +31,11 @@ const PodStart = 240.0
 // answer a byte.
 const dayPending = 2
 
+// dayKVReserve is llmd_prefix_router's limits.kv_output_reserve default:
+// the KV bound is on, counting each request's output up to 1,024 tokens
+// (the day's requests generate 256).
+const dayKVReserve = 1024
+
 // DayOptions shapes the day-shaped run (`bench --day`).
 type DayOptions struct {
 	// Peak is the rate at the day's peak, requests per second; HourSeconds
@@ -129,7 +134,7 @@ func RunDay(w Workload, o DayOptions, policy string, lag RouterLag) (DayReport, 
 	}
 	ec := w.engineConfig()
 	flow := sim.Admission{Cap: ec.MaxNumSeqs, Pending: dayPending, MaxQueue: proxy.DefaultMaxQueue,
-		TTL: proxy.DefaultQueueTimeout.Seconds()}
+		TTL: proxy.DefaultQueueTimeout.Seconds(), KVReserve: dayKVReserve}
 	fleets := []dayFleet{
 		{name: fmt.Sprintf("fixed %d, no flow control", o.Fixed), fixed: o.Fixed},
 		{name: fmt.Sprintf("fixed %d, flow control", o.Fixed), fixed: o.Fixed, adm: flow},
@@ -186,14 +191,14 @@ func WriteDayTable(out io.Writer, rep DayReport) error {
 	day := rep.Profile.Duration()
 	fmt.Fprintf(out, "day: %s, peak %.1f req/s (mean %.1f), each hour %.0f s of virtual time, pod start %.0f s, autoscaler targets per pod: demand %.0f requests, offered work %.0f tokens/s\n",
 		rep.Workload.Dataset, rep.Options.Peak, rep.Profile.Expected()/day, rep.Options.HourSeconds, rep.Options.PodStart, rep.Options.Target, rep.Options.WorkTarget)
-	fmt.Fprintln(out, "| fleet | mean pods | peak pods | GPU-hours (run) | GPU-hours per 24 h | vs fixed | served | shed 503 | P99 TTFT s | mean TTFT s | P99 TTFT at peak s | mean TTFT at peak s | shed at peak | mean TPOT ms |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| fleet | mean pods | peak pods | GPU-hours (run) | GPU-hours per 24 h | vs fixed | served | shed 503 | P99 TTFT s | mean TTFT s | P99 TTFT at peak s | mean TTFT at peak s | shed at peak | mean TPOT ms | prefix hit rate | preemptions |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	base := rep.Rows[0].Result.PodSeconds
 	for _, r := range rep.Rows {
 		s := r.Result
-		if _, err := fmt.Fprintf(out, "| %s | %.2f | %d | %.1f | %.1f | %+.1f%% | %d | %d | %.2f | %.2f | %.2f | %.2f | %d of %d | %.1f |\n",
+		if _, err := fmt.Fprintf(out, "| %s | %.2f | %d | %.1f | %.1f | %+.1f%% | %d | %d | %.2f | %.2f | %.2f | %.2f | %d of %d | %.1f | %.1f%% | %d |\n",
 			r.Name, s.MeanPods, s.PeakPods, s.PodSeconds/3600, s.MeanPods*24, 100*(s.PodSeconds/base-1), s.Served, s.Shed,
-			s.P99TTFT, s.MeanTTFT, s.PeakP99TTFT, s.PeakMeanTTFT, s.PeakShed, s.PeakRequests, 1000*s.MeanTPOT); err != nil {
+			s.P99TTFT, s.MeanTTFT, s.PeakP99TTFT, s.PeakMeanTTFT, s.PeakShed, s.PeakRequests, 1000*s.MeanTPOT, 100*s.HitRate, s.Preemptions); err != nil {
 			return err
 		}
 	}

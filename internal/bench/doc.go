@@ -272,7 +272,9 @@
 // one router deciding with the default scorers, on four fleets: --replicas
 // fixed pods without and with the router's flow control (vLLM's
 // max_num_seqs per pod, 2 pending per pod, a queue of 1,024, a 30 s TTL
-// answered 503), and pods autoscaled by the HPA's arithmetic (sim.HPA) on
+// answered 503, and the KV bound at the provider's reserve, which with one
+// class holds a pod to its cache for a minute after a scrape saw its
+// engine preempt), and pods autoscaled by the HPA's arithmetic (sim.HPA) on
 // the router's exact demand per pod (--day-target), then on its offered
 // work per pod (--day-work-target: tokens per second, each placed
 // request's prompt tokens uncached on its pod plus the tokens it generates,
@@ -281,8 +283,8 @@
 // cites the source) and each pod taken out drained: the router sends it
 // nothing more and it goes when its last request ends. It prints each
 // fleet's GPU-hours (pods costing a GPU, from creation to removal), TTFT
-// over the day and at its peak, requests served and shed, and the fleets
-// hour by hour; DefaultDayOptions says why the day's compression keeps the
+// over the day and at its peak, requests served and shed, the prefix hit
+// rate and the engines' preemptions, and the fleets hour by hour; DefaultDayOptions says why the day's compression keeps the
 // comparison.
 //
 // # Live against virtual

@@ -108,6 +108,11 @@ func (p DayProfile) Arrivals(seed uint64) []float64 {
 type Admission struct {
 	Cap, Pending, MaxQueue int
 	TTL                    float64
+	// KVReserve turns the KV bound on (0: off), counting each request's
+	// output up to its max_tokens or KVReserve tokens, whichever is less:
+	// with one class it holds a pod's requests to its whole cache within
+	// PreemptionMemory of a scrape that saw its engine preempt.
+	KVReserve int
 }
 
 func (a Admission) on() bool { return a.Cap > 0 || a.Pending > 0 }
@@ -150,15 +155,18 @@ type DayResult struct {
 	// TTFT of the served requests, from arrival at the router to the first
 	// token (queueing in the router included), in seconds, over the day and
 	// over the requests that arrived at the peak (DayProfile.AtPeak).
-	MeanTTFT     float64     `json:"mean_ttft_s"`
-	P99TTFT      float64     `json:"p99_ttft_s"`
-	PeakMeanTTFT float64     `json:"peak_mean_ttft_s"`
-	PeakP99TTFT  float64     `json:"peak_p99_ttft_s"`
-	PeakRequests int         `json:"peak_requests"`
-	PeakShed     int         `json:"peak_shed"`
-	MeanTPOT     float64     `json:"mean_tpot_s"`
-	HitRate      float64     `json:"prefix_hit_rate"`
-	Timeline     []DaySample `json:"timeline,omitempty"`
+	MeanTTFT     float64 `json:"mean_ttft_s"`
+	P99TTFT      float64 `json:"p99_ttft_s"`
+	PeakMeanTTFT float64 `json:"peak_mean_ttft_s"`
+	PeakP99TTFT  float64 `json:"peak_p99_ttft_s"`
+	PeakRequests int     `json:"peak_requests"`
+	PeakShed     int     `json:"peak_shed"`
+	MeanTPOT     float64 `json:"mean_tpot_s"`
+	HitRate      float64 `json:"prefix_hit_rate"`
+	// Preemptions counts the engines' preemptions over the day (requests
+	// taken back from the running batch for want of KV blocks).
+	Preemptions uint64      `json:"preemptions"`
+	Timeline    []DaySample `json:"timeline,omitempty"`
 
 	ttfts, peakTTFTs, tpots []float64
 	day                     float64
@@ -194,6 +202,11 @@ type dayPod struct {
 	load                    PodLoad
 	unanswered              int
 	stepping                bool
+	// kv is the KV bound's count; preemptions the engine's counter at the
+	// last scrape and preemptedAt the scrape that saw it rise (-Inf: none).
+	kv          dayKV
+	preemptions uint64
+	preemptedAt float64
 }
 
 // dayFlight is one request of the day.
@@ -201,6 +214,7 @@ type dayFlight struct {
 	pod, want int // want: the pod it waits for, -1 any
 	uncached  int
 	hold      *index.Hold
+	kv        kvDemand // counted on pod while placed, under the KV bound
 	sent      float64
 	answered  bool
 	state     flightState
@@ -356,6 +370,9 @@ func (d *dayRun) handle(ev vevent) error {
 		for _, p := range d.pods {
 			if p.state == podReady || p.state == podDraining {
 				p.load.Running, p.load.Waiting, p.load.KVUsage, p.load.ScrapedAt = p.e.Running(), p.e.Waiting(), p.e.KVUsage(), ev.t
+				if n := p.e.Stats().Preemptions; n > p.preemptions {
+					p.preemptions, p.preemptedAt = n, ev.t
+				}
 			}
 		}
 		d.q.push(vevent{t: ev.t + d.cfg.ScrapeInterval, kind: evScrape})
@@ -392,7 +409,7 @@ func (d *dayRun) create(now float64, ready bool) error {
 	if err != nil {
 		return err
 	}
-	p := &dayPod{name: "sim-" + strconv.Itoa(len(d.pods)), e: e, created: now, removed: math.Inf(1)}
+	p := &dayPod{name: "sim-" + strconv.Itoa(len(d.pods)), e: e, created: now, removed: math.Inf(1), preemptedAt: math.Inf(-1)}
 	d.pods = append(d.pods, p)
 	d.res.PodsCreated++
 	if ready {
@@ -507,6 +524,32 @@ func (d *dayRun) room(i int) bool {
 	return p.state == podReady && (a.Cap == 0 || p.load.InFlight < a.Cap) && (a.Pending == 0 || p.unanswered < a.Pending)
 }
 
+// fits says request i's demand fits pod k's cache under the KV bound: any
+// request fits while the bound is off, the engine has not preempted within
+// PreemptionMemory, or the pod holds nothing.
+func (d *dayRun) fits(k, i int, now float64) bool {
+	p, reserve := d.pods[k], d.cfg.Admission.KVReserve
+	if reserve == 0 || now-p.preemptedAt > PreemptionMemory || p.kv.blocks() == 0 {
+		return true
+	}
+	return p.kv.blocks()+p.kv.adds(d.demand(i)) <= d.cfg.Engine.NumGPUBlocks-1
+}
+
+// demand is request i's KV demand at its longest, computed once.
+func (d *dayRun) demand(i int) kvDemand {
+	f := &d.flights[i]
+	if f.kv.keys == nil {
+		var buf []uint32
+		if n := len(d.spare); n > 0 {
+			buf, d.spare = d.spare[n-1], d.spare[:n-1]
+		}
+		prompt := d.work.Prompt(i, buf)
+		f.kv = newDayKVDemand(prompt, min(d.work.OutputLen(i), d.cfg.Admission.KVReserve), d.cfg.Engine.BlockSize)
+		d.spare = append(d.spare, prompt[:0])
+	}
+	return f.kv
+}
+
 // decide routes request i as the router's chooser does.
 func (d *dayRun) decide(i int, now float64) error {
 	cands := d.scratch[:0]
@@ -525,7 +568,7 @@ func (d *dayRun) decide(i int, now float64) error {
 	}
 	open := make([]int, 0, len(cands))
 	for _, k := range cands {
-		if d.room(k) {
+		if d.room(k) && d.fits(k, i, now) {
 			open = append(open, k)
 		}
 	}
@@ -605,6 +648,9 @@ func (d *dayRun) place(i int, pods []int, now float64) error {
 	f.state, f.pod, f.uncached, f.hold = flightPlaced, k, d.route.Uncached, d.route.Hold
 	p.load.count(phaseDecided, f.uncached, nil)
 	p.unanswered++
+	if d.cfg.Admission.KVReserve > 0 {
+		p.kv.add(d.demand(i), 1)
+	}
 	if d.hpa != nil && d.hpa.cfg.WorkTarget > 0 {
 		d.offered = append(d.offered, placedWork{t: now, tokens: f.uncached + r.MaxTokens})
 	}
@@ -615,11 +661,13 @@ func (d *dayRun) place(i int, pods []int, now float64) error {
 // fill hands pod k's room to waiters while it has room and one may use it.
 func (d *dayRun) fill(k int, now float64) error {
 	for len(d.queue) > 0 && d.room(k) {
-		w := slices.IndexFunc(d.queue, func(i int) bool { return d.flights[i].want == k })
+		// A waiter whose demand does not fit the pod's cache waits while
+		// later ones that fit pass it, as the router's KV bound lets them.
+		w := slices.IndexFunc(d.queue, func(i int) bool { return d.flights[i].want == k && d.fits(k, i, now) })
 		if w < 0 {
 			w = slices.IndexFunc(d.queue, func(i int) bool {
 				want := d.flights[i].want
-				return want < 0 || d.pods[want].state != podReady
+				return (want < 0 || d.pods[want].state != podReady) && d.fits(k, i, now)
 			})
 		}
 		if w < 0 {
@@ -629,7 +677,7 @@ func (d *dayRun) fill(k int, now float64) error {
 		d.queue = slices.Delete(d.queue, w, w+1)
 		open := make([]int, 0, len(d.pods))
 		for j := range d.pods {
-			if d.room(j) {
+			if d.room(j) && d.fits(j, i, now) {
 				open = append(open, j)
 			}
 		}
@@ -647,7 +695,7 @@ func (d *dayRun) dequeue(i int) {
 }
 
 func (d *dayRun) shed(i int, now float64) {
-	d.flights[i].state = flightShed
+	d.flights[i].state, d.flights[i].kv = flightShed, kvDemand{}
 	d.res.Shed++
 	if d.cfg.Profile.AtPeak(d.flights[i].sent) {
 		d.res.PeakShed++
@@ -704,6 +752,10 @@ func (d *dayRun) stepEnd(k int, now float64) error {
 		}
 		f.state = flightDone
 		p.load.count(phaseEnded, 0, nil)
+		if d.cfg.Admission.KVReserve > 0 {
+			p.kv.add(f.kv, -1)
+		}
+		f.kv = kvDemand{}
 		freed = true
 		d.served(f, r)
 		d.spare = append(d.spare, r.tokens[:0])
@@ -773,6 +825,7 @@ func (d *dayRun) summary() DayResult {
 		s := p.e.Stats()
 		queries += s.PrefixQueries
 		hits += s.PrefixHits
+		r.Preemptions += s.Preemptions
 	}
 	if queries > 0 {
 		r.HitRate = float64(hits) / float64(queries)

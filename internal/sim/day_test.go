@@ -88,3 +88,41 @@ func TestDayProfile(t *testing.T) {
 		t.Errorf("expected %g arrivals, drew %d", e, n)
 	}
 }
+
+// TestDayKVBoundHoldsAPreemptingPod: one pod with a small cache (300
+// blocks of 64 tokens) and 24 prefixes of 1,024 tokens, at a rate it cannot
+// serve. Without the KV bound the router sends it whatever the pending
+// bound lets through, the engine preempts request after request, and the
+// blocks they take back evict the cached prefixes the next requests
+// needed; with it (the provider's default reserve), once a scrape sees the
+// engine preempt, a request starts only when every request's output fits,
+// and the same pod serves more, from a warmer cache.
+func TestDayKVBoundHoldsAPreemptingPod(t *testing.T) {
+	day := func(reserve int) DayResult {
+		t.Helper()
+		cfg := smallDay(1, Admission{Cap: 256, Pending: 2, MaxQueue: 1024, TTL: 30, KVReserve: reserve})
+		cfg.Engine.NumGPUBlocks = 300
+		cfg.Profile = DayProfile{Hourly: []float64{1, 1}, Peak: 30, HourSeconds: 60}
+		cfg.ScrapeInterval = 0.05
+		cfg.Workload = func(n int) Dataset {
+			return PrefixRepetition{NumPrefixes: 24, PrefixLen: 1024, SuffixLen: 64, OutputLen: 128, NumPrompts: (n + 23) / 24 * 24, Seed: 7}
+		}
+		res, err := RunDay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	off, on := day(0), day(1024)
+	t.Logf("without the KV bound: %d served, %d preemptions, hit rate %.3f; with it: %d served, %d preemptions, hit rate %.3f",
+		off.Served, off.Preemptions, off.HitRate, on.Served, on.Preemptions, on.HitRate)
+	if off.Preemptions == 0 {
+		t.Fatal("the pod never preempted without the bound: the test's load does not reach its cache")
+	}
+	if on.Preemptions*4 > off.Preemptions {
+		t.Errorf("with the KV bound %d preemptions, want under a quarter of the %d without", on.Preemptions, off.Preemptions)
+	}
+	if on.Served <= off.Served || on.HitRate <= off.HitRate {
+		t.Errorf("with the KV bound %d served at hit rate %.3f, want more than the %d at %.3f without", on.Served, on.HitRate, off.Served, off.HitRate)
+	}
+}

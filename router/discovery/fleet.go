@@ -88,7 +88,15 @@ type podState struct {
 	scrapeErrs int64
 	lastErr    error
 	health     health
+	// preemptedAt is the scrape that last saw vllm:num_preemptions_total
+	// rise (a fall is the engine's restart, not a preemption).
+	preemptedAt time.Time
 }
+
+// PreemptionMemory is how long after its engine last preempted a pod's
+// load says so (scoring.Load.Preempting): the engine's cache has had more
+// demand than blocks within it, and may again.
+const PreemptionMemory = time.Minute
 
 // NewFleet returns an empty fleet; Run fills it from a Source.
 func NewFleet(cfg FleetConfig) *Fleet {
@@ -231,7 +239,7 @@ func (f *Fleet) loads(dst []scoring.Pod, all bool) []scoring.Pod {
 	for _, name := range f.names {
 		ps := f.pods[name]
 		ps.mu.Lock()
-		s, at, out := ps.scraped, ps.scrapedAt, ps.health.out.Reason != ""
+		s, at, out, preempted := ps.scraped, ps.scrapedAt, ps.health.out.Reason != "", ps.preemptedAt
 		ps.mu.Unlock()
 		if out && !all {
 			continue
@@ -240,7 +248,8 @@ func (f *Fleet) loads(dst []scoring.Pod, all bool) []scoring.Pod {
 			KVUsage: s.KVUsage, KVCacheTokens: s.KVCacheTokens, Fresh: !at.IsZero() && now.Sub(at) <= f.cfg.Metrics.StaleAfter.Duration,
 			InFlight: int(ps.inFlight.Load() + ps.peerInFlight.Load()), PeerInFlight: int(ps.peerInFlight.Load()),
 			PendingTokens: int(ps.pending.Load() + ps.peerPending.Load()), PeerPendingTokens: int(ps.peerPending.Load()),
-			PeerTopPendingTokens: int(ps.peerTopPending.Load())}})
+			PeerTopPendingTokens: int(ps.peerTopPending.Load()),
+			Preempting:           !preempted.IsZero() && now.Sub(preempted) <= PreemptionMemory}})
 	}
 	return dst
 }

@@ -3,8 +3,10 @@ package discovery_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,25 +35,8 @@ func TestFleetLoadAndStaleness(t *testing.T) {
 	metrics := config.Metrics{Interval: config.Duration{Duration: 20 * time.Millisecond},
 		StaleAfter: config.Duration{Duration: 300 * time.Millisecond}, Timeout: config.Duration{Duration: 100 * time.Millisecond}}
 	f := discovery.NewFleet(discovery.FleetConfig{Metrics: metrics})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- f.Run(ctx, discovery.Static{{Name: info.Pod, HTTP: info.HTTP, KVEvents: info.KV}})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fleet: %v", err)
-		}
-	}()
-
-	load := func() scoring.Load {
-		pods := f.Pods(nil)
-		if len(pods) != 1 {
-			return scoring.Load{} // not reported yet
-		}
-		return pods[0].Load
-	}
+	follow(t, f, discovery.Pod{Name: info.Pod, HTTP: info.HTTP, KVEvents: info.KV})
+	load := func() scoring.Load { return onlyLoad(f) }
 	await := func(what string, ok func(scoring.Load) bool) time.Duration {
 		t.Helper()
 		start := time.Now()
@@ -190,4 +175,84 @@ func podGauge(t *testing.T, f *discovery.Fleet, name, pod string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestFleetSeesTheEnginePreempt scrapes a simulated replica whose KV cache
+// holds one of its three requests at their longest: the engine preempts
+// (vllm:num_preemptions_total rises, as vLLM's scheduler counts its
+// preemptions), and the pod's load says Preempting from that scrape for
+// discovery.PreemptionMemory, not before its first rise nor after.
+func TestFleetSeesTheEnginePreempt(t *testing.T) {
+	ec := simEngine()
+	ec.NumGPUBlocks, ec.MaxNumSeqs = 16, 4 // 15 blocks of 16 tokens
+	simFleet, err := sim.StartFleet(sim.FleetConfig{Replicas: 1, Host: "127.0.0.1", NoReplay: true,
+		Replica: sim.ReplicaConfig{Model: simModel, Engine: ec, TimeScale: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopSim := simFleet.Start(context.Background())
+	defer stopSim()
+
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	info := simFleet.Infos[0]
+	metrics := config.Metrics{Interval: config.Duration{Duration: 10 * time.Millisecond},
+		StaleAfter: config.Duration{Duration: time.Hour}, Timeout: config.Duration{Duration: 100 * time.Millisecond}}
+	f := discovery.NewFleet(discovery.FleetConfig{Metrics: metrics, Now: now})
+	follow(t, f, discovery.Pod{Name: info.Pod, HTTP: info.HTTP, KVEvents: info.KV})
+	load := func() scoring.Load { return onlyLoad(f) }
+	for deadline := time.Now().Add(5 * time.Second); !load().Fresh; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no scrape in 5 s")
+		}
+	}
+	if load().Preempting {
+		t.Fatal("preempting before any request")
+	}
+
+	// Each request grows to 48 + 150 tokens, 13 blocks: the three do not
+	// fit together, and the engine preempts until they run one by one.
+	var wg sync.WaitGroup
+	for _, p := range prompts(21, 3, 48) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Post(info.HTTP+"/v1/completions", "application/json", bytes.NewReader(body(t, p, 150)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	seen := false
+	for deadline := time.Now().Add(10 * time.Second); !seen && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		seen = load().Preempting
+	}
+	wg.Wait()
+	if !seen {
+		t.Fatal("the pod's load never said Preempting while its engine preempted")
+	}
+	mu.Lock()
+	clock = clock.Add(discovery.PreemptionMemory - time.Second)
+	mu.Unlock()
+	if !load().Preempting {
+		t.Error("Preempting forgotten within discovery.PreemptionMemory")
+	}
+	mu.Lock()
+	clock = clock.Add(2 * time.Second)
+	mu.Unlock()
+	if load().Preempting {
+		t.Error("Preempting still said past discovery.PreemptionMemory with no new preemption")
+	}
+}
+
+// onlyLoad is the load of f's one pod, zero until it is reported.
+func onlyLoad(f *discovery.Fleet) scoring.Load {
+	if pods := f.Pods(nil); len(pods) == 1 {
+		return pods[0].Load
+	}
+	return scoring.Load{}
 }

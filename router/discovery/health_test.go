@@ -26,6 +26,12 @@ func runFleet(t *testing.T, frozenAfter time.Duration, pods ...discovery.Pod) *d
 	f := discovery.NewFleet(discovery.FleetConfig{Metrics: config.Metrics{Interval: config.Duration{Duration: 20 * time.Millisecond},
 		StaleAfter: config.Duration{Duration: time.Second}, Timeout: config.Duration{Duration: 100 * time.Millisecond},
 		EjectAfterFailures: 3, FrozenAfter: config.Duration{Duration: frozenAfter}}})
+	follow(t, f, pods...)
+	return f
+}
+
+// follow runs f over the static pods until the test ends.
+func follow(t *testing.T, f *discovery.Fleet, pods ...discovery.Pod) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx, discovery.Static(pods)) }()
@@ -35,7 +41,6 @@ func runFleet(t *testing.T, frozenAfter time.Duration, pods ...discovery.Pod) *d
 			t.Errorf("fleet: %v", err)
 		}
 	})
-	return f
 }
 
 // hungListener accepts connections and never answers, as a pod whose

@@ -22,6 +22,10 @@ type Scraped struct {
 	// block_size of vllm:cache_config_info, summed over the pod's engines;
 	// 0 when the page does not state it.
 	KVCacheTokens int
+	// Preemptions is vllm:num_preemptions_total, summed over the pod's
+	// engines; HasPreemptions says the page had it.
+	Preemptions    float64
+	HasPreemptions bool
 }
 
 // vLLM metric names (PROTOCOLS.md section 3). kv_cache_usage_perc replaced
@@ -39,13 +43,17 @@ const (
 	// The cache's size, as labels of an info gauge
 	// (vllm/v1/metrics/loggers.py, CacheConfig.metrics_info()); optional.
 	metricCacheConfig = "vllm:cache_config_info"
+	// Requests the engine took back from the running batch because the KV
+	// cache had no block for their next tokens (vllm/v1/metrics/loggers.py,
+	// counted by the scheduler's _preempt_request); optional.
+	metricPreemptions = "vllm:num_preemptions_total"
 )
 
-// ParseMetrics reads the three load gauges, and the progress counters and
-// the KV cache's size when present, from Prometheus text. A pod
-// with several engines (data parallelism) exposes one series per engine:
-// counts are summed and KV usage is the fullest engine's, since one full
-// engine already evicts. Only the lines of interest are parsed, which keeps
+// ParseMetrics reads the three load gauges, and the progress counters, the
+// preemption counter and the KV cache's size when present, from Prometheus
+// text. A pod with several engines (data parallelism) exposes one series
+// per engine: counts are summed and KV usage is the fullest engine's, since
+// one full engine already evicts. Only the lines of interest are parsed, which keeps
 // a 50 ms scrape of a large /metrics page cheap. All three must be present.
 func ParseMetrics(r io.Reader) (Scraped, error) {
 	var s Scraped
@@ -76,6 +84,9 @@ func ParseMetrics(r io.Reader) (Scraped, error) {
 		case metricGenTokens, metricPromptTokens:
 			s.Tokens += value
 			s.HasTokens = true
+		case metricPreemptions:
+			s.Preemptions += value
+			s.HasPreemptions = true
 		case metricCacheConfig:
 			blocks, size := labelInt(line, "num_gpu_blocks"), labelInt(line, "block_size")
 			s.KVCacheTokens += blocks * size

@@ -21,13 +21,15 @@ vllm:gpu_cache_usage_perc{engine="1"} 0.75
 vllm:num_requests_waiting_by_reason{reason="x"} 100
 vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_cpu_blocks="None",num_gpu_blocks="4481",num_gpu_blocks_override="None"} 1.0
 vllm:cache_config_info{num_gpu_blocks_override="7",engine="1",num_gpu_blocks="100",block_size="32"} 1.0
+vllm:num_preemptions_total{engine="0",model_name="m"} 3
+vllm:num_preemptions_total{engine="1",model_name="m"} 4
 process_cpu_seconds_total 12
 `
 	s, err := ParseMetrics(strings.NewReader(page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s != (Scraped{Running: 7, Waiting: 7, KVUsage: 0.75, KVCacheTokens: 4481*16 + 100*32}) {
+	if s != (Scraped{Running: 7, Waiting: 7, KVUsage: 0.75, KVCacheTokens: 4481*16 + 100*32, Preemptions: 7, HasPreemptions: true}) {
 		t.Errorf("parsed %+v", s)
 	}
 	for _, bad := range []string{

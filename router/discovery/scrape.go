@@ -67,6 +67,9 @@ func (f *Fleet) scrapeLoop(ctx context.Context, ps *podState) {
 			ps.scrapeErrs++
 			ps.lastErr = err
 		} else {
+			if s.HasPreemptions && ps.scraped.HasPreemptions && s.Preemptions > ps.scraped.Preemptions {
+				ps.preemptedAt = now
+			}
 			ps.scraped, ps.scrapedAt = s, now
 		}
 		began, ended := ps.health.judge(ps.pod.Name, s, err, now, f.cfg.Metrics.EjectAfterFailures, f.cfg.Metrics.FrozenAfter.Duration)

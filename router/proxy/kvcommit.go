@@ -99,7 +99,14 @@ func (k *podKV) add(d *kvDemand, sign int) {
 // vllm/v1/core/sched/scheduler.py) and a higher class finds room at once.
 // Class c of n may fill 1 - headroom*c/(n-1) of the cache; the highest is
 // not held (the engine preempts the lower classes for it), and nor is a
-// class the guard does not hold (classGuard). The peers' requests count as
+// class the guard does not hold (classGuard), while the pod's engine has
+// not preempted. Once it has (scoring.Load.Preempting: within the last
+// minute), every class is held to the whole cache: more requests than
+// their outputs have blocks for is a preemption storm, each preempted
+// request recomputing its prompt, its blocks taking cached prefixes from
+// the requests to come, and an overloaded pod serving fewer requests the
+// more it is sent (BENCHMARKS.md, 2026-12-08); held in the router instead,
+// they start as the running ones end. The peers' requests count as
 // this replica's own, their prompt blocks shared with every other
 // request's: each replica tells its peers of every demand it holds
 // (KVSharer) until the request ends. A pod of unknown cache size, or
@@ -109,7 +116,8 @@ type kvBound struct {
 	headroom float64
 	classes  int
 	guard    *classGuard
-	size     map[string]int // pod -> cache size in tokens, as last scraped
+	size     map[string]int  // pod -> cache size in tokens, as last scraped
+	pressed  map[string]bool // pods whose engine preempted within the last minute
 	pods     map[string]*podKV
 	// shared is each held demand's ID at the peers (the guard's sharer
 	// tells them), by demand and pod (a request holds a handed pod's demand
@@ -139,20 +147,33 @@ type KVSharer interface {
 
 func newKVBound(headroom float64, classes int, guard *classGuard) *kvBound {
 	return &kvBound{headroom: headroom, classes: classes, guard: guard,
-		size: make(map[string]int), pods: make(map[string]*podKV), shared: make(map[sharedDemand]uint64)}
+		size: make(map[string]int), pressed: make(map[string]bool), pods: make(map[string]*podKV), shared: make(map[sharedDemand]uint64)}
 }
 
-// note records p's cache size.
-func (b *kvBound) note(p scoring.Pod) { setOrDelete(b.size, p.Name, p.Load.KVCacheTokens) }
+// note records p's cache size and whether its engine preempts.
+func (b *kvBound) note(p scoring.Pod) {
+	setOrDelete(b.size, p.Name, p.Load.KVCacheTokens)
+	if p.Load.Preempting {
+		b.pressed[p.Name] = true
+	} else {
+		delete(b.pressed, p.Name)
+	}
+}
 
 // fits says whether a request of class demanding d fits pod.
 func (b *kvBound) fits(pod string, class int, d *kvDemand) bool {
 	k := b.pods[pod]
-	if d == nil || class == 0 || k == nil || b.size[pod] == 0 || !b.guard.guarded(class) {
+	if d == nil || k == nil || b.size[pod] == 0 {
 		return true
 	}
-	limit := float64(b.size[pod]/d.bs) * (1 - b.headroom*float64(class)/float64(max(b.classes-1, 1)))
-	return float64(k.blocks()+k.adds(d)) <= limit
+	share := 1.0
+	switch {
+	case class > 0 && b.guard.guarded(class):
+		share -= b.headroom * float64(class) / float64(max(b.classes-1, 1))
+	case !b.pressed[pod]:
+		return true
+	}
+	return float64(k.blocks()+k.adds(d)) <= float64(b.size[pod]/d.bs)*share
 }
 
 // hold counts this replica's d on pod (sign 1) or no more (-1), and tells

@@ -180,6 +180,60 @@ func TestKVBoundHoldsTheLowerClassesToTheirShare(t *testing.T) {
 	}
 }
 
+// TestKVBoundHoldsEveryClassOnAPreemptingPod: with no higher class to
+// guard for, a pod takes requests past its cache until its engine
+// preempts; from then on every class, the highest too, starts there only
+// within the whole cache, and once the engine has not preempted for a
+// minute (the scrape says so) the bound lets them past again.
+func TestKVBoundHoldsEveryClassOnAPreemptingPod(t *testing.T) {
+	a := newAdmission(admissionLimits{maxQueue: 8, share: 1, kv: true, kvHeadroom: 0.2}, testClasses, nil)
+	calm := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400}}}
+	pressed := []scoring.Pod{{Name: "p", Load: scoring.Load{KVCacheTokens: 400, Preempting: true}}}
+	const high, low = 0, 2
+	take := func(pods []scoring.Pod, class int, d *kvDemand) bool {
+		t.Helper()
+		if open := a.withRoom(slices.Clone(pods), class, d, nil); len(open) == 0 {
+			return false
+		}
+		if !a.acquire("p", class, d, 1) {
+			t.Fatal("acquire refused what withRoom offered")
+		}
+		return true
+	}
+	// 50 prefix blocks and 10 of each request's own: 60, 70, ..., 110
+	// blocks of a 100-block cache, all taken while the engine has not
+	// preempted (nothing guards: no higher class has come).
+	var held []*kvDemand
+	for i := range 6 {
+		d := demandOf(200, 40, i, 0)
+		if !take(calm, low, d) {
+			t.Fatalf("low request %d refused on a pod that has not preempted", i)
+		}
+		held = append(held, d)
+	}
+	for _, class := range []int{low, high} {
+		if take(pressed, class, demandOf(200, 40, 10+class, 0)) {
+			t.Fatalf("class %d admitted past the cache of a pod whose engine preempts", class)
+		}
+	}
+	a.release("p", held[0]) // 100 blocks
+	a.release("p", held[1]) // 90
+	if !take(pressed, high, demandOf(200, 40, 30, 0)) {
+		t.Fatal("a request that fills the cache to its last block refused")
+	}
+	if take(pressed, high, demandOf(200, 4, 31, 0)) {
+		t.Fatal("one block past the cache admitted")
+	}
+	// The high requests that came guard the lower classes for a minute,
+	// which hold them to their share; the highest goes past the cache again.
+	if !take(calm, high, demandOf(200, 40, 20, 0)) {
+		t.Fatal("the highest class refused once the engine stopped preempting")
+	}
+	if take(calm, low, demandOf(200, 40, 21, 0)) {
+		t.Fatal("the low class let past its share while a higher class came within the minute")
+	}
+}
+
 // TestKVBoundHandsFreedCacheToTheHigherClass: a waiter is handed a pod
 // only when its demand fits what the releases freed; the cache freed goes
 // to the higher class first, and a handed slot not used gives it back.

@@ -55,6 +55,10 @@ type Load struct {
 	// the highest priority class (package proxy's admission holds that
 	// class's prefill apart).
 	PeerTopPendingTokens int `json:"peer_top_pending_tokens,omitempty"`
+	// Preempting says the pod's engine preempted requests within the last
+	// minute (vllm:num_preemptions_total rose between two scrapes): its KV
+	// cache ran out of blocks for the running requests' next tokens.
+	Preempting bool `json:"preempting,omitempty"`
 }
 
 // Pod is one candidate. Its engine in the block index is index.Engine{Pod:
