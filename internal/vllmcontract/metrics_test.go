@@ -33,8 +33,8 @@ func TestScrapeReadsTheEnginesMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the router cannot read vLLM's /metrics: %v", err)
 	}
-	if idle.Running != 0 || idle.Waiting != 0 || !idle.HasTokens {
-		t.Errorf("idle engine read as %+v: want nothing running or waiting, and the token counters", idle)
+	if idle.Running != 0 || idle.Waiting != 0 || !idle.HasTokens || !idle.HasPreemptions {
+		t.Errorf("idle engine read as %+v: want nothing running or waiting, the token counters and the preemption counter", idle)
 	}
 
 	// Four long answers at once on a batch of 16: running while decoding.
@@ -62,7 +62,7 @@ func TestScrapeReadsTheEnginesMetrics(t *testing.T) {
 	srv := pageServer(t, busyPage)
 	for name, got := range map[string]float64{"vllm:num_requests_running": float64(busy.Running),
 		"vllm:num_requests_waiting": float64(busy.Waiting), "vllm:kv_cache_usage_perc": busy.KVUsage,
-		"vllm:prompt_tokens_total": -1, "vllm:generation_tokens_total": -1} {
+		"vllm:prompt_tokens_total": -1, "vllm:generation_tokens_total": -1, "vllm:num_preemptions_total": busy.Preemptions} {
 		want := series(t, srv, name, nil)
 		if got >= 0 && got != want {
 			t.Errorf("%s: the router read %v, Prometheus %v", name, got, want)

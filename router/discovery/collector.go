@@ -21,6 +21,8 @@ var (
 		"the prefill the engine runs ahead of its waiting requests, whose sum over the replicas limits.max_pending_prefill_per_pod (--max-pending-prefill-per-pod) bounds for the lower classes.", "pod")
 	descPeerFlight = cm.Desc("llmd_router_pod_peer_in_flight", "Requests the peer router replicas have open on the pod, as they last reported.", "pod")
 	descStale      = cm.Desc("llmd_router_pod_load_stale", "1 while the pod's scraped load is older than metrics.stale_after: it is scored without load.", "pod")
+	descPreempting = cm.Desc("llmd_router_pod_preempting", "1 for a minute after a scrape saw the pod's vllm:num_preemptions_total rise: its engine ran out of KV blocks "+
+		"for its running requests, and under the KV bound (limits.kv_output_reserve) every class starts there only within the whole cache.", "pod")
 	descSilent     = cm.Desc("llmd_router_pod_kv_events_silent", "1 while the pod was sent requests but published no KV events for discovery.kv_events_silent_after: the index is blind to it.", "pod")
 	descScrapeErrs = cm.Desc("llmd_router_pod_scrape_errors_total", "Failed /metrics scrapes of the pod.", "pod")
 	descUpdateErrs = cm.Desc("llmd_router_discovery_update_errors_total", "Discovery reports the router could not follow completely.")
@@ -30,7 +32,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (Collector) Describe(ch chan<- *prometheus.Desc) {
-	cm.Describe(ch, descPods, descInFlight, descPending, descPeerFlight, descStale, descSilent, descScrapeErrs, descUpdateErrs, descOut)
+	cm.Describe(ch, descPods, descInFlight, descPending, descPeerFlight, descStale, descPreempting, descSilent, descScrapeErrs, descUpdateErrs, descOut)
 }
 
 // Collect implements prometheus.Collector.
@@ -49,6 +51,7 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		e.Gauge(descPeerFlight, float64(p.Load.PeerInFlight), p.Name)
 		e.Gauge(descStale, cm.Bool(!p.Load.Fresh), p.Name)
+		e.Gauge(descPreempting, cm.Bool(p.Load.Preempting), p.Name)
 		e.Gauge(descSilent, cm.Bool(silent[p.Name]), p.Name)
 	}
 	for _, h := range c.Fleet.Health() {

@@ -238,13 +238,13 @@ func TestFleetSeesTheEnginePreempt(t *testing.T) {
 	mu.Lock()
 	clock = clock.Add(discovery.PreemptionMemory - time.Second)
 	mu.Unlock()
-	if !load().Preempting {
-		t.Error("Preempting forgotten within discovery.PreemptionMemory")
+	if !load().Preempting || podGauge(t, f, "llmd_router_pod_preempting", info.Pod) != 1 {
+		t.Error("Preempting forgotten within discovery.PreemptionMemory, or not exported")
 	}
 	mu.Lock()
 	clock = clock.Add(2 * time.Second)
 	mu.Unlock()
-	if load().Preempting {
+	if load().Preempting || podGauge(t, f, "llmd_router_pod_preempting", info.Pod) != 0 {
 		t.Error("Preempting still said past discovery.PreemptionMemory with no new preemption")
 	}
 }
