@@ -53,8 +53,9 @@ const (
 // preemption counter and the KV cache's size when present, from Prometheus
 // text. A pod with several engines (data parallelism) exposes one series
 // per engine: counts are summed and KV usage is the fullest engine's, since
-// one full engine already evicts. Only the lines of interest are parsed, which keeps
-// a 50 ms scrape of a large /metrics page cheap. All three must be present.
+// one full engine already evicts. Only the lines of interest are parsed,
+// which keeps a 50 ms scrape of a large /metrics page cheap. All three
+// gauges must be present.
 func ParseMetrics(r io.Reader) (Scraped, error) {
 	var s Scraped
 	var seen [3]bool
